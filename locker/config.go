@@ -1,0 +1,95 @@
+package locker
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+)
+
+// MaxKeyLenLimit is the longest key or owner the arenas can hold.
+const MaxKeyLenLimit = 1<<16 - 1
+
+// Config holds every setting of a Table. Build it from DefaultConfig.
+type Config struct {
+	// Shards is the number of independently locked parts of the table; a
+	// power of two. More shards mean less contention and a little more memory.
+	Shards int
+	// Tick is the resolution of the expiry timer wheel: an expired lease is
+	// reclaimed within about one tick of its deadline. Correctness does not
+	// depend on it, since every check treats a passed deadline as expired.
+	Tick time.Duration
+	// MaxTTL bounds every lease ttl and every lock's default ttl.
+	MaxTTL time.Duration
+	// MaxKeyLen bounds the length of keys and owner ids, in bytes.
+	MaxKeyLen int
+	// RequireCreate makes Acquire of an unknown key fail with ErrNoSuchLock
+	// instead of creating the lock on the fly.
+	RequireCreate bool
+	// FirstToken is the token sequence's starting point: every token granted
+	// is greater than it. See BootEpochToken.
+	FirstToken uint64
+	// Clock reads monotonic time; tests pass a *ManualClock.
+	Clock Clock
+}
+
+// DefaultShards returns the default shard count: the power of two at or above
+// 16 shards per available CPU, so that lock contention stays rare.
+func DefaultShards() int {
+	n := 1
+	for n < 16*runtime.GOMAXPROCS(0) {
+		n <<= 1
+	}
+	return n
+}
+
+// DefaultConfig returns a Config with every default set, the token sequence
+// starting from the wall clock now.
+func DefaultConfig() Config {
+	return Config{
+		Shards:     DefaultShards(),
+		Tick:       10 * time.Millisecond,
+		MaxTTL:     24 * time.Hour,
+		MaxKeyLen:  1024,
+		FirstToken: BootEpochToken(time.Now()),
+		Clock:      NewSystemClock(),
+	}
+}
+
+// BootEpochToken returns the first token of a server booted at wall time boot:
+// Unix milliseconds shifted left by 20 bits. A server restarted later starts
+// above every token the earlier run could have granted, as long as (a) the
+// wall clock at the restart is ahead of the wall clock at the earlier boot,
+// and (b) the earlier run granted fewer than 2^20 tokens per millisecond of
+// its uptime on any shard (about a billion per second). The product stays
+// below 2^63, so tokens fit a RESP integer, until the year 2248.
+func BootEpochToken(boot time.Time) uint64 {
+	ms := boot.UnixMilli()
+	if ms < 0 {
+		ms = 0
+	}
+	return uint64(ms) << 20
+}
+
+// Validate reports the first setting that is out of range. It never changes c.
+func (c Config) Validate() error {
+	switch {
+	case c.Shards < 1 || c.Shards&(c.Shards-1) != 0 || c.Shards > 1<<16:
+		return fmt.Errorf("locker: shards must be a power of two between 1 and 65536, got %d", c.Shards)
+	case c.Tick < time.Millisecond:
+		return fmt.Errorf("locker: tick must be at least 1ms, got %s", c.Tick)
+	case c.MaxTTL < time.Millisecond:
+		return fmt.Errorf("locker: max ttl must be at least 1ms, got %s", c.MaxTTL)
+	case c.MaxTTL > 100*365*24*time.Hour:
+		return fmt.Errorf("locker: max ttl must be at most 100 years, got %s", c.MaxTTL)
+	case c.MaxKeyLen < 1 || c.MaxKeyLen > MaxKeyLenLimit:
+		return fmt.Errorf("locker: max key length must be between 1 and %d, got %d", MaxKeyLenLimit, c.MaxKeyLen)
+	case c.FirstToken == 0:
+		return errors.New("locker: first token must be positive")
+	case c.FirstToken >= 1<<63:
+		return fmt.Errorf("locker: first token %d leaves no room below 2^63", c.FirstToken)
+	case c.Clock == nil:
+		return errors.New("locker: clock is required")
+	}
+	return nil
+}

@@ -1,0 +1,39 @@
+package locker
+
+import (
+	"errors"
+	"strconv"
+)
+
+var (
+	// ErrNoSuchLock is returned by Acquire for an unknown key when the table
+	// requires locks to be made by Create first (Config.RequireCreate).
+	ErrNoSuchLock = errors.New("locker: no such lock")
+	// ErrInUse is returned by Delete while a lease on the lock is live.
+	ErrInUse = errors.New("locker: lock is held")
+	// ErrNoTTL is returned by Acquire when no ttl is given and the lock has no
+	// default ttl from Create.
+	ErrNoTTL = errors.New("locker: no ttl given and the lock has no default ttl")
+	// ErrTTLRange is returned for a ttl that is not positive or exceeds Config.MaxTTL.
+	ErrTTLRange = errors.New("locker: ttl out of range")
+	// ErrEmptyKey is returned for a zero-length key.
+	ErrEmptyKey = errors.New("locker: empty key")
+	// ErrKeyTooLong is returned for a key longer than Config.MaxKeyLen.
+	ErrKeyTooLong = errors.New("locker: key too long")
+	// ErrOwnerTooLong is returned for an owner id longer than Config.MaxKeyLen.
+	ErrOwnerTooLong = errors.New("locker: owner too long")
+	// ErrClosed is returned by Start after Close.
+	ErrClosed = errors.New("locker: table closed")
+)
+
+// KeyError names the lock an error is about, for messages that must say which
+// lock was missing. Compare the cause with errors.Is.
+type KeyError struct {
+	Key string
+	Err error
+}
+
+func (e *KeyError) Error() string { return e.Err.Error() + " " + strconv.Quote(e.Key) }
+
+// Unwrap returns the cause.
+func (e *KeyError) Unwrap() error { return e.Err }

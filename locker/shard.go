@@ -1,0 +1,222 @@
+package locker
+
+import (
+	"bytes"
+	"sync"
+)
+
+// entry is one lock. It holds no pointers: the key and owner live in the
+// shard's arena, named by ref and length.
+type entry struct {
+	hash       uint64
+	token      uint64 // last token granted; the live lease's token when held
+	deadline   int64  // lease deadline, clock nanoseconds; meaningful when held
+	defaultTTL int64  // nanoseconds; 0 for none
+	keyRef     uint32
+	ownerRef   uint32
+	sameHash   uint32 // next entry index whose key has the same hash; 0 ends
+	keyLen     uint16
+	ownerLen   uint16
+	flags      uint8
+}
+
+const (
+	flagLive    uint8 = 1 << iota // the slot holds a lock
+	flagCreated                   // made by Create: stays when free
+	flagHeld                      // a lease is live (until its deadline)
+)
+
+// shard is one independently locked part of the table.
+type shard struct {
+	mu sync.Mutex // guards every field below
+
+	index   map[uint64]uint32 // key hash -> index of the first entry with that hash
+	entries paged[entry]      // index 0 is the nil entry
+	free    []uint32          // released entry indices, reused first
+	top     uint32            // entry indices below top have been handed out
+	strings arena             // keys and owners
+	wheel   timerWheel        // lease deadlines, ids are entry indices
+
+	lastToken uint64 // tokens granted by this shard only grow from here
+	counts    shardCounts
+
+	_ [64]byte // keep neighbouring shards' mutexes off this cache line
+}
+
+type shardCounts struct {
+	locks, held                        int
+	granted, renewed, released, expired uint64
+}
+
+func newShard(firstToken uint64, nowTick int64) *shard {
+	s := &shard{
+		index:     make(map[uint64]uint32),
+		top:       1,
+		lastToken: firstToken,
+		wheel:     newTimerWheel(nowTick),
+	}
+	s.entries.grow(0)
+	return s
+}
+
+func (s *shard) at(i uint32) *entry { return s.entries.at(i) }
+
+func (s *shard) key(e *entry) []byte { return s.strings.get(e.keyRef, int(e.keyLen)) }
+
+func (s *shard) ownerIs(e *entry, owner []byte) bool {
+	return len(owner) > 0 && int(e.ownerLen) == len(owner) &&
+		bytes.Equal(s.strings.get(e.ownerRef, int(e.ownerLen)), owner)
+}
+
+// lookup returns the index of key's entry, or 0.
+func (s *shard) lookup(hash uint64, key []byte) uint32 {
+	i := s.index[hash]
+	for i != 0 {
+		e := s.at(i)
+		if int(e.keyLen) == len(key) && bytes.Equal(s.key(e), key) {
+			return i
+		}
+		i = e.sameHash
+	}
+	return 0
+}
+
+// insert adds an entry for key, which must not be present, and returns its index.
+func (s *shard) insert(hash uint64, key []byte) uint32 {
+	var i uint32
+	if n := len(s.free); n > 0 {
+		i = s.free[n-1]
+		s.free = s.free[:n-1]
+	} else {
+		i = s.top
+		s.top++
+		s.entries.grow(i)
+	}
+	*s.at(i) = entry{
+		hash:     hash,
+		keyRef:   s.strings.put(key),
+		keyLen:   uint16(len(key)),
+		sameHash: s.index[hash],
+		flags:    flagLive,
+	}
+	s.index[hash] = i
+	s.counts.locks++
+	return i
+}
+
+// remove deletes entry i, which must be free.
+func (s *shard) remove(i uint32) {
+	e := s.at(i)
+	if head := s.index[e.hash]; head == i {
+		if e.sameHash == 0 {
+			delete(s.index, e.hash)
+		} else {
+			s.index[e.hash] = e.sameHash
+		}
+	} else {
+		for p := head; p != 0; p = s.at(p).sameHash {
+			if s.at(p).sameHash == i {
+				s.at(p).sameHash = e.sameHash
+				break
+			}
+		}
+	}
+	s.strings.release(e.keyRef, int(e.keyLen))
+	*e = entry{}
+	s.free = append(s.free, i)
+	s.counts.locks--
+}
+
+// grant gives entry i a new lease.
+func (s *shard) grant(i uint32, now, ttl int64, owner []byte, tick int64) uint64 {
+	e := s.at(i)
+	s.lastToken++
+	e.token = s.lastToken
+	e.flags |= flagHeld
+	e.deadline = now + ttl
+	if len(owner) > 0 {
+		e.ownerRef = s.strings.put(owner)
+		e.ownerLen = uint16(len(owner))
+	}
+	s.wheel.schedule(i, ceilDiv(e.deadline, tick))
+	s.counts.held++
+	s.counts.granted++
+	return e.token
+}
+
+// renew moves the deadline of entry i's live lease.
+func (s *shard) renew(i uint32, now, ttl int64, tick int64) {
+	e := s.at(i)
+	e.deadline = now + ttl
+	s.wheel.schedule(i, ceilDiv(e.deadline, tick))
+	s.counts.renewed++
+}
+
+// endLease frees entry i's lease and reports whether the entry itself is gone
+// too, as a lock that Create did not make is once it is free.
+func (s *shard) endLease(i uint32) (removed bool) {
+	e := s.at(i)
+	if e.ownerLen > 0 {
+		s.strings.release(e.ownerRef, int(e.ownerLen))
+		e.ownerRef, e.ownerLen = 0, 0
+	}
+	e.flags &^= flagHeld
+	s.wheel.cancel(i)
+	s.counts.held--
+	if e.flags&flagCreated == 0 {
+		s.remove(i)
+		return true
+	}
+	return false
+}
+
+// settle expires entry i's lease if its deadline has passed, whether or not
+// the wheel has fired yet, and returns the entry's index afterwards: i, or 0
+// when the expired lock is gone.
+func (s *shard) settle(i uint32, now int64) uint32 {
+	if i == 0 {
+		return 0
+	}
+	e := s.at(i)
+	if e.flags&flagHeld != 0 && e.deadline <= now {
+		s.counts.expired++
+		if s.endLease(i) {
+			return 0
+		}
+	}
+	return i
+}
+
+// find looks key up and settles it.
+func (s *shard) find(hash uint64, key []byte, now int64) uint32 {
+	return s.settle(s.lookup(hash, key), now)
+}
+
+// heldBy reports whether entry i is held by token. Call after settle.
+func (s *shard) heldBy(i uint32, token uint64) bool {
+	if i == 0 {
+		return false
+	}
+	e := s.at(i)
+	return e.flags&flagHeld != 0 && e.token == token
+}
+
+// expireDue advances the wheel to now and expires the leases it hands back.
+func (s *shard) expireDue(now int64, tick int64) int {
+	expired := 0
+	s.wheel.advance(now/tick, func(i uint32) {
+		e := s.at(i)
+		if e.flags&flagHeld == 0 {
+			return
+		}
+		if e.deadline > now { // a fired wheel slot is a hint; the deadline rules
+			s.wheel.schedule(i, ceilDiv(e.deadline, tick))
+			return
+		}
+		s.settle(i, now)
+		expired++
+	})
+	return expired
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

@@ -1,0 +1,385 @@
+package locker
+
+import (
+	"hash/maphash"
+	"math/bits"
+	"sync"
+	"time"
+)
+
+// Table is the lock table. All methods are safe for concurrent use.
+//
+// Keys and owners are passed as byte slices that the table copies and never
+// retains, so a caller may hand it a network buffer.
+type Table struct {
+	cfg       Config
+	seed      maphash.Seed
+	shards    []*shard
+	shardBits int
+	tick      int64
+
+	mu      sync.Mutex // guards started, closed
+	started bool
+	closed  bool
+	stopC   chan struct{}
+	doneC   chan struct{}
+}
+
+// New returns an empty table. It starts no goroutine; call Start for the
+// reaper that reclaims expired leases, or ExpireDue to drive it by hand.
+func New(cfg Config) (*Table, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	t := &Table{
+		cfg:       cfg,
+		seed:      maphash.MakeSeed(),
+		shards:    make([]*shard, cfg.Shards),
+		shardBits: bits.Len(uint(cfg.Shards)) - 1,
+		tick:      int64(cfg.Tick),
+		stopC:     make(chan struct{}),
+		doneC:     make(chan struct{}),
+	}
+	nowTick := int64(cfg.Clock.Now()) / t.tick
+	for i := range t.shards {
+		t.shards[i] = newShard(cfg.FirstToken, nowTick)
+	}
+	return t, nil
+}
+
+// Config returns the table's settings.
+func (t *Table) Config() Config { return t.cfg }
+
+// Start launches the reaper goroutine, which the table owns: it calls
+// ExpireDue every Tick until Close.
+func (t *Table) Start() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return ErrClosed
+	}
+	if t.started {
+		return nil
+	}
+	t.started = true
+	go t.reap()
+	return nil
+}
+
+func (t *Table) reap() {
+	defer close(t.doneC)
+	ticker := time.NewTicker(t.cfg.Tick)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-t.stopC:
+			return
+		case <-ticker.C:
+			t.ExpireDue()
+		}
+	}
+}
+
+// Close stops the reaper and waits for it to return. It is safe to call more
+// than once. The table still answers calls afterwards, expiring lazily.
+func (t *Table) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	started := t.started
+	close(t.stopC)
+	t.mu.Unlock()
+	if started {
+		<-t.doneC
+	}
+	return nil
+}
+
+// ExpireDue reclaims every lease whose deadline has passed by the wheel's
+// resolution and returns how many it expired. The reaper calls it each tick.
+func (t *Table) ExpireDue() int {
+	n := 0
+	for _, s := range t.shards {
+		now := int64(t.cfg.Clock.Now())
+		s.mu.Lock()
+		n += s.expireDue(now, t.tick)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+func (t *Table) locate(key []byte) (uint64, *shard) {
+	h := maphash.Bytes(t.seed, key)
+	return h, t.shards[h>>(64-t.shardBits)&uint64(len(t.shards)-1)]
+}
+
+func (t *Table) checkKey(key []byte) error {
+	switch {
+	case len(key) == 0:
+		return ErrEmptyKey
+	case len(key) > t.cfg.MaxKeyLen:
+		return ErrKeyTooLong
+	}
+	return nil
+}
+
+func (t *Table) checkTTL(ttl time.Duration) error {
+	if ttl <= 0 || ttl > t.cfg.MaxTTL {
+		return ErrTTLRange
+	}
+	return nil
+}
+
+// Create makes a lock with a default lease ttl (0 for none) and reports
+// whether it was made. A lock that exists only because Acquire made it on
+// the fly is adopted: it becomes a created lock with this default, and
+// Create reports true. A created lock stays when free, until Delete.
+func (t *Table) Create(key []byte, defaultTTL time.Duration) (bool, error) {
+	if err := t.checkKey(key); err != nil {
+		return false, err
+	}
+	if defaultTTL != 0 {
+		if err := t.checkTTL(defaultTTL); err != nil {
+			return false, err
+		}
+	}
+	h, s := t.locate(key)
+	now := int64(t.cfg.Clock.Now())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.find(h, key, now)
+	if i == 0 {
+		i = s.insert(h, key)
+	} else if s.at(i).flags&flagCreated != 0 {
+		return false, nil
+	}
+	e := s.at(i)
+	e.flags |= flagCreated
+	e.defaultTTL = int64(defaultTTL)
+	return true, nil
+}
+
+// Acquire grants a lease on key for ttl (0: the lock's default ttl) and
+// returns its fencing token, or ok=false when a live lease is held by someone
+// else. With a non-empty owner, a lease already held by that owner is renewed
+// to ttl and its token returned again, so a retried Acquire is safe. An
+// unknown key is created on the fly (and removed again once free) unless
+// Config.RequireCreate is set.
+func (t *Table) Acquire(key []byte, ttl time.Duration, owner []byte) (token uint64, ok bool, err error) {
+	if err := t.checkKey(key); err != nil {
+		return 0, false, err
+	}
+	if len(owner) > t.cfg.MaxKeyLen {
+		return 0, false, ErrOwnerTooLong
+	}
+	if ttl != 0 {
+		if err := t.checkTTL(ttl); err != nil {
+			return 0, false, err
+		}
+	}
+	h, s := t.locate(key)
+	now := int64(t.cfg.Clock.Now())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.find(h, key, now)
+	if i == 0 {
+		if t.cfg.RequireCreate {
+			return 0, false, &KeyError{Key: string(key), Err: ErrNoSuchLock}
+		}
+		if ttl == 0 {
+			return 0, false, ErrNoTTL
+		}
+		i = s.insert(h, key)
+	}
+	e := s.at(i)
+	if ttl == 0 {
+		if e.defaultTTL == 0 {
+			return 0, false, ErrNoTTL
+		}
+		ttl = time.Duration(e.defaultTTL)
+	}
+	if e.flags&flagHeld != 0 {
+		if s.ownerIs(e, owner) {
+			s.renew(i, now, int64(ttl), t.tick)
+			return e.token, true, nil
+		}
+		return 0, false, nil
+	}
+	return s.grant(i, now, int64(ttl), owner, t.tick), true, nil
+}
+
+// Verify reports whether token is the live lease of key.
+func (t *Table) Verify(key []byte, token uint64) bool {
+	h, s := t.locate(key)
+	now := int64(t.cfg.Clock.Now())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.heldBy(s.find(h, key, now), token)
+}
+
+// Release ends the lease of key if token holds it and reports whether it did.
+// A stale token never releases a newer holder.
+func (t *Table) Release(key []byte, token uint64) bool {
+	h, s := t.locate(key)
+	now := int64(t.cfg.Clock.Now())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.find(h, key, now)
+	if !s.heldBy(i, token) {
+		return false
+	}
+	s.counts.released++
+	s.endLease(i)
+	return true
+}
+
+// Extend moves the deadline of key's lease to now+ttl if token holds it, and
+// reports whether it did.
+func (t *Table) Extend(key []byte, token uint64, ttl time.Duration) (bool, error) {
+	if err := t.checkTTL(ttl); err != nil {
+		return false, err
+	}
+	h, s := t.locate(key)
+	now := int64(t.cfg.Clock.Now())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.find(h, key, now)
+	if !s.heldBy(i, token) {
+		return false, nil
+	}
+	s.renew(i, now, int64(ttl), t.tick)
+	return true, nil
+}
+
+// Status describes one lock.
+type Status struct {
+	Held       bool
+	Token      uint64        // the live lease's token; 0 when free
+	Owner      string        // the live lease's owner, if it named one
+	TTL        time.Duration // time left on the live lease
+	LastToken  uint64        // the last token granted for this lock
+	DefaultTTL time.Duration // from Create; 0 for none
+	Created    bool          // made by Create (stays when free) rather than on the fly
+}
+
+// Status returns key's state, and false for an unknown key.
+func (t *Table) Status(key []byte) (Status, bool) {
+	h, s := t.locate(key)
+	now := int64(t.cfg.Clock.Now())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.find(h, key, now)
+	if i == 0 {
+		return Status{}, false
+	}
+	e := s.at(i)
+	st := Status{
+		LastToken:  e.token,
+		DefaultTTL: time.Duration(e.defaultTTL),
+		Created:    e.flags&flagCreated != 0,
+	}
+	if e.flags&flagHeld != 0 {
+		st.Held = true
+		st.Token = e.token
+		st.TTL = time.Duration(e.deadline - now)
+		if e.ownerLen > 0 {
+			st.Owner = string(s.strings.get(e.ownerRef, int(e.ownerLen)))
+		}
+	}
+	return st, true
+}
+
+// Delete removes a free lock and reports whether it existed. It fails with
+// ErrInUse while a lease is live: deleting would silently end the lease.
+// The next lock of the same name keeps counting tokens from where this one
+// stopped.
+func (t *Table) Delete(key []byte) (bool, error) {
+	h, s := t.locate(key)
+	now := int64(t.cfg.Clock.Now())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.find(h, key, now)
+	if i == 0 {
+		return false, nil
+	}
+	if s.at(i).flags&flagHeld != 0 {
+		return false, &KeyError{Key: string(key), Err: ErrInUse}
+	}
+	s.remove(i)
+	return true, nil
+}
+
+// Scan visits locks SCAN-style. Start with cursor 0; each call returns the
+// cursor to pass next, and 0 when the walk is complete. A lock that exists
+// for the whole walk is returned exactly once; one created or removed during
+// it may or may not be. count bounds the work of one call: it returns at most
+// count names and examines at most 10*count slots. match, when not nil,
+// filters names. Names are appended to dst.
+func (t *Table) Scan(cursor uint64, count int, match func(key []byte) bool, dst []string) (next uint64, keys []string) {
+	if count < 1 {
+		count = 1
+	}
+	si, slot := cursor>>32, uint32(cursor)
+	budget := 10 * count
+	found := 0
+	for si < uint64(len(t.shards)) && found < count && budget > 0 {
+		s := t.shards[si]
+		now := int64(t.cfg.Clock.Now())
+		s.mu.Lock()
+		if slot == 0 {
+			slot = 1
+		}
+		for ; slot < s.top && found < count && budget > 0; slot++ {
+			budget--
+			if s.at(slot).flags&flagLive == 0 || s.settle(slot, now) == 0 {
+				continue
+			}
+			if k := s.key(s.at(slot)); match == nil || match(k) {
+				dst = append(dst, string(k))
+				found++
+			}
+		}
+		done := slot >= s.top
+		s.mu.Unlock()
+		if done {
+			si, slot = si+1, 0
+		}
+	}
+	if si >= uint64(len(t.shards)) {
+		return 0, dst
+	}
+	return si<<32 | uint64(slot), dst
+}
+
+// Stats is a snapshot of the table's counters.
+type Stats struct {
+	Locks    int    // locks in the table
+	Held     int    // live leases (some may be past their deadline, awaiting the reaper)
+	Granted  uint64 // leases granted
+	Renewed  uint64 // leases renewed by Extend or an owner's repeated Acquire
+	Released uint64 // leases ended by Release
+	Expired  uint64 // leases ended by their deadline
+	// ArenaBytes is the memory held for keys and owners.
+	ArenaBytes int
+}
+
+// Stats sums the shards' counters, locking each briefly in turn.
+func (t *Table) Stats() Stats {
+	var st Stats
+	for _, s := range t.shards {
+		s.mu.Lock()
+		c := s.counts
+		st.ArenaBytes += s.strings.footprint()
+		s.mu.Unlock()
+		st.Locks += c.locks
+		st.Held += c.held
+		st.Granted += c.granted
+		st.Renewed += c.renewed
+		st.Released += c.released
+		st.Expired += c.expired
+	}
+	return st
+}

@@ -1,0 +1,156 @@
+package locker
+
+// timerWheel is a hierarchical timing wheel in the style of Kafka's
+// TimingWheel and the classic Linux timer wheel: level l has 64 slots, each
+// spanning 64^l ticks. A timer due in fewer than 64 ticks sits in level 0 at
+// slot (due & 63); one due later sits in the first level whose span covers it,
+// and is cascaded down a level when the wheel reaches the start of its slot.
+// Scheduling and cancelling are O(1); advancing costs one slot check per tick
+// plus the timers it moves or fires. Levels above 0 are made lazily, when a
+// timer first needs them.
+//
+// Timers are named by uint32 ids (the lock table's entry indices); the wheel
+// keeps its own doubly linked lists in a paged node table indexed by id, so it
+// holds no pointers for the garbage collector to trace. Id 0 is the nil id.
+//
+// The wheel is not safe for concurrent use: its shard's mutex guards it.
+type timerWheel struct {
+	nodes   paged[wheelNode]
+	levels  [][wheelSlots]uint32 // list heads
+	counts  []int                // timers per level, to skip empty stretches
+	now     int64                // last tick advanced to
+	pending int                  // timers scheduled
+}
+
+const (
+	wheelBits  = 6
+	wheelSlots = 1 << wheelBits
+	wheelMask  = wheelSlots - 1
+)
+
+type wheelNode struct {
+	due        int64
+	next, prev uint32
+	slot       uint32 // level*wheelSlots + slot + 1; 0 when not scheduled
+}
+
+func newTimerWheel(now int64) timerWheel {
+	return timerWheel{now: now, levels: make([][wheelSlots]uint32, 1), counts: make([]int, 1)}
+}
+
+// schedule (re)arms timer id to fire at tick due; a due tick already reached
+// fires on the next advance.
+func (w *timerWheel) schedule(id uint32, due int64) {
+	w.nodes.grow(id)
+	w.cancel(id)
+	w.nodes.at(id).due = due
+	w.place(id, max(due, w.now+1))
+	w.pending++
+}
+
+// cancel disarms timer id; it is a no-op for a timer not scheduled.
+func (w *timerWheel) cancel(id uint32) {
+	if id >= w.nodes.capacity() {
+		return
+	}
+	n := w.nodes.at(id)
+	if n.slot == 0 {
+		return
+	}
+	w.unlink(id, n)
+	w.pending--
+}
+
+// place links id into the slot that covers tick at (at > w.now, or == w.now
+// while cascading, before the current level-0 slot is fired).
+func (w *timerWheel) place(id uint32, at int64) {
+	delta := uint64(at - w.now)
+	level := 0
+	for delta>>(wheelBits*(level+1)) != 0 {
+		level++
+	}
+	for level >= len(w.levels) {
+		w.levels = append(w.levels, [wheelSlots]uint32{})
+		w.counts = append(w.counts, 0)
+	}
+	w.counts[level]++
+	slot := int(at>>(wheelBits*level)) & wheelMask
+	head := &w.levels[level][slot]
+	n := w.nodes.at(id)
+	n.slot = uint32(level*wheelSlots+slot) + 1
+	n.prev = 0
+	n.next = *head
+	if *head != 0 {
+		w.nodes.at(*head).prev = id
+	}
+	*head = id
+}
+
+func (w *timerWheel) unlink(id uint32, n *wheelNode) {
+	s := n.slot - 1
+	w.counts[s/wheelSlots]--
+	if n.prev != 0 {
+		w.nodes.at(n.prev).next = n.next
+	} else {
+		w.levels[s/wheelSlots][s%wheelSlots] = n.next
+	}
+	if n.next != 0 {
+		w.nodes.at(n.next).prev = n.prev
+	}
+	n.slot, n.next, n.prev = 0, 0, 0
+}
+
+// advance moves the wheel to tick to, calling fire for each timer that comes
+// due, in tick order. A fired timer is disarmed before fire runs, so fire may
+// schedule it again.
+func (w *timerWheel) advance(to int64, fire func(id uint32)) {
+	for w.now < to {
+		if w.pending == 0 {
+			w.now = to
+			return
+		}
+		// With the lowest levels empty, nothing can happen before the next
+		// tick at which the first non-empty level cascades: jump there.
+		if low := w.lowestBusyLevel(); low > 0 {
+			span := int64(1) << (wheelBits * low)
+			if next := (w.now/span+1)*span - 1; next > w.now {
+				w.now = min(next, to)
+				continue
+			}
+		}
+		w.now++
+		// At the start of a level-l slot's span, move its timers down.
+		for l := 1; l < len(w.levels) && w.now&(1<<(wheelBits*l)-1) == 0; l++ {
+			w.cascade(l, int(w.now>>(wheelBits*l))&wheelMask)
+		}
+		head := &w.levels[0][w.now&wheelMask]
+		for *head != 0 {
+			id := *head
+			w.unlink(id, w.nodes.at(id))
+			w.pending--
+			fire(id)
+		}
+	}
+}
+
+func (w *timerWheel) lowestBusyLevel() int {
+	for l, c := range w.counts {
+		if c > 0 {
+			return l
+		}
+	}
+	return len(w.counts)
+}
+
+func (w *timerWheel) cascade(level, slot int) {
+	id := w.levels[level][slot]
+	w.levels[level][slot] = 0
+	for id != 0 {
+		n := w.nodes.at(id)
+		next := n.next
+		n.slot = 0
+		w.counts[level]--
+		w.place(id, max(n.due, w.now))
+		id = next
+	}
+}
