@@ -1,6 +1,7 @@
 package locker
 
 import (
+	"fmt"
 	"hash/maphash"
 	"math/bits"
 	"sync"
@@ -128,7 +129,7 @@ func (t *Table) checkKey(key []byte) error {
 
 func (t *Table) checkTTL(ttl time.Duration) error {
 	if ttl <= 0 || ttl > t.cfg.MaxTTL {
-		return ErrTTLRange
+		return fmt.Errorf("%w: must be between 1 and %d ms", ErrTTLRange, t.cfg.MaxTTL.Milliseconds())
 	}
 	return nil
 }

@@ -1,0 +1,122 @@
+// Command leasehold is a lock server that speaks RESP: take, check, extend
+// and release leases with fencing tokens from redis-cli or any Redis client.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/server"
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+)
+
+// version is set at build time: -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newApp().RunContext(ctx, os.Args)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "leasehold:", err)
+		os.Exit(1)
+	}
+}
+
+func newApp() *cli.App {
+	flags := serveFlags()
+	return &cli.App{
+		Name:    "leasehold",
+		Usage:   "a lock server with fencing tokens, spoken to over the Redis protocol",
+		Version: version,
+		Flags:   flags,
+		Action:  serve, // serve is the default when no subcommand is given
+		Commands: []*cli.Command{{
+			Name:   "serve",
+			Usage:  "run the lock server",
+			Flags:  flags,
+			Action: serve,
+		}},
+	}
+}
+
+func env(name string) []string { return []string{"LEASEHOLD_" + name} }
+
+// serveFlags reads every default from the packages' DefaultConfig, so the
+// help text cannot drift from what the server does.
+func serveFlags() []cli.Flag {
+	def := server.DefaultConfig()
+	return []cli.Flag{
+		&cli.StringFlag{Name: "addr", Value: def.Addr, EnvVars: env("ADDR"), Usage: "TCP address to listen on, HOST:PORT"},
+		&cli.IntFlag{Name: "shards", Value: def.Locker.Shards, EnvVars: env("SHARDS"), Usage: "lock table shards, a power of two (default: 16 per CPU)"},
+		&cli.DurationFlag{Name: "max-ttl", Value: def.Locker.MaxTTL, EnvVars: env("MAX_TTL"), Usage: "longest lease or default ttl a client may ask for"},
+		&cli.IntFlag{Name: "max-key-len", Value: def.Locker.MaxKeyLen, EnvVars: env("MAX_KEY_LEN"), Usage: fmt.Sprintf("longest lock name or owner id in bytes (at most %d)", locker.MaxKeyLenLimit)},
+		&cli.BoolFlag{Name: "require-create", EnvVars: env("REQUIRE_CREATE"), Usage: "ACQUIRE of an unknown lock fails instead of creating it"},
+		&cli.DurationFlag{Name: "tick", Value: def.Locker.Tick, EnvVars: env("TICK"), Usage: "expiry timer wheel resolution"},
+		&cli.IntFlag{Name: "max-clients", Value: def.MaxClients, EnvVars: env("MAX_CLIENTS"), Usage: "most open connections"},
+		&cli.DurationFlag{Name: "idle-timeout", Value: def.IdleTimeout, EnvVars: env("IDLE_TIMEOUT"), Usage: "close connections silent this long (0: never)"},
+		&cli.Int64Flag{Name: "max-bulk-len", Value: def.Limits.MaxBulkLen, EnvVars: env("MAX_BULK_LEN"), Usage: "longest RESP bulk string in bytes"},
+		&cli.Int64Flag{Name: "max-query-buffer", Value: def.Limits.MaxQueryBuffer, EnvVars: env("MAX_QUERY_BUFFER"), Usage: "most bytes one pending command may occupy"},
+		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"), Usage: "debug, info, warn or error"},
+		&cli.StringFlag{Name: "log-format", EnvVars: env("LOG_FORMAT"), Usage: "json or console (default: console when stderr is a terminal)"},
+	}
+}
+
+func serve(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (see --help)", c.Args().First())
+	}
+	log, err := newLogger(os.Stderr, c.String("log-level"), c.String("log-format"))
+	if err != nil {
+		return err
+	}
+	cfg := server.DefaultConfig()
+	cfg.Version = version
+	cfg.Addr = c.String("addr")
+	cfg.MaxClients = c.Int("max-clients")
+	cfg.IdleTimeout = c.Duration("idle-timeout")
+	cfg.Limits.MaxBulkLen = c.Int64("max-bulk-len")
+	cfg.Limits.MaxQueryBuffer = c.Int64("max-query-buffer")
+	cfg.Locker.Shards = c.Int("shards")
+	cfg.Locker.MaxTTL = c.Duration("max-ttl")
+	cfg.Locker.MaxKeyLen = c.Int("max-key-len")
+	cfg.Locker.RequireCreate = c.Bool("require-create")
+	cfg.Locker.Tick = c.Duration("tick")
+	cfg.Locker.FirstToken = locker.BootEpochToken(time.Now())
+	srv, err := server.New(cfg, log)
+	if err != nil {
+		return err
+	}
+	if err := srv.ListenAndServe(c.Context); err != nil {
+		return err
+	}
+	log.Info().Msg("shut down")
+	return nil
+}
+
+func newLogger(w *os.File, level, format string) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil || level == "" || lvl < zerolog.DebugLevel || lvl > zerolog.ErrorLevel {
+		return zerolog.Logger{}, fmt.Errorf("log level %q: want debug, info, warn or error", level)
+	}
+	var out io.Writer = w
+	switch format {
+	case "":
+		if fi, err := w.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			out = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+		}
+	case "console":
+		out = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+	case "json":
+	default:
+		return zerolog.Logger{}, fmt.Errorf("log format %q: want json or console", format)
+	}
+	return zerolog.New(out).Level(lvl).With().Timestamp().Logger(), nil
+}

@@ -1,0 +1,145 @@
+package protocol
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/leasehold/leasehold/locker"
+)
+
+// Error is an error as it goes on the wire: an uppercase code word and a
+// message. Unlike other packages' sentinels, its text has no package prefix,
+// because it is the reply itself: Error() is exactly what follows the '-'.
+type Error struct {
+	Code string
+	Msg  string
+}
+
+func (e *Error) Error() string { return e.Code + " " + e.Msg }
+
+// The error codes leasehold puts on the wire. Redis's own codes are reused
+// where they mean the same thing, so that clients that type them (go-redis,
+// redis-py) recognise them.
+const (
+	CodeErr     = "ERR"     // generic: bad arguments, limits, unknown commands
+	CodeNoLock  = "NOLOCK"  // the lock does not exist and the server requires CREATE
+	CodeInUse   = "INUSE"   // DELETE of a lock whose lease is live
+	CodeNoProto = "NOPROTO" // HELLO asked for a protocol version other than 2 (Redis's code)
+)
+
+// ErrorCodes documents every code, for COMMAND DOCS' neighbours and docs/commands.md.
+var ErrorCodes = []struct{ Code, Meaning string }{
+	{CodeErr, "Generic error: wrong arity, unknown command or option, a number that is not an integer or out of range, an empty or too long key, a protocol error (the connection is then closed)."},
+	{CodeNoLock, "The lock does not exist and the server runs with `--require-create`; `CREATE` it first."},
+	{CodeInUse, "`DELETE` of a lock that a live lease holds; release it or let it expire first."},
+	{CodeNoProto, "`HELLO` asked for a protocol version this server does not speak (only RESP2); clients fall back to RESP2."},
+}
+
+var (
+	// ErrSyntax is an unknown or repeated option, Redis's text.
+	ErrSyntax = &Error{CodeErr, "syntax error"}
+	// ErrNotInteger is a number that does not parse or is out of range, Redis's text.
+	ErrNotInteger = &Error{CodeErr, "value is not an integer or out of range"}
+	// ErrBadToken is a fencing token that is not an unsigned 64-bit integer.
+	ErrBadToken = &Error{CodeErr, "invalid token: must be an unsigned 64-bit integer"}
+	// ErrBadCursor is a LOCKS cursor that does not parse, Redis's text.
+	ErrBadCursor = &Error{CodeErr, "invalid cursor"}
+	// ErrEmptyOwner is OWNER with an empty id.
+	ErrEmptyOwner = &Error{CodeErr, "OWNER must not be empty"}
+	// ErrNoProto is HELLO with a protocol version other than 2.
+	ErrNoProto = &Error{CodeNoProto, "sorry, this protocol version is not supported"}
+	// ErrInternal is what a client sees for an error nobody mapped; the
+	// server logs the original.
+	ErrInternal = &Error{CodeErr, "internal error"}
+)
+
+// ArityError is Redis's reply to a command given the wrong number of arguments.
+func ArityError(cmd string) *Error {
+	return &Error{CodeErr, "wrong number of arguments for '" + strings.ToLower(cmd) + "' command"}
+}
+
+// UnknownCommandError is Redis's reply to a command it does not know,
+// quoting the first arguments as Redis does.
+func UnknownCommandError(args [][]byte) *Error {
+	var b strings.Builder
+	b.WriteString("unknown command '")
+	b.WriteString(quotePrintable(args[0], 128))
+	b.WriteString("', with args beginning with: ")
+	for _, a := range args[1:] {
+		if b.Len() > 256 {
+			break
+		}
+		b.WriteString("'")
+		b.WriteString(quotePrintable(a, 64))
+		b.WriteString("' ")
+	}
+	return &Error{CodeErr, b.String()}
+}
+
+// UnknownSubcommandError is Redis's reply to an unknown subcommand.
+func UnknownSubcommandError(cmd string, sub []byte) *Error {
+	return &Error{CodeErr, "unknown subcommand '" + quotePrintable(sub, 64) + "'. Try " + strings.ToUpper(cmd) + " HELP."}
+}
+
+// InvalidExpireError is Redis's reply to a ttl that is zero or negative.
+func InvalidExpireError(cmd string) *Error {
+	return &Error{CodeErr, "invalid expire time in '" + strings.ToLower(cmd) + "' command"}
+}
+
+// ProtocolErrorReply is the reply to malformed framing, after which the
+// connection is closed.
+func ProtocolErrorReply(err *ProtocolError) *Error {
+	return &Error{CodeErr, err.Error()}
+}
+
+// quotePrintable shortens b and replaces bytes that would corrupt an error
+// line or a terminal.
+func quotePrintable(b []byte, limit int) string {
+	if len(b) > limit {
+		b = b[:limit]
+	}
+	out := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c < 0x20 || c == 0x7f {
+			c = '?'
+		}
+		out = append(out, c)
+	}
+	return string(out)
+}
+
+// lockerCodes maps the lock table's errors to wire codes; the message is the
+// error's own text without its package prefix.
+var lockerCodes = []struct {
+	err  error
+	code string
+}{
+	{locker.ErrNoSuchLock, CodeNoLock},
+	{locker.ErrInUse, CodeInUse},
+	{locker.ErrNoTTL, CodeErr},
+	{locker.ErrTTLRange, CodeErr},
+	{locker.ErrEmptyKey, CodeErr},
+	{locker.ErrKeyTooLong, CodeErr},
+	{locker.ErrOwnerTooLong, CodeErr},
+}
+
+// Reply turns any error a handler met into the text of its RESP error reply.
+// It is the one place where errors become wire codes. known is false for an
+// error nobody mapped, which the caller should log: the client then sees
+// ErrInternal.
+func Reply(err error) (text string, known bool) {
+	var we *Error
+	if errors.As(err, &we) {
+		return we.Error(), true
+	}
+	var pe *ProtocolError
+	if errors.As(err, &pe) {
+		return ProtocolErrorReply(pe).Error(), true
+	}
+	for _, m := range lockerCodes {
+		if errors.Is(err, m.err) {
+			return m.code + " " + strings.TrimPrefix(err.Error(), "locker: "), true
+		}
+	}
+	return ErrInternal.Error(), false
+}

@@ -1,0 +1,72 @@
+package protocol
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/leasehold/leasehold/locker"
+	"github.com/tidwall/redcon"
+)
+
+// StatusFields are the field names of STATUS's reply, in order.
+var StatusFields = []string{"state", "token", "owner", "ttl", "last-token", "default-ttl", "created"}
+
+// WriteStatus writes STATUS's reply: field/value pairs, the shape of HGETALL.
+// ttl is the lease's remaining time in milliseconds, rounded up so that a
+// held lease never shows 0; it is 0 exactly when the lock is free.
+func WriteStatus(w *redcon.Writer, st locker.Status) {
+	state, created := "free", "0"
+	if st.Held {
+		state = "held"
+	}
+	if st.Created {
+		created = "1"
+	}
+	w.WriteArray(2 * len(StatusFields))
+	w.WriteBulkString("state")
+	w.WriteBulkString(state)
+	w.WriteBulkString("token")
+	w.WriteBulkString(strconv.FormatUint(st.Token, 10))
+	w.WriteBulkString("owner")
+	w.WriteBulkString(st.Owner)
+	w.WriteBulkString("ttl")
+	w.WriteBulkString(strconv.FormatInt(ceilMillis(st.TTL), 10))
+	w.WriteBulkString("last-token")
+	w.WriteBulkString(strconv.FormatUint(st.LastToken, 10))
+	w.WriteBulkString("default-ttl")
+	w.WriteBulkString(strconv.FormatInt(ceilMillis(st.DefaultTTL), 10))
+	w.WriteBulkString("created")
+	w.WriteBulkString(created)
+}
+
+// WriteScan writes a SCAN-shaped reply: the next cursor and a list of names.
+func WriteScan(w *redcon.Writer, next uint64, names []string) {
+	w.WriteArray(2)
+	w.WriteBulkString(strconv.FormatUint(next, 10))
+	w.WriteArray(len(names))
+	for _, n := range names {
+		w.WriteBulkString(n)
+	}
+}
+
+// WriteBool writes Redis's integer boolean, :1 or :0.
+func WriteBool(w *redcon.Writer, ok bool) {
+	if ok {
+		w.WriteInt(1)
+	} else {
+		w.WriteInt(0)
+	}
+}
+
+// WriteToken writes a granted token as an integer, or nil when not granted.
+func WriteToken(w *redcon.Writer, token uint64, granted bool) {
+	if granted {
+		w.WriteUint64(token)
+	} else {
+		w.WriteNull()
+	}
+}
+
+func ceilMillis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}

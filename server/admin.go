@@ -1,0 +1,412 @@
+package server
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/glob"
+	"github.com/leasehold/leasehold/protocol"
+)
+
+// The commands Redis clients send on their own, answered as a Redis server
+// would, so that redis-cli, go-redis, redis-benchmark and node's redis work
+// without flags.
+
+func handlePing(c *conn, args [][]byte) error {
+	switch len(args) {
+	case 1:
+		c.wr.WriteString("PONG")
+	case 2:
+		c.wr.WriteBulk(args[1])
+	default:
+		return protocol.ArityError("ping")
+	}
+	return nil
+}
+
+func handleEcho(c *conn, args [][]byte) error {
+	c.wr.WriteBulk(args[1])
+	return nil
+}
+
+func handleQuit(c *conn, _ [][]byte) error {
+	c.wr.WriteString("OK")
+	c.quit = true
+	return nil
+}
+
+func handleSelect(c *conn, args [][]byte) error {
+	db, ok := protocol.ParseInt(args[1])
+	if !ok {
+		return protocol.ErrNotInteger
+	}
+	if db != 0 {
+		return &protocol.Error{Code: protocol.CodeErr, Msg: "DB index is out of range"}
+	}
+	c.wr.WriteString("OK")
+	return nil
+}
+
+// handleHello speaks RESP2 only. HELLO 3 gets NOPROTO, as from a Redis
+// server that predates RESP3, and clients such as go-redis fall back to 2.
+func handleHello(c *conn, args [][]byte) error {
+	if len(args) >= 2 {
+		v, ok := protocol.ParseInt(args[1])
+		if !ok {
+			return &protocol.Error{Code: protocol.CodeErr, Msg: "Protocol version is not an integer or out of range"}
+		}
+		if v != 2 {
+			return protocol.ErrNoProto
+		}
+	}
+	name, setName := "", false
+	for i := 2; i < len(args); i++ {
+		switch {
+		case bytes.EqualFold(args[i], []byte("auth")) && i+2 < len(args):
+			if err := checkAuth(args[i+1], args[i+2]); err != nil {
+				return err
+			}
+			i += 2
+		case bytes.EqualFold(args[i], []byte("setname")) && i+1 < len(args):
+			if err := validClientName(args[i+1]); err != nil {
+				return err
+			}
+			name, setName = string(args[i+1]), true
+			i++
+		default:
+			return &protocol.Error{Code: protocol.CodeErr, Msg: "Syntax error in HELLO option '" + string(args[i]) + "'"}
+		}
+	}
+	if setName {
+		c.name = name
+	}
+	c.wr.WriteArray(14)
+	c.wr.WriteBulkString("server")
+	c.wr.WriteBulkString("leasehold")
+	c.wr.WriteBulkString("version")
+	c.wr.WriteBulkString(c.srv.cfg.Version)
+	c.wr.WriteBulkString("proto")
+	c.wr.WriteInt(2)
+	c.wr.WriteBulkString("id")
+	c.wr.WriteUint64(c.id)
+	c.wr.WriteBulkString("mode")
+	c.wr.WriteBulkString("standalone")
+	c.wr.WriteBulkString("role")
+	c.wr.WriteBulkString("master")
+	c.wr.WriteBulkString("modules")
+	c.wr.WriteArray(0)
+	return nil
+}
+
+// handleAuth answers as Redis does when no password is configured: leasehold
+// has no authentication, so it must not pretend a password was checked.
+func handleAuth(c *conn, args [][]byte) error {
+	switch len(args) {
+	case 2:
+		return &protocol.Error{Code: protocol.CodeErr, Msg: "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"}
+	case 3:
+		if err := checkAuth(args[1], args[2]); err != nil {
+			return err
+		}
+		c.wr.WriteString("OK")
+		return nil
+	}
+	return protocol.ArityError("auth")
+}
+
+// checkAuth accepts the default user with any password, as Redis's default
+// user with "nopass" does, and refuses every other user.
+func checkAuth(user, _ []byte) error {
+	if string(user) != "default" {
+		return &protocol.Error{Code: "WRONGPASS", Msg: "invalid username-password pair or user is disabled."}
+	}
+	return nil
+}
+
+// validClientName applies Redis's rule: printable ASCII without spaces.
+func validClientName(name []byte) error {
+	for _, b := range name {
+		if b < '!' || b > '~' {
+			return &protocol.Error{Code: protocol.CodeErr, Msg: "Client names cannot contain spaces, newlines or special characters."}
+		}
+	}
+	return nil
+}
+
+func handleClient(c *conn, args [][]byte) error {
+	sub := strings.ToLower(string(args[1]))
+	switch {
+	case sub == "id" && len(args) == 2:
+		c.wr.WriteUint64(c.id)
+	case sub == "getname" && len(args) == 2:
+		if c.name == "" {
+			c.wr.WriteNull()
+		} else {
+			c.wr.WriteBulkString(c.name)
+		}
+	case sub == "setname" && len(args) == 3:
+		if err := validClientName(args[2]); err != nil {
+			return err
+		}
+		c.name = string(args[2])
+		c.wr.WriteString("OK")
+	case sub == "setinfo" && len(args) == 4:
+		switch strings.ToLower(string(args[2])) {
+		case "lib-name":
+			if err := validClientName(args[3]); err != nil {
+				return err
+			}
+			c.libName = string(args[3])
+		case "lib-ver":
+			if err := validClientName(args[3]); err != nil {
+				return err
+			}
+			c.libVer = string(args[3])
+		default:
+			return &protocol.Error{Code: protocol.CodeErr, Msg: "Unrecognized option '" + string(args[2]) + "'"}
+		}
+		c.wr.WriteString("OK")
+	case sub == "info" && len(args) == 2:
+		c.wr.WriteBulkString(c.describe() + "\n")
+	case sub == "id" || sub == "getname" || sub == "setname" || sub == "setinfo" || sub == "info":
+		return &protocol.Error{Code: protocol.CodeErr, Msg: "wrong number of arguments for 'client|" + sub + "' command"}
+	default:
+		return protocol.UnknownSubcommandError("client", args[1])
+	}
+	return nil
+}
+
+func (c *conn) describe() string {
+	return fmt.Sprintf("id=%d addr=%s laddr=%s name=%s db=0 lib-name=%s lib-ver=%s",
+		c.id, c.nc.RemoteAddr(), c.nc.LocalAddr(), c.name, c.libName, c.libVer)
+}
+
+// handleCommand reports the command table in Redis 7's shapes.
+func handleCommand(c *conn, args [][]byte) error {
+	if len(args) == 1 {
+		c.wr.WriteArray(len(protocol.Commands))
+		for i := range protocol.Commands {
+			writeCommandInfo(c, &protocol.Commands[i])
+		}
+		return nil
+	}
+	switch sub := strings.ToLower(string(args[1])); sub {
+	case "count":
+		if len(args) != 2 {
+			return protocol.ArityError("command|count")
+		}
+		c.wr.WriteInt(len(protocol.Commands))
+	case "list":
+		c.wr.WriteArray(len(protocol.Commands))
+		for _, cmd := range protocol.Commands {
+			c.wr.WriteBulkString(cmd.Name)
+		}
+	case "info":
+		c.wr.WriteArray(len(args) - 2)
+		for _, name := range args[2:] {
+			if cmd := protocol.Lookup(name); cmd != nil {
+				writeCommandInfo(c, cmd)
+			} else {
+				c.wr.WriteNull()
+			}
+		}
+	case "docs":
+		var cmds []*protocol.Command
+		if len(args) == 2 {
+			for i := range protocol.Commands {
+				cmds = append(cmds, &protocol.Commands[i])
+			}
+		}
+		for _, name := range args[2:] {
+			if cmd := protocol.Lookup(name); cmd != nil {
+				cmds = append(cmds, cmd)
+			}
+		}
+		c.wr.WriteArray(2 * len(cmds))
+		for _, cmd := range cmds {
+			c.wr.WriteBulkString(cmd.Name)
+			c.wr.WriteArray(6)
+			c.wr.WriteBulkString("summary")
+			c.wr.WriteBulkString(cmd.Summary)
+			c.wr.WriteBulkString("since")
+			c.wr.WriteBulkString("0.1.0")
+			c.wr.WriteBulkString("group")
+			c.wr.WriteBulkString(cmd.Group)
+		}
+	default:
+		return protocol.UnknownSubcommandError("command", args[1])
+	}
+	return nil
+}
+
+func writeCommandInfo(c *conn, cmd *protocol.Command) {
+	c.wr.WriteArray(10)
+	c.wr.WriteBulkString(cmd.Name)
+	c.wr.WriteInt(cmd.Arity)
+	c.wr.WriteArray(len(cmd.Flags))
+	for _, f := range cmd.Flags {
+		c.wr.WriteString(f)
+	}
+	c.wr.WriteInt(cmd.FirstKey)
+	c.wr.WriteInt(cmd.LastKey)
+	c.wr.WriteInt(cmd.Step)
+	c.wr.WriteArray(1)
+	c.wr.WriteString("@" + cmd.Group)
+	c.wr.WriteArray(0) // tips
+	c.wr.WriteArray(0) // key specs
+	c.wr.WriteArray(0) // subcommands
+}
+
+// infoSections lists INFO's sections in order, each rendering its lines.
+var infoSections = []struct {
+	name   string
+	render func(s *Server, b *strings.Builder)
+}{
+	{"server", (*Server).infoServer},
+	{"clients", (*Server).infoClients},
+	{"memory", (*Server).infoMemory},
+	{"stats", (*Server).infoStats},
+	{"locks", (*Server).infoLocks},
+}
+
+func handleInfo(c *conn, args [][]byte) error {
+	want := map[string]bool{}
+	for _, a := range args[1:] {
+		want[strings.ToLower(string(a))] = true
+	}
+	all := len(want) == 0 || want["all"] || want["default"] || want["everything"]
+	var b strings.Builder
+	for _, sec := range infoSections {
+		if !all && !want[sec.name] {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\r\n")
+		}
+		fmt.Fprintf(&b, "# %s%s\r\n", strings.ToUpper(sec.name[:1]), sec.name[1:])
+		sec.render(c.srv, &b)
+	}
+	c.wr.WriteBulkString(b.String())
+	return nil
+}
+
+func infoLine(b *strings.Builder, key string, value any) {
+	fmt.Fprintf(b, "%s:%v\r\n", key, value)
+}
+
+func (s *Server) infoServer(b *strings.Builder) {
+	uptime := time.Since(s.started)
+	infoLine(b, "leasehold_version", s.cfg.Version)
+	// Some clients read redis_version to pick features; leasehold answers
+	// as the Redis whose commands it mirrors (RESP2, HELLO, CLIENT SETINFO).
+	infoLine(b, "redis_version", "7.0.0")
+	infoLine(b, "redis_mode", "standalone")
+	infoLine(b, "os", runtime.GOOS)
+	infoLine(b, "arch_bits", strconv.IntSize)
+	infoLine(b, "go_version", runtime.Version())
+	infoLine(b, "process_id", os.Getpid())
+	if addr := s.Addr(); addr != nil {
+		infoLine(b, "tcp_addr", addr.String())
+	}
+	infoLine(b, "uptime_in_seconds", int64(uptime.Seconds()))
+	infoLine(b, "uptime_in_days", int64(uptime.Hours()/24))
+}
+
+func (s *Server) infoClients(b *strings.Builder) {
+	infoLine(b, "connected_clients", s.clientCount())
+	infoLine(b, "maxclients", s.cfg.MaxClients)
+	infoLine(b, "blocked_clients", 0)
+}
+
+func (s *Server) infoMemory(b *strings.Builder) {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	infoLine(b, "used_memory", m.HeapAlloc)
+	infoLine(b, "used_memory_sys", m.Sys)
+	infoLine(b, "gc_cycles", m.NumGC)
+	infoLine(b, "gc_pause_total_ns", m.PauseTotalNs)
+}
+
+func (s *Server) infoStats(b *strings.Builder) {
+	infoLine(b, "total_connections_received", s.stats.connectionsReceived.Load())
+	infoLine(b, "total_commands_processed", s.commandCount())
+	infoLine(b, "rejected_connections", s.stats.connectionsRejected.Load())
+	infoLine(b, "total_protocol_errors", s.stats.protocolErrors.Load())
+	infoLine(b, "total_handler_panics", s.stats.panics.Load())
+}
+
+func (s *Server) infoLocks(b *strings.Builder) {
+	st := s.table.Stats()
+	cfg := s.table.Config()
+	infoLine(b, "locks", st.Locks)
+	infoLine(b, "leases_held", st.Held)
+	infoLine(b, "leases_granted", st.Granted)
+	infoLine(b, "leases_renewed", st.Renewed)
+	infoLine(b, "leases_released", st.Released)
+	infoLine(b, "leases_expired", st.Expired)
+	infoLine(b, "key_arena_bytes", st.ArenaBytes)
+	infoLine(b, "shards", cfg.Shards)
+	infoLine(b, "wheel_tick_ms", cfg.Tick.Milliseconds())
+	infoLine(b, "max_ttl_ms", cfg.MaxTTL.Milliseconds())
+	infoLine(b, "max_key_len", cfg.MaxKeyLen)
+	infoLine(b, "require_create", boolInt(cfg.RequireCreate))
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// configParams are the parameters CONFIG GET knows: Redis's names for what
+// Redis tools ask about (redis-benchmark reads save and appendonly), and
+// leasehold's own settings under their flag names.
+func (s *Server) configParams() [][2]string {
+	cfg := s.cfg
+	return [][2]string{
+		{"save", ""},
+		{"appendonly", "no"},
+		{"databases", "1"},
+		{"maxclients", strconv.Itoa(cfg.MaxClients)},
+		{"timeout", strconv.FormatInt(int64(cfg.IdleTimeout/time.Second), 10)},
+		{"proto-max-bulk-len", strconv.FormatInt(cfg.Limits.MaxBulkLen, 10)},
+		{"client-query-buffer-limit", strconv.FormatInt(cfg.Limits.MaxQueryBuffer, 10)},
+		{"max-ttl", strconv.FormatInt(cfg.Locker.MaxTTL.Milliseconds(), 10)},
+		{"max-key-len", strconv.Itoa(cfg.Locker.MaxKeyLen)},
+		{"require-create", strconv.FormatBool(cfg.Locker.RequireCreate)},
+		{"shards", strconv.Itoa(cfg.Locker.Shards)},
+	}
+}
+
+func handleConfig(c *conn, args [][]byte) error {
+	switch sub := strings.ToLower(string(args[1])); sub {
+	case "get":
+		if len(args) < 3 {
+			return protocol.ArityError("config|get")
+		}
+		var pairs [][2]string
+		for _, p := range c.srv.configParams() {
+			for _, pat := range args[2:] {
+				if glob.Match(bytes.ToLower(pat), []byte(p[0])) {
+					pairs = append(pairs, p)
+					break
+				}
+			}
+		}
+		c.wr.WriteArray(2 * len(pairs))
+		for _, p := range pairs {
+			c.wr.WriteBulkString(p[0])
+			c.wr.WriteBulkString(p[1])
+		}
+		return nil
+	case "set", "resetstat", "rewrite":
+		return &protocol.Error{Code: protocol.CodeErr, Msg: "CONFIG " + strings.ToUpper(sub) + " is not supported: settings are flags, fixed at start"}
+	}
+	return protocol.UnknownSubcommandError("config", args[1])
+}

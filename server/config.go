@@ -1,0 +1,64 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/protocol"
+)
+
+// DefaultPort is leasehold's own port, chosen to stay clear of Redis's 6379.
+const DefaultPort = 7379
+
+// Config holds every setting of a Server. Build it from DefaultConfig.
+type Config struct {
+	// Addr is the TCP address to listen on, HOST:PORT; port 0 picks a free one.
+	Addr string
+	// MaxClients bounds open connections; one more is told so and closed.
+	MaxClients int
+	// IdleTimeout closes a connection that sends nothing for this long; 0
+	// never does (Redis's "timeout 0").
+	IdleTimeout time.Duration
+	// Limits bound what one client can make the server buffer.
+	Limits protocol.ReaderLimits
+	// Locker configures the lock table.
+	Locker locker.Config
+	// Version is reported by INFO and HELLO.
+	Version string
+}
+
+// DefaultConfig returns a Config with every default set. The bulk length
+// limit is far below Redis's 512 MiB: no lock command needs more than a key
+// and an owner id, so 1 MiB bounds what a stranger can make us hold.
+func DefaultConfig() Config {
+	limits := protocol.DefaultReaderLimits()
+	limits.MaxBulkLen = 1 << 20
+	limits.MaxQueryBuffer = 64 << 20
+	return Config{
+		Addr:       fmt.Sprintf("127.0.0.1:%d", DefaultPort),
+		MaxClients: 10000,
+		Limits:     limits,
+		Locker:     locker.DefaultConfig(),
+		Version:    "dev",
+	}
+}
+
+// Validate reports the first setting out of range; it never changes c.
+func (c Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return fmt.Errorf("server: addr %q: %w", c.Addr, err)
+	}
+	if c.MaxClients < 1 {
+		return fmt.Errorf("server: max clients must be positive, got %d", c.MaxClients)
+	}
+	if c.IdleTimeout < 0 {
+		return errors.New("server: idle timeout must not be negative")
+	}
+	if err := c.Limits.Validate(); err != nil {
+		return err
+	}
+	return c.Locker.Validate()
+}

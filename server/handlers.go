@@ -1,0 +1,138 @@
+package server
+
+import (
+	"fmt"
+
+	"github.com/leasehold/leasehold/internal/glob"
+	"github.com/leasehold/leasehold/protocol"
+)
+
+// handler runs one command whose arity has been checked. It writes its reply
+// to c.wr, or returns an error for the connection to reply with.
+type handler func(c *conn, args [][]byte) error
+
+var handlersByName = map[string]handler{
+	"create":  handleCreate,
+	"acquire": handleAcquire,
+	"verify":  handleVerify,
+	"release": handleRelease,
+	"extend":  handleExtend,
+	"status":  handleStatus,
+	"delete":  handleDelete,
+	"locks":   handleLocks,
+	"ping":    handlePing,
+	"echo":    handleEcho,
+	"quit":    handleQuit,
+	"select":  handleSelect,
+	"hello":   handleHello,
+	"auth":    handleAuth,
+	"client":  handleClient,
+	"command": handleCommand,
+	"info":    handleInfo,
+	"config":  handleConfig,
+}
+
+// commandHandlers lines the handlers up with protocol.Commands. A command in
+// the table without a handler is a programming error caught at start.
+func commandHandlers() []handler {
+	hs := make([]handler, len(protocol.Commands))
+	for i, cmd := range protocol.Commands {
+		h, ok := handlersByName[cmd.Name]
+		if !ok {
+			panic(fmt.Sprintf("server: command %q has no handler", cmd.Name))
+		}
+		hs[i] = h
+	}
+	return hs
+}
+
+func handleCreate(c *conn, args [][]byte) error {
+	req, err := protocol.ParseCreate(args)
+	if err != nil {
+		return err
+	}
+	created, err := c.srv.table.Create(req.Key, req.DefaultTTL)
+	if err != nil {
+		return err
+	}
+	protocol.WriteBool(c.wr, created)
+	return nil
+}
+
+func handleAcquire(c *conn, args [][]byte) error {
+	req, err := protocol.ParseAcquire(args)
+	if err != nil {
+		return err
+	}
+	token, granted, err := c.srv.table.Acquire(req.Key, req.TTL, req.Owner)
+	if err != nil {
+		return err
+	}
+	protocol.WriteToken(c.wr, token, granted)
+	return nil
+}
+
+func handleVerify(c *conn, args [][]byte) error {
+	req, err := protocol.ParseToken(args)
+	if err != nil {
+		return err
+	}
+	protocol.WriteBool(c.wr, c.srv.table.Verify(req.Key, req.Token))
+	return nil
+}
+
+func handleRelease(c *conn, args [][]byte) error {
+	req, err := protocol.ParseToken(args)
+	if err != nil {
+		return err
+	}
+	protocol.WriteBool(c.wr, c.srv.table.Release(req.Key, req.Token))
+	return nil
+}
+
+func handleExtend(c *conn, args [][]byte) error {
+	req, err := protocol.ParseExtend(args)
+	if err != nil {
+		return err
+	}
+	ok, err := c.srv.table.Extend(req.Key, req.Token, req.TTL)
+	if err != nil {
+		return err
+	}
+	protocol.WriteBool(c.wr, ok)
+	return nil
+}
+
+func handleStatus(c *conn, args [][]byte) error {
+	st, ok := c.srv.table.Status(args[1])
+	if !ok {
+		c.wr.WriteNull()
+		return nil
+	}
+	protocol.WriteStatus(c.wr, st)
+	return nil
+}
+
+func handleDelete(c *conn, args [][]byte) error {
+	deleted, err := c.srv.table.Delete(args[1])
+	if err != nil {
+		return err
+	}
+	protocol.WriteBool(c.wr, deleted)
+	return nil
+}
+
+func handleLocks(c *conn, args [][]byte) error {
+	req, err := protocol.ParseLocks(args)
+	if err != nil {
+		return err
+	}
+	var match func([]byte) bool
+	// Like SCAN, "*" skips matching altogether.
+	if req.Match != nil && string(req.Match) != "*" {
+		match = func(key []byte) bool { return glob.Match(req.Match, key) }
+	}
+	next, names := c.srv.table.Scan(req.Cursor, req.Count, match, nil)
+	protocol.WriteScan(c.wr, next, names)
+	return nil
+}

@@ -1,0 +1,241 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leasehold/leasehold/locker"
+	"github.com/rs/zerolog"
+)
+
+// ErrServerClosed is returned by Serve after Close.
+var ErrServerClosed = errors.New("server: closed")
+
+// Server is a leasehold server: a lock table behind a RESP listener.
+type Server struct {
+	cfg      Config
+	log      zerolog.Logger
+	table    *locker.Table
+	handlers []handler // by index in protocol.Commands
+	started  time.Time
+
+	mu     sync.Mutex // guards ln, conns, closed
+	ln     net.Listener
+	conns  map[*conn]struct{}
+	closed bool
+	wg     sync.WaitGroup // connection goroutines
+
+	nextConnID atomic.Uint64
+	stats      serverStats
+}
+
+type serverStats struct {
+	connectionsReceived atomic.Uint64
+	connectionsRejected atomic.Uint64
+	protocolErrors      atomic.Uint64
+	panics              atomic.Uint64
+	commandsOfClosed    atomic.Uint64 // commands counted by connections already gone
+}
+
+// New validates cfg and builds a server with an empty lock table. It opens no
+// socket and starts no goroutine; call Listen and Serve, or ListenAndServe.
+func New(cfg Config, log zerolog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	table, err := locker.New(cfg.Locker)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{
+		cfg:      cfg,
+		log:      log,
+		table:    table,
+		handlers: commandHandlers(),
+		started:  time.Now(),
+		conns:    make(map[*conn]struct{}),
+	}, nil
+}
+
+// Listen binds the configured address. Addr reports the bound address after.
+func (s *Server) Listen() error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.ln = ln
+	return nil
+}
+
+// Addr is the address the server listens on, or nil before Listen.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// Table is the server's lock table.
+func (s *Server) Table() *locker.Table { return s.table }
+
+// Serve accepts connections until Close, serving each on a goroutine the
+// server owns. It starts the lock table's reaper and returns ErrServerClosed
+// after Close.
+func (s *Server) Serve() error {
+	s.mu.Lock()
+	ln := s.ln
+	s.mu.Unlock()
+	if ln == nil {
+		return errors.New("server: Serve called before Listen")
+	}
+	if err := s.table.Start(); err != nil {
+		return ErrServerClosed
+	}
+	s.logStart(ln.Addr())
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.isClosed() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTooManyFiles) {
+				// Out of file descriptors and the like: wait rather than spin.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn().Err(err).Dur("retry_in", backoff).Msg("accept failed")
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		s.stats.connectionsReceived.Add(1)
+		s.startConn(nc)
+	}
+}
+
+// ListenAndServe listens and serves until ctx is cancelled, then closes the
+// server and returns nil; any other failure is returned.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() { s.Close() })
+	defer stop()
+	err := s.Serve()
+	if errors.Is(err, ErrServerClosed) {
+		return nil
+	}
+	s.Close()
+	return err
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+func (s *Server) startConn(nc net.Conn) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	if len(s.conns) >= s.cfg.MaxClients {
+		s.mu.Unlock()
+		s.stats.connectionsRejected.Add(1)
+		// Redis's reply; written best-effort to a socket we are about to close.
+		nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		nc.Write([]byte("-ERR max number of clients reached\r\n"))
+		nc.Close()
+		return
+	}
+	c := newConn(s, nc)
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		c.serve()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.stats.commandsOfClosed.Add(c.commands.Load())
+		s.mu.Unlock()
+	}()
+}
+
+// Close stops accepting, closes every connection, waits for their goroutines
+// and stops the lock table's reaper. It is safe to call more than once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	var err error
+	if s.ln != nil {
+		err = s.ln.Close()
+	}
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	s.table.Close()
+	return err
+}
+
+// clientCount is the number of open connections.
+func (s *Server) clientCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// commandCount is the number of commands processed, by open and closed
+// connections.
+func (s *Server) commandCount() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.stats.commandsOfClosed.Load()
+	for c := range s.conns {
+		n += c.commands.Load()
+	}
+	return n
+}
+
+func (s *Server) logStart(addr net.Addr) {
+	c := s.cfg
+	s.log.Info().
+		Str("addr", addr.String()).
+		Str("version", c.Version).
+		Int("shards", c.Locker.Shards).
+		Stringer("tick", c.Locker.Tick).
+		Stringer("max_ttl", c.Locker.MaxTTL).
+		Int("max_key_len", c.Locker.MaxKeyLen).
+		Bool("require_create", c.Locker.RequireCreate).
+		Int("max_clients", c.MaxClients).
+		Stringer("idle_timeout", c.IdleTimeout).
+		Int64("max_bulk_len", c.Limits.MaxBulkLen).
+		Int64("max_query_buffer", c.Limits.MaxQueryBuffer).
+		Uint64("first_token", c.Locker.FirstToken).
+		Int("gomaxprocs", runtime.GOMAXPROCS(0)).
+		Msg("leasehold listening")
+}
