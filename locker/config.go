@@ -60,9 +60,12 @@ func DefaultConfig() Config {
 // Unix milliseconds shifted left by 20 bits. A server restarted later starts
 // above every token the earlier run could have granted, as long as (a) the
 // wall clock at the restart is ahead of the wall clock at the earlier boot,
-// and (b) the earlier run granted fewer than 2^20 tokens per millisecond of
-// its uptime on any shard (about a billion per second). The product stays
-// below 2^63, so tokens fit a RESP integer, until the year 2248.
+// and (b) the earlier run's tokens did not climb more than 2^20 per
+// millisecond of its uptime. Tokens climb by the shard count per grant on a
+// shard, so (b) holds while the busiest shard grants fewer than 2^20/Shards
+// a millisecond: about a billion grants a second over the table when keys
+// spread evenly, far beyond what one server does. The result stays below
+// 2^63, so tokens fit a RESP integer, until the year 2248.
 func BootEpochToken(boot time.Time) uint64 {
 	ms := boot.UnixMilli()
 	if ms < 0 {

@@ -339,6 +339,19 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+func TestTokensUniqueAcrossLocks(t *testing.T) {
+	tb, _ := newTestTable(t)
+	seen := map[uint64]string{}
+	for i := range 1000 {
+		k := fmt.Sprint("lock-", i)
+		tok := mustAcquire(t, tb, k, time.Second, "")
+		if other, dup := seen[tok]; dup {
+			t.Fatalf("token %d granted to both %s and %s", tok, other, k)
+		}
+		seen[tok] = k
+	}
+}
+
 func TestBootEpochToken(t *testing.T) {
 	boot := time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC)
 	earlier := BootEpochToken(boot)
@@ -413,7 +426,7 @@ func TestScanMatchAndSkipsExpired(t *testing.T) {
 }
 
 func TestHashCollisionChain(t *testing.T) {
-	s := newShard(1, 0)
+	s := newShard(0, 1, 1, 0)
 	const h = 42
 	keys := []string{"a", "b", "c"}
 	idx := map[string]uint32{}

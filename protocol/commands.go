@@ -61,7 +61,7 @@ var Commands = []Command{
 	{Name: "command", Arity: -1, Flags: []string{}, Group: GroupServer,
 		Syntax: "[COUNT | DOCS [name ...] | INFO [name ...] | LIST]", Summary: "Describes the commands, from this table."},
 	{Name: "info", Arity: -1, Flags: []string{}, Group: GroupServer,
-		Syntax: "[section ...]", Summary: "Server, clients, stats and locks sections, as Redis's INFO."},
+		Syntax: "[section ...]", Summary: "Server, clients, memory, stats and locks sections, as Redis's INFO."},
 	{Name: "config", Arity: -2, Flags: []string{}, Group: GroupServer,
 		Syntax: "GET parameter [parameter ...]", Summary: "Reads settings; answers what redis-benchmark asks."},
 }
