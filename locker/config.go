@@ -56,22 +56,30 @@ func DefaultConfig() Config {
 	}
 }
 
+// TokenEpoch is the origin of boot-epoch tokens, 2026-01-01 UTC.
+var TokenEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// TokenTimeShift is how many low bits of a boot-epoch token count grants
+// within one millisecond of the boot clock.
+const TokenTimeShift = 12
+
+// MaxSafeToken bounds tokens to integers that a float64 holds exactly, so
+// that clients which decode RESP integers as JavaScript numbers (node's
+// redis) or doubles can send a token back unchanged.
+const MaxSafeToken = 1<<53 - 1
+
 // BootEpochToken returns the first token of a server booted at wall time boot:
-// Unix milliseconds shifted left by 20 bits. A server restarted later starts
-// above every token the earlier run could have granted, as long as (a) the
-// wall clock at the restart is ahead of the wall clock at the earlier boot,
-// and (b) the earlier run's tokens did not climb more than 2^20 per
-// millisecond of its uptime. Tokens climb by the shard count per grant on a
-// shard, so (b) holds while the busiest shard grants fewer than 2^20/Shards
-// a millisecond: about a billion grants a second over the table when keys
-// spread evenly, far beyond what one server does. The result stays below
-// 2^63, so tokens fit a RESP integer, until the year 2248.
+// milliseconds since TokenEpoch shifted left by TokenTimeShift bits. A server
+// restarted later starts above every token the earlier run granted for any
+// lock, as long as (a) the wall clock at the restart is ahead of the wall
+// clock at the earlier boot by at least the earlier run's uptime, which holds
+// unless the clock was stepped back, and (b) no shard of the earlier run
+// granted more than 2^12 tokens per millisecond of its uptime, about four
+// million a second on a single shard, far beyond what a shard's mutex allows.
+// Tokens stay below 2^53 until the year 2095.
 func BootEpochToken(boot time.Time) uint64 {
-	ms := boot.UnixMilli()
-	if ms < 0 {
-		ms = 0
-	}
-	return uint64(ms) << 20
+	ms := boot.Sub(TokenEpoch).Milliseconds()
+	return uint64(max(ms, 1)) << TokenTimeShift
 }
 
 // Validate reports the first setting that is out of range. It never changes c.
@@ -89,8 +97,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("locker: max key length must be between 1 and %d, got %d", MaxKeyLenLimit, c.MaxKeyLen)
 	case c.FirstToken == 0:
 		return errors.New("locker: first token must be positive")
-	case c.FirstToken >= 1<<63:
-		return fmt.Errorf("locker: first token %d leaves no room below 2^63", c.FirstToken)
+	case c.FirstToken >= MaxSafeToken:
+		return fmt.Errorf("locker: first token %d leaves no room below 2^53", c.FirstToken)
 	case c.Clock == nil:
 		return errors.New("locker: clock is required")
 	}

@@ -16,8 +16,7 @@
 //     by hand and a wall-clock jump neither expires nor prolongs a lease.
 //   - Fencing tokens come from a per-shard counter that starts at
 //     Config.FirstToken and only grows; a key always maps to the same shard, so a
-//     key's tokens grow through release, expiry, DELETE and re-CREATE. Shards
-//     step by the shard count from different offsets, so no two grants in the
-//     table share a token. See BootEpochToken for how tokens stay ahead across
-//     a restart.
+//     key's tokens grow through release, expiry, DELETE and re-CREATE. Tokens
+//     of different locks may coincide. See BootEpochToken for how tokens stay
+//     ahead across a restart and below 2^53.
 package locker

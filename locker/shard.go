@@ -37,9 +37,8 @@ type shard struct {
 	strings arena             // keys and owners
 	wheel   timerWheel        // lease deadlines, ids are entry indices
 
-	lastToken   uint64 // tokens granted by this shard only grow from here
-	tokenStride uint64 // the shard count: shards' tokens interleave, never collide
-	counts      shardCounts
+	lastToken uint64 // tokens granted by this shard only grow from here
+	counts    shardCounts
 
 	_ [64]byte // keep neighbouring shards' mutexes off this cache line
 }
@@ -49,15 +48,12 @@ type shardCounts struct {
 	granted, renewed, released, expired uint64
 }
 
-// newShard makes shard number i of n. Its tokens are firstToken + i + k*n
-// for k = 1, 2, ...: increasing, and unique across the whole table.
-func newShard(i, n int, firstToken uint64, nowTick int64) *shard {
+func newShard(firstToken uint64, nowTick int64) *shard {
 	s := &shard{
-		index:       make(map[uint64]uint32),
-		top:         1,
-		lastToken:   firstToken + uint64(i),
-		tokenStride: uint64(n),
-		wheel:       newTimerWheel(nowTick),
+		index:     make(map[uint64]uint32),
+		top:       1,
+		lastToken: firstToken,
+		wheel:     newTimerWheel(nowTick),
 	}
 	s.entries.grow(0)
 	return s
@@ -134,7 +130,7 @@ func (s *shard) remove(i uint32) {
 // grant gives entry i a new lease.
 func (s *shard) grant(i uint32, now, ttl int64, owner []byte, tick int64) uint64 {
 	e := s.at(i)
-	s.lastToken += s.tokenStride
+	s.lastToken++
 	e.token = s.lastToken
 	e.flags |= flagHeld
 	e.deadline = now + ttl

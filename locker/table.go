@@ -43,7 +43,7 @@ func New(cfg Config) (*Table, error) {
 	}
 	nowTick := int64(cfg.Clock.Now()) / t.tick
 	for i := range t.shards {
-		t.shards[i] = newShard(i, cfg.Shards, cfg.FirstToken, nowTick)
+		t.shards[i] = newShard(cfg.FirstToken, nowTick)
 	}
 	return t, nil
 }

@@ -339,28 +339,22 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func TestTokensUniqueAcrossLocks(t *testing.T) {
-	tb, _ := newTestTable(t)
-	seen := map[uint64]string{}
-	for i := range 1000 {
-		k := fmt.Sprint("lock-", i)
-		tok := mustAcquire(t, tb, k, time.Second, "")
-		if other, dup := seen[tok]; dup {
-			t.Fatalf("token %d granted to both %s and %s", tok, other, k)
-		}
-		seen[tok] = k
-	}
-}
-
 func TestBootEpochToken(t *testing.T) {
 	boot := time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC)
 	earlier := BootEpochToken(boot)
 	later := BootEpochToken(boot.Add(time.Millisecond))
-	if later-earlier != 1<<20 {
-		t.Fatalf("one millisecond apart gives %d tokens of room, want 2^20", later-earlier)
+	if later-earlier != 1<<TokenTimeShift {
+		t.Fatalf("one millisecond apart gives %d tokens of room, want 2^%d", later-earlier, TokenTimeShift)
 	}
-	if BootEpochToken(time.Date(2248, 1, 1, 0, 0, 0, 0, time.UTC)) >= 1<<63 {
-		t.Fatal("tokens leave int64 range before 2248")
+	if BootEpochToken(time.Date(2095, 1, 1, 0, 0, 0, 0, time.UTC)) >= MaxSafeToken {
+		t.Fatal("tokens leave the float64-exact range before 2095")
+	}
+	if BootEpochToken(time.Date(1999, 1, 1, 0, 0, 0, 0, time.UTC)) == 0 {
+		t.Fatal("a clock before the epoch must still give a positive first token")
+	}
+	cfg := DefaultConfig()
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("default first token %d: %v", cfg.FirstToken, err)
 	}
 }
 
@@ -426,7 +420,7 @@ func TestScanMatchAndSkipsExpired(t *testing.T) {
 }
 
 func TestHashCollisionChain(t *testing.T) {
-	s := newShard(0, 1, 1, 0)
+	s := newShard(1, 0)
 	const h = 42
 	keys := []string{"a", "b", "c"}
 	idx := map[string]uint32{}

@@ -121,14 +121,16 @@ func ParseLocks(args [][]byte) (LocksRequest, error) {
 		return LocksRequest{}, ErrBadCursor
 	}
 	req := LocksRequest{Cursor: cur, Count: DefaultLocksCount}
+	seenMatch, seenCount := false, false
 	for i := 2; i < len(args); i += 2 {
 		if i+1 >= len(args) {
 			return req, ErrSyntax
 		}
 		switch {
-		case bytes.EqualFold(args[i], []byte("match")):
-			req.Match = args[i+1]
-		case bytes.EqualFold(args[i], []byte("count")):
+		case bytes.EqualFold(args[i], []byte("match")) && !seenMatch:
+			req.Match, seenMatch = args[i+1], true
+		case bytes.EqualFold(args[i], []byte("count")) && !seenCount:
+			seenCount = true
 			n, ok := parseInt(args[i+1])
 			if !ok {
 				return req, ErrNotInteger

@@ -1,0 +1,108 @@
+package locker
+
+import (
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func benchTable(b *testing.B, live int) (*Table, [][]byte) {
+	b.Helper()
+	cfg := DefaultConfig()
+	cfg.FirstToken = 1
+	tb, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { tb.Close() })
+	for i := range live {
+		if _, ok, err := tb.Acquire([]byte("live:"+strconv.Itoa(i)), time.Hour, nil); !ok || err != nil {
+			b.Fatal("preload failed", err)
+		}
+	}
+	keys := make([][]byte, 1<<16)
+	for i := range keys {
+		keys[i] = []byte("lock:" + strconv.Itoa(i))
+	}
+	return tb, keys
+}
+
+// BenchmarkAcquireRelease measures one ACQUIRE plus one RELEASE of a random
+// key, with 1 and 1,000,000 other leases live.
+func BenchmarkAcquireRelease(b *testing.B) {
+	for _, live := range []int{1, 1_000_000} {
+		b.Run("live="+strconv.Itoa(live)+"/serial", func(b *testing.B) {
+			tb, keys := benchTable(b, live)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				k := keys[i&(len(keys)-1)]
+				tok, ok, _ := tb.Acquire(k, 30*time.Second, nil)
+				if !ok || !tb.Release(k, tok) {
+					b.Fatal("cycle failed")
+				}
+			}
+		})
+		b.Run("live="+strconv.Itoa(live)+"/parallel", func(b *testing.B) {
+			tb, keys := benchTable(b, live)
+			var worker atomic.Uint32
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				// Each worker owns a disjoint slice of keys, so every cycle succeeds.
+				w := int(worker.Add(1)) - 1
+				i := 0
+				for pb.Next() {
+					k := keys[(w*4096+i&4095)&(len(keys)-1)]
+					i++
+					tok, ok, _ := tb.Acquire(k, 30*time.Second, nil)
+					if ok {
+						tb.Release(k, tok)
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkAcquireHeld measures ACQUIRE against a held lock: the "no" answer.
+func BenchmarkAcquireHeld(b *testing.B) {
+	tb, keys := benchTable(b, 1)
+	for _, k := range keys {
+		tb.Acquire(k, time.Hour, nil)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, ok, _ := tb.Acquire(keys[i&(len(keys)-1)], time.Second, nil); ok {
+			b.Fatal("granted a held lock")
+		}
+	}
+}
+
+// BenchmarkExpireDue measures the reaper reclaiming 100,000 leases that fall
+// due within one second.
+func BenchmarkExpireDue(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		clock := &ManualClock{}
+		cfg := DefaultConfig()
+		cfg.FirstToken = 1
+		cfg.Clock = clock
+		tb, _ := New(cfg)
+		for j := range 100_000 {
+			tb.Acquire([]byte("k"+strconv.Itoa(j)), time.Duration(1+j%1000)*time.Millisecond, nil)
+		}
+		b.StartTimer()
+		for range 100 {
+			clock.Advance(10 * time.Millisecond)
+			tb.ExpireDue()
+		}
+		b.StopTimer()
+		if st := tb.Stats(); st.Held != 0 {
+			b.Fatalf("%d leases left", st.Held)
+		}
+		tb.Close()
+	}
+}

@@ -1,0 +1,176 @@
+package protocol
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestLookup(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want string // "" for not found
+	}{
+		{"lower case", "acquire", "acquire"},
+		{"upper case", "ACQUIRE", "acquire"},
+		{"mixed case", "AcQuIrE", "acquire"},
+		{"connection command", "PiNg", "ping"},
+		{"server command", "Command", "command"},
+		{"unknown", "nope", ""},
+		{"empty", "", ""},
+		{"prefix of a name", "acq", ""},
+		{"name with a suffix", "acquirex", ""},
+		{"name with NUL", "acquire\x00", ""},
+		{"16 bytes", "abcdefghijklmnop", ""},
+		{"17 bytes", "abcdefghijklmnopq", ""},
+		{"a name padded past 16 bytes", "acquire" + strings.Repeat(" ", 10), ""},
+		{"very long", strings.Repeat("A", 4096), ""},
+		{"non-ASCII", "ACQUİRE", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			i := LookupIndex([]byte(tt.in))
+			c := Lookup([]byte(tt.in))
+			if tt.want == "" {
+				if i != -1 || c != nil {
+					t.Fatalf("LookupIndex = %d, Lookup = %v, want -1, nil", i, c)
+				}
+				return
+			}
+			if i < 0 || Commands[i].Name != tt.want {
+				t.Fatalf("LookupIndex(%q) = %d, want the index of %q", tt.in, i, tt.want)
+			}
+			if c != &Commands[i] {
+				t.Fatalf("Lookup(%q) = %p, want &Commands[%d]", tt.in, c, i)
+			}
+		})
+	}
+}
+
+func TestLookupEveryCommand(t *testing.T) {
+	for i := range Commands {
+		name := Commands[i].Name
+		t.Run(name, func(t *testing.T) {
+			for _, in := range []string{name, strings.ToUpper(name)} {
+				if got := LookupIndex([]byte(in)); got != i {
+					t.Errorf("LookupIndex(%q) = %d, want %d", in, got, i)
+				}
+				if got := Lookup([]byte(in)); got != &Commands[i] {
+					t.Errorf("Lookup(%q) = %p, want &Commands[%d]", in, got, i)
+				}
+			}
+		})
+	}
+}
+
+func TestLookupIndexDoesNotAllocate(t *testing.T) {
+	for _, in := range []string{"AcQuIrE", "status", "nope", "abcdefghijklmnop", strings.Repeat("x", 100)} {
+		t.Run(in, func(t *testing.T) {
+			name := []byte(in)
+			if n := testing.AllocsPerRun(100, func() { LookupIndex(name) }); n != 0 {
+				t.Fatalf("LookupIndex(%q) allocates %v times per call", in, n)
+			}
+		})
+	}
+}
+
+func TestCommandTable(t *testing.T) {
+	groups := map[string]bool{GroupLock: true, GroupConnection: true, GroupServer: true}
+	seen := map[string]bool{}
+	for i := range Commands {
+		c := &Commands[i]
+		t.Run(c.Name, func(t *testing.T) {
+			if c.Name == "" || c.Name != strings.ToLower(c.Name) {
+				t.Errorf("Name %q is not lower case", c.Name)
+			}
+			if len(c.Name) > maxNameLen {
+				t.Errorf("Name %q is longer than maxNameLen %d: LookupIndex cannot find it", c.Name, maxNameLen)
+			}
+			if seen[c.Name] {
+				t.Errorf("Name %q appears twice", c.Name)
+			}
+			seen[c.Name] = true
+			if c.Arity == 0 {
+				t.Error("Arity is 0")
+			}
+			if c.Summary == "" || !strings.HasSuffix(c.Summary, ".") {
+				t.Errorf("Summary %q is empty or does not end in '.'", c.Summary)
+			}
+			if !groups[c.Group] {
+				t.Errorf("Group %q is not one of the Group constants", c.Group)
+			}
+			if c.Flags == nil {
+				t.Error("Flags is nil; COMMAND needs an array")
+			}
+			if (c.FirstKey == 0) != (c.Step == 0) {
+				t.Errorf("FirstKey %d and Step %d disagree about keys", c.FirstKey, c.Step)
+			}
+			if c.Group == GroupLock && c.Name != "locks" && (c.FirstKey != 1 || c.LastKey != 1 || c.Step != 1) {
+				t.Errorf("lock command keys = %d,%d,%d, want 1,1,1", c.FirstKey, c.LastKey, c.Step)
+			}
+		})
+	}
+	if len(seen) != len(commandIndex) {
+		t.Fatalf("commandIndex has %d names, Commands %d", len(commandIndex), len(seen))
+	}
+}
+
+func TestCheckArity(t *testing.T) {
+	tests := []struct {
+		cmd  string
+		n    int
+		want string // "" for nil
+	}{
+		{"verify", 3, ""},
+		{"verify", 2, "ERR wrong number of arguments for 'verify' command"},
+		{"verify", 4, "ERR wrong number of arguments for 'verify' command"},
+		{"extend", 4, ""},
+		{"extend", 3, "ERR wrong number of arguments for 'extend' command"},
+		{"extend", 5, "ERR wrong number of arguments for 'extend' command"},
+		{"status", 2, ""},
+		{"status", 1, "ERR wrong number of arguments for 'status' command"},
+		{"acquire", 1, "ERR wrong number of arguments for 'acquire' command"},
+		{"acquire", 2, ""},
+		{"acquire", 5, ""},
+		{"acquire", 100, ""},
+		{"create", 1, "ERR wrong number of arguments for 'create' command"},
+		{"create", 4, ""},
+		{"locks", 1, "ERR wrong number of arguments for 'locks' command"},
+		{"locks", 2, ""},
+		{"ping", 0, "ERR wrong number of arguments for 'ping' command"},
+		{"ping", 1, ""},
+		{"ping", 2, ""},
+		{"echo", 1, "ERR wrong number of arguments for 'echo' command"},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/%d", tt.cmd, tt.n), func(t *testing.T) {
+			c := Lookup([]byte(tt.cmd))
+			if c == nil {
+				t.Fatalf("no command %q", tt.cmd)
+			}
+			err := c.CheckArity(tt.n)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("CheckArity(%d) = %v, want nil", tt.n, err)
+			case tt.want != "" && (err == nil || err.Error() != tt.want):
+				t.Fatalf("CheckArity(%d) = %v, want %q", tt.n, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestUsage(t *testing.T) {
+	tests := []struct{ cmd, want string }{
+		{"acquire", "ACQUIRE key [ttl-ms] [OWNER id]"},
+		{"extend", "EXTEND key token ttl-ms"},
+		{"quit", "QUIT"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.cmd, func(t *testing.T) {
+			if got := Lookup([]byte(tt.cmd)).Usage(); got != tt.want {
+				t.Fatalf("Usage() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,219 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/leasehold/leasehold/locker"
+)
+
+// checkWireText fails unless s is a valid RESP error line: an uppercase code
+// word (A-Z only), a space, a message, and no CR or LF.
+func checkWireText(t *testing.T, s string) {
+	t.Helper()
+	code, msg, ok := strings.Cut(s, " ")
+	if !ok || code == "" || msg == "" {
+		t.Errorf("%q: want \"CODE message\"", s)
+	}
+	for _, c := range code {
+		if c < 'A' || c > 'Z' {
+			t.Errorf("%q: code word %q is not A-Z only", s, code)
+			break
+		}
+	}
+	if strings.ContainsAny(s, "\r\n") {
+		t.Errorf("%q: contains CR or LF", s)
+	}
+	if strings.Contains(s, "locker:") {
+		t.Errorf("%q: leaks a Go package prefix", s)
+	}
+}
+
+func TestReply(t *testing.T) {
+	tests := []struct {
+		name      string
+		err       error
+		want      string // exact text, if set
+		prefix    string // else the text starts with prefix
+		contains  string // and contains this
+		wantKnown bool
+	}{
+		{name: "syntax", err: ErrSyntax, want: "ERR syntax error", wantKnown: true},
+		{name: "wrapped protocol.Error", err: fmt.Errorf("parse: %w", ErrNotInteger),
+			want: "ERR value is not an integer or out of range", wantKnown: true},
+		{name: "invalid expire", err: InvalidExpireError("ACQUIRE"),
+			want: "ERR invalid expire time in 'acquire' command", wantKnown: true},
+		{name: "arity", err: ArityError("verify"), want: "ERR wrong number of arguments for 'verify' command", wantKnown: true},
+		{name: "noproto", err: ErrNoProto, want: "NOPROTO sorry, this protocol version is not supported", wantKnown: true},
+		{name: "protocol error", err: &ProtocolError{Msg: "invalid bulk length"},
+			want: "ERR Protocol error: invalid bulk length", wantKnown: true},
+		{name: "wrapped protocol error", err: fmt.Errorf("read: %w", &ProtocolError{Msg: "invalid multibulk length"}),
+			want: "ERR Protocol error: invalid multibulk length", wantKnown: true},
+
+		{name: "no such lock with key", err: &locker.KeyError{Key: "k", Err: locker.ErrNoSuchLock},
+			prefix: "NOLOCK ", contains: `"k"`, wantKnown: true},
+		{name: "no such lock with CRLF in key", err: &locker.KeyError{Key: "a\r\nb", Err: locker.ErrNoSuchLock},
+			prefix: "NOLOCK ", contains: "a", wantKnown: true},
+		{name: "in use", err: locker.ErrInUse, prefix: "INUSE ", wantKnown: true},
+		{name: "in use with key", err: &locker.KeyError{Key: "k", Err: locker.ErrInUse},
+			prefix: "INUSE ", contains: `"k"`, wantKnown: true},
+		{name: "ttl range with detail", err: fmt.Errorf("%w: must be between 1 and 100 ms", locker.ErrTTLRange),
+			want: "ERR ttl out of range: must be between 1 and 100 ms", wantKnown: true},
+		{name: "no ttl", err: locker.ErrNoTTL, want: "ERR no ttl given and the lock has no default ttl", wantKnown: true},
+		{name: "empty key", err: locker.ErrEmptyKey, want: "ERR empty key", wantKnown: true},
+		{name: "key too long", err: locker.ErrKeyTooLong, want: "ERR key too long", wantKnown: true},
+		{name: "owner too long", err: locker.ErrOwnerTooLong, want: "ERR owner too long", wantKnown: true},
+
+		{name: "unrelated", err: errors.New("boom"), want: ErrInternal.Error(), wantKnown: false},
+		{name: "context", err: context.Canceled, want: ErrInternal.Error(), wantKnown: false},
+		{name: "unmapped locker error", err: locker.ErrClosed, want: ErrInternal.Error(), wantKnown: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, known := Reply(tt.err)
+			if known != tt.wantKnown {
+				t.Errorf("known = %v, want %v", known, tt.wantKnown)
+			}
+			if tt.want != "" && got != tt.want {
+				t.Errorf("Reply = %q, want %q", got, tt.want)
+			}
+			if !strings.HasPrefix(got, tt.prefix) || !strings.Contains(got, tt.contains) {
+				t.Errorf("Reply = %q, want prefix %q containing %q", got, tt.prefix, tt.contains)
+			}
+			checkWireText(t, got)
+		})
+	}
+	if got := ErrInternal.Error(); got != "ERR internal error" {
+		t.Fatalf("ErrInternal = %q", got)
+	}
+}
+
+// TestWireErrorsFormat checks every error text this package can put on the
+// wire, and that every code it uses is documented in ErrorCodes.
+func TestWireErrorsFormat(t *testing.T) {
+	documented := map[string]bool{}
+	for _, ec := range ErrorCodes {
+		if documented[ec.Code] {
+			t.Errorf("code %q documented twice", ec.Code)
+		}
+		documented[ec.Code] = true
+		if ec.Meaning == "" {
+			t.Errorf("code %q has no meaning", ec.Code)
+		}
+	}
+	wire := []*Error{
+		ErrSyntax, ErrNotInteger, ErrBadToken, ErrBadCursor, ErrEmptyOwner, ErrNoProto, ErrInternal,
+		ArityError("ACQUIRE"),
+		UnknownCommandError([][]byte{[]byte("foo\r\n"), []byte("a\nb")}),
+		UnknownSubcommandError("config", []byte("x\r\n")),
+		InvalidExpireError("extend"),
+		ProtocolErrorReply(&ProtocolError{Msg: "unbalanced quotes in request"}),
+	}
+	for _, e := range wire {
+		t.Run(e.Error(), func(t *testing.T) {
+			checkWireText(t, e.Error())
+			if !documented[e.Code] {
+				t.Errorf("code %q is not in ErrorCodes", e.Code)
+			}
+			if got, known := Reply(e); got != e.Error() || !known {
+				t.Errorf("Reply = %q, %v, want %q, true", got, known, e.Error())
+			}
+		})
+	}
+	for _, code := range []string{CodeErr, CodeNoLock, CodeInUse, CodeNoProto} {
+		if !documented[code] {
+			t.Errorf("code %q is not in ErrorCodes", code)
+		}
+	}
+	for _, m := range lockerCodes {
+		if !documented[m.code] {
+			t.Errorf("locker error %v maps to undocumented code %q", m.err, m.code)
+		}
+		t.Run(m.err.Error(), func(t *testing.T) {
+			got, known := Reply(m.err)
+			if !known {
+				t.Error("known = false")
+			}
+			checkWireText(t, got)
+		})
+	}
+}
+
+func TestUnknownCommandError(t *testing.T) {
+	bs := func(ss ...string) [][]byte {
+		out := make([][]byte, len(ss))
+		for i, s := range ss {
+			out[i] = []byte(s)
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		args [][]byte
+		want string
+	}{
+		{"no args", bs("foo"), "ERR unknown command 'foo', with args beginning with: "},
+		{"args, as Redis says it", bs("foo", "a", "b"), "ERR unknown command 'foo', with args beginning with: 'a' 'b' "},
+		{"case kept", bs("FoO"), "ERR unknown command 'FoO', with args beginning with: "},
+		{"control bytes replaced", bs("f\r\no", "a\nb", "\x00\x7f\x1b"),
+			"ERR unknown command 'f??o', with args beginning with: 'a?b' '???' "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := UnknownCommandError(tt.args).Error()
+			if got != tt.want {
+				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+			checkWireText(t, got)
+		})
+	}
+
+	t.Run("bounded", func(t *testing.T) {
+		args := [][]byte{[]byte(strings.Repeat("N", 1000))}
+		for range 1000 {
+			args = append(args, []byte(strings.Repeat("a\r\n", 1000)))
+		}
+		got := UnknownCommandError(args).Error()
+		checkWireText(t, got)
+		if len(got) > 512 {
+			t.Fatalf("len = %d, want at most 512", len(got))
+		}
+		if !strings.Contains(got, "'"+strings.Repeat("N", 128)+"'") {
+			t.Fatalf("name not cut at 128 bytes: %q", got)
+		}
+	})
+}
+
+func TestUnknownSubcommandError(t *testing.T) {
+	got := UnknownSubcommandError("config", []byte("FOO\r\n")).Error()
+	if want := "ERR unknown subcommand 'FOO??'. Try CONFIG HELP."; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	long := UnknownSubcommandError("client", []byte(strings.Repeat("x", 1000))).Error()
+	if len(long) > 128 {
+		t.Fatalf("len = %d, want the subcommand cut", len(long))
+	}
+}
+
+func TestErrorHelpersLowerCase(t *testing.T) {
+	tests := []struct {
+		name string
+		err  *Error
+		want string
+	}{
+		{"arity upper", ArityError("VERIFY"), "ERR wrong number of arguments for 'verify' command"},
+		{"arity mixed", ArityError("AcQuIrE"), "ERR wrong number of arguments for 'acquire' command"},
+		{"arity lower", ArityError("extend"), "ERR wrong number of arguments for 'extend' command"},
+		{"expire upper", InvalidExpireError("CREATE"), "ERR invalid expire time in 'create' command"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.err.Error(); got != tt.want {
+				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,456 @@
+package protocol
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/locker"
+	"github.com/tidwall/redcon"
+)
+
+// cmdArgs splits a command line on spaces into arguments; `""` stands for an
+// empty argument.
+func cmdArgs(line string) [][]byte {
+	var args [][]byte
+	for _, f := range strings.Fields(line) {
+		if f == `""` {
+			f = ""
+		}
+		args = append(args, []byte(f))
+	}
+	return args
+}
+
+// requestSentinels are the parse errors that callers may compare with errors.Is.
+var requestSentinels = []error{ErrSyntax, ErrNotInteger, ErrBadToken, ErrBadCursor, ErrEmptyOwner}
+
+// checkParseError fails unless got is the wire error want: the same reply
+// text, and the very sentinel when want is one.
+func checkParseError(t *testing.T, got, want error) {
+	t.Helper()
+	if want == nil {
+		if got != nil {
+			t.Fatalf("err = %v, want nil", got)
+		}
+		return
+	}
+	if got == nil {
+		t.Fatalf("err = nil, want %q", want.Error())
+	}
+	var we *Error
+	if !errors.As(got, &we) {
+		t.Fatalf("err = %T %v, want a *protocol.Error", got, got)
+	}
+	if got.Error() != want.Error() {
+		t.Fatalf("err = %q, want %q", got.Error(), want.Error())
+	}
+	for _, s := range requestSentinels {
+		if want == s && !errors.Is(got, s) {
+			t.Fatalf("errors.Is(%v, sentinel %q) = false", got, s.Error())
+		}
+	}
+}
+
+func TestParseCreate(t *testing.T) {
+	tests := []struct {
+		name string
+		line string
+		want CreateRequest
+		err  error
+	}{
+		{"key only", "CREATE k", CreateRequest{Key: []byte("k")}, nil},
+		{"TTL", "CREATE k TTL 1500", CreateRequest{Key: []byte("k"), DefaultTTL: 1500 * time.Millisecond}, nil},
+		{"ttl lower case", "create k ttl 1", CreateRequest{Key: []byte("k"), DefaultTTL: time.Millisecond}, nil},
+		{"Ttl mixed case", "CREATE k Ttl 30000", CreateRequest{Key: []byte("k"), DefaultTTL: 30 * time.Second}, nil},
+		{"largest ttl a Duration holds", "CREATE k TTL 9223372036854",
+			CreateRequest{Key: []byte("k"), DefaultTTL: 9223372036854 * time.Millisecond}, nil},
+
+		{"unknown option", "CREATE k EX 10", CreateRequest{}, ErrSyntax},
+		{"ttl without option name", "CREATE k 10", CreateRequest{}, ErrSyntax},
+		{"repeated TTL", "CREATE k TTL 10 TTL 20", CreateRequest{}, ErrSyntax},
+		{"repeated ttl other case", "CREATE k TTL 10 ttl 10", CreateRequest{}, ErrSyntax},
+		{"TTL without value", "CREATE k TTL", CreateRequest{}, ErrSyntax},
+		{"trailing unknown option", "CREATE k TTL 10 FOO", CreateRequest{}, ErrSyntax},
+		{"ttl not a number", "CREATE k TTL x", CreateRequest{}, ErrNotInteger},
+		{"ttl fractional", "CREATE k TTL 1.5", CreateRequest{}, ErrNotInteger},
+		{"ttl plus sign", "CREATE k TTL +5", CreateRequest{}, ErrNotInteger},
+		{"ttl leading zero", "CREATE k TTL 010", CreateRequest{}, ErrNotInteger},
+		{"ttl empty", `CREATE k TTL ""`, CreateRequest{}, ErrNotInteger},
+		{"ttl beyond int64", "CREATE k TTL 9223372036854775808", CreateRequest{}, ErrNotInteger},
+		{"ttl zero", "CREATE k TTL 0", CreateRequest{}, InvalidExpireError("create")},
+		{"ttl negative", "CREATE k TTL -5", CreateRequest{}, InvalidExpireError("create")},
+		{"ttl overflows Duration", "CREATE k TTL 9223372036854775807", CreateRequest{}, InvalidExpireError("create")},
+		{"ttl just past Duration", "CREATE k TTL 9223372036855", CreateRequest{}, InvalidExpireError("create")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseCreate(cmdArgs(tt.line))
+			checkParseError(t, err, tt.err)
+			if tt.err == nil && !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+	if got := InvalidExpireError("create").Error(); got != "ERR invalid expire time in 'create' command" {
+		t.Fatalf("InvalidExpireError text = %q", got)
+	}
+}
+
+func TestParseAcquire(t *testing.T) {
+	k := []byte("k")
+	tests := []struct {
+		name string
+		line string
+		want AcquireRequest
+		err  error
+	}{
+		{"key only", "ACQUIRE k", AcquireRequest{Key: k}, nil},
+		{"ttl", "ACQUIRE k 30000", AcquireRequest{Key: k, TTL: 30 * time.Second}, nil},
+		{"owner", "ACQUIRE k OWNER me", AcquireRequest{Key: k, Owner: []byte("me")}, nil},
+		{"ttl and owner", "ACQUIRE k 5 OWNER me", AcquireRequest{Key: k, TTL: 5 * time.Millisecond, Owner: []byte("me")}, nil},
+		{"owner lower case", "acquire k 5 owner me", AcquireRequest{Key: k, TTL: 5 * time.Millisecond, Owner: []byte("me")}, nil},
+		{"owner mixed case", "ACQUIRE k OwNeR me", AcquireRequest{Key: k, Owner: []byte("me")}, nil},
+		{"owner that looks like a number", "ACQUIRE k OWNER 42", AcquireRequest{Key: k, Owner: []byte("42")}, nil},
+		{"largest ttl a Duration holds", "ACQUIRE k 9223372036854",
+			AcquireRequest{Key: k, TTL: 9223372036854 * time.Millisecond}, nil},
+
+		{"misspelt option where the ttl would be", "ACQUIRE k OWNR x", AcquireRequest{}, ErrSyntax},
+		{"misspelt option after ttl", "ACQUIRE k 5 OWNR x", AcquireRequest{}, ErrSyntax},
+		{"TTL is not an ACQUIRE option", "ACQUIRE k TTL 5", AcquireRequest{}, ErrSyntax},
+		{"OWNER without value", "ACQUIRE k OWNER", AcquireRequest{}, ErrSyntax},
+		{"OWNER without value after ttl", "ACQUIRE k 5 OWNER", AcquireRequest{}, ErrSyntax},
+		{"repeated OWNER", "ACQUIRE k OWNER a OWNER b", AcquireRequest{}, ErrSyntax},
+		{"repeated OWNER other case", "ACQUIRE k 5 OWNER a owner a", AcquireRequest{}, ErrSyntax},
+		{"two ttls", "ACQUIRE k 5 6", AcquireRequest{}, ErrSyntax},
+		{"ttl after owner", "ACQUIRE k OWNER a 5", AcquireRequest{}, ErrSyntax},
+		{"empty argument where the ttl would be", `ACQUIRE k ""`, AcquireRequest{}, ErrSyntax},
+		{"empty owner", `ACQUIRE k OWNER ""`, AcquireRequest{}, ErrEmptyOwner},
+		{"empty owner after ttl", `ACQUIRE k 5 OWNER ""`, AcquireRequest{}, ErrEmptyOwner},
+		{"ttl fractional", "ACQUIRE k 1.5", AcquireRequest{}, ErrNotInteger},
+		{"ttl leading zero", "ACQUIRE k 01", AcquireRequest{}, ErrNotInteger},
+		{"ttl minus only", "ACQUIRE k -", AcquireRequest{}, ErrNotInteger},
+		{"ttl with letters", "ACQUIRE k 10s", AcquireRequest{}, ErrNotInteger},
+		{"ttl beyond int64", "ACQUIRE k 9223372036854775808", AcquireRequest{}, ErrNotInteger},
+		{"ttl zero", "ACQUIRE k 0", AcquireRequest{}, InvalidExpireError("acquire")},
+		{"ttl negative", "ACQUIRE k -1", AcquireRequest{}, InvalidExpireError("acquire")},
+		{"ttl most negative", "ACQUIRE k -9223372036854775808", AcquireRequest{}, InvalidExpireError("acquire")},
+		{"ttl overflows Duration", "ACQUIRE k 9223372036854775807", AcquireRequest{}, InvalidExpireError("acquire")},
+		{"ttl just past Duration", "ACQUIRE k 9223372036855", AcquireRequest{}, InvalidExpireError("acquire")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseAcquire(cmdArgs(tt.line))
+			checkParseError(t, err, tt.err)
+			if tt.err == nil && !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+	if got := InvalidExpireError("acquire").Error(); got != "ERR invalid expire time in 'acquire' command" {
+		t.Fatalf("InvalidExpireError text = %q", got)
+	}
+}
+
+// badTokens are arguments that are not a uint64 in canonical decimal form.
+var badTokens = []struct{ name, arg string }{
+	{"negative", "-1"},
+	{"fractional", "1.5"},
+	{"overflows uint64", "18446744073709551616"},
+	{"far beyond uint64", "99999999999999999999"},
+	{"21 digits", "100000000000000000000"},
+	{"empty", ""},
+	{"leading zero", "01"},
+	{"plus sign", "+1"},
+	{"minus zero", "-0"},
+	{"hex", "0x10"},
+	{"letters", "abc"},
+	{"leading space", " 1"},
+	{"trailing space", "1 "},
+	{"trailing NUL", "1\x00"},
+}
+
+func TestParseToken(t *testing.T) {
+	for _, cmd := range []string{"VERIFY", "RELEASE"} {
+		t.Run(cmd, func(t *testing.T) {
+			valid := []struct {
+				arg  string
+				want uint64
+			}{
+				{"0", 0},
+				{"1", 1},
+				{"42", 42},
+				{"9223372036854775808", 1 << 63},
+				{"18446744073709551615", math.MaxUint64},
+			}
+			for _, tt := range valid {
+				t.Run(tt.arg, func(t *testing.T) {
+					got, err := ParseToken([][]byte{[]byte(cmd), []byte("k"), []byte(tt.arg)})
+					checkParseError(t, err, nil)
+					want := TokenRequest{Key: []byte("k"), Token: tt.want}
+					if !reflect.DeepEqual(got, want) {
+						t.Fatalf("got %+v, want %+v", got, want)
+					}
+				})
+			}
+			for _, tt := range badTokens {
+				t.Run(tt.name, func(t *testing.T) {
+					_, err := ParseToken([][]byte{[]byte(cmd), []byte("k"), []byte(tt.arg)})
+					checkParseError(t, err, ErrBadToken)
+				})
+			}
+		})
+	}
+}
+
+func TestParseExtend(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want ExtendRequest
+		err  error
+	}{
+		{"valid", []string{"EXTEND", "k", "7", "1000"}, ExtendRequest{Key: []byte("k"), Token: 7, TTL: time.Second}, nil},
+		{"lower case", []string{"extend", "k", "0", "1"}, ExtendRequest{Key: []byte("k"), Token: 0, TTL: time.Millisecond}, nil},
+		{"largest token", []string{"EXTEND", "k", "18446744073709551615", "1"},
+			ExtendRequest{Key: []byte("k"), Token: math.MaxUint64, TTL: time.Millisecond}, nil},
+		{"largest ttl a Duration holds", []string{"EXTEND", "k", "1", "9223372036854"},
+			ExtendRequest{Key: []byte("k"), Token: 1, TTL: 9223372036854 * time.Millisecond}, nil},
+
+		{"token checked before ttl", []string{"EXTEND", "k", "x", "0"}, ExtendRequest{}, ErrBadToken},
+		{"ttl not a number", []string{"EXTEND", "k", "1", "x"}, ExtendRequest{}, ErrNotInteger},
+		{"ttl fractional", []string{"EXTEND", "k", "1", "1.5"}, ExtendRequest{}, ErrNotInteger},
+		{"ttl empty", []string{"EXTEND", "k", "1", ""}, ExtendRequest{}, ErrNotInteger},
+		{"ttl zero", []string{"EXTEND", "k", "1", "0"}, ExtendRequest{}, InvalidExpireError("extend")},
+		{"ttl negative", []string{"EXTEND", "k", "1", "-1"}, ExtendRequest{}, InvalidExpireError("extend")},
+		{"ttl overflows Duration", []string{"EXTEND", "k", "1", "9223372036854775807"}, ExtendRequest{}, InvalidExpireError("extend")},
+	}
+	for _, tok := range badTokens {
+		tests = append(tests, struct {
+			name string
+			args []string
+			want ExtendRequest
+			err  error
+		}{"bad token " + tok.name, []string{"EXTEND", "k", tok.arg, "1000"}, ExtendRequest{}, ErrBadToken})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := make([][]byte, len(tt.args))
+			for i, a := range tt.args {
+				args[i] = []byte(a)
+			}
+			got, err := ParseExtend(args)
+			checkParseError(t, err, tt.err)
+			if tt.err == nil && !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+	if got := InvalidExpireError("extend").Error(); got != "ERR invalid expire time in 'extend' command" {
+		t.Fatalf("InvalidExpireError text = %q", got)
+	}
+}
+
+func TestParseLocks(t *testing.T) {
+	tests := []struct {
+		name string
+		line string
+		want LocksRequest
+		err  error
+	}{
+		{"cursor only", "LOCKS 0", LocksRequest{Cursor: 0, Count: DefaultLocksCount}, nil},
+		{"match and count", "LOCKS 42 MATCH a* COUNT 5", LocksRequest{Cursor: 42, Match: []byte("a*"), Count: 5}, nil},
+		{"lower case options", "locks 0 match a count 1", LocksRequest{Match: []byte("a"), Count: 1}, nil},
+		{"mixed case, count first", "LOCKS 0 Count 7 Match x", LocksRequest{Match: []byte("x"), Count: 7}, nil},
+		{"largest count", "LOCKS 0 COUNT 100000", LocksRequest{Count: 100000}, nil},
+		{"largest cursor", "LOCKS 18446744073709551615", LocksRequest{Cursor: math.MaxUint64, Count: DefaultLocksCount}, nil},
+
+		{"cursor negative", "LOCKS -1", LocksRequest{}, ErrBadCursor},
+		{"cursor not a number", "LOCKS x", LocksRequest{}, ErrBadCursor},
+		{"cursor leading zero", "LOCKS 01", LocksRequest{}, ErrBadCursor},
+		{"cursor empty", `LOCKS ""`, LocksRequest{}, ErrBadCursor},
+		{"cursor overflows uint64", "LOCKS 18446744073709551616", LocksRequest{}, ErrBadCursor},
+		{"count zero", "LOCKS 0 COUNT 0", LocksRequest{}, ErrSyntax},
+		{"count negative", "LOCKS 0 COUNT -1", LocksRequest{}, ErrSyntax},
+		{"count above the limit", "LOCKS 0 COUNT 100001", LocksRequest{}, ErrSyntax},
+		{"count not a number", "LOCKS 0 COUNT x", LocksRequest{}, ErrNotInteger},
+		{"count fractional", "LOCKS 0 COUNT 1.5", LocksRequest{}, ErrNotInteger},
+		{"count beyond int64", "LOCKS 0 COUNT 9223372036854775808", LocksRequest{}, ErrNotInteger},
+		{"COUNT without value", "LOCKS 0 COUNT", LocksRequest{}, ErrSyntax},
+		{"MATCH without value", "LOCKS 0 MATCH", LocksRequest{}, ErrSyntax},
+		{"option without value after a pair", "LOCKS 0 MATCH a COUNT", LocksRequest{}, ErrSyntax},
+		{"unknown option", "LOCKS 0 TYPE string", LocksRequest{}, ErrSyntax},
+		// ErrSyntax's doc, CREATE and ACQUIRE treat a repeated option as a
+		// syntax error; LOCKS must too.
+		{"repeated MATCH", "LOCKS 0 MATCH a MATCH b", LocksRequest{}, ErrSyntax},
+		{"repeated COUNT", "LOCKS 0 COUNT 5 count 6", LocksRequest{}, ErrSyntax},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseLocks(cmdArgs(tt.line))
+			checkParseError(t, err, tt.err)
+			if tt.err == nil && !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseInt(t *testing.T) {
+	valid := []struct {
+		in   string
+		want int64
+	}{
+		{"0", 0},
+		{"1", 1},
+		{"-1", -1},
+		{"10", 10},
+		{"1234567890", 1234567890},
+		{"9223372036854775807", math.MaxInt64},
+		{"-9223372036854775808", math.MinInt64},
+	}
+	for _, tt := range valid {
+		t.Run(tt.in, func(t *testing.T) {
+			got, ok := ParseInt([]byte(tt.in))
+			if !ok || got != tt.want {
+				t.Fatalf("ParseInt(%q) = %d, %v, want %d, true", tt.in, got, ok, tt.want)
+			}
+		})
+	}
+	invalid := []string{
+		"+1", " 1", "1 ", "01", "00", "-01", "-0", "", "-", "--1", "1-",
+		"9223372036854775808", "-9223372036854775809", "18446744073709551615", "18446744073709551616",
+		"1e3", "1.0", "0x1", "abc", "1\x00", "\t1",
+	}
+	for _, in := range invalid {
+		t.Run("reject "+in, func(t *testing.T) {
+			if got, ok := ParseInt([]byte(in)); ok {
+				t.Fatalf("ParseInt(%q) = %d, true, want rejected", in, got)
+			}
+		})
+	}
+}
+
+// Replies.
+
+// respBulks is the RESP encoding of an array of bulk strings.
+func respBulks(items ...string) string {
+	var b strings.Builder
+	b.WriteString("*" + strconv.Itoa(len(items)) + "\r\n")
+	for _, it := range items {
+		b.WriteString("$" + strconv.Itoa(len(it)) + "\r\n" + it + "\r\n")
+	}
+	return b.String()
+}
+
+// written runs write against a redcon.Writer and returns the flushed bytes.
+func written(t *testing.T, write func(w *redcon.Writer)) string {
+	t.Helper()
+	var buf bytes.Buffer
+	w := redcon.NewWriter(&buf)
+	write(w)
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+func TestWriteStatus(t *testing.T) {
+	// Spelled out once, to pin the encoding the helper reproduces.
+	const heldLiteral = "*14\r\n" +
+		"$5\r\nstate\r\n$4\r\nheld\r\n" +
+		"$5\r\ntoken\r\n$1\r\n7\r\n" +
+		"$5\r\nowner\r\n$2\r\nme\r\n" +
+		"$3\r\nttl\r\n$1\r\n2\r\n" +
+		"$10\r\nlast-token\r\n$1\r\n7\r\n" +
+		"$11\r\ndefault-ttl\r\n$1\r\n0\r\n" +
+		"$7\r\ncreated\r\n$1\r\n0\r\n"
+	if got := respBulks("state", "held", "token", "7", "owner", "me", "ttl", "2",
+		"last-token", "7", "default-ttl", "0", "created", "0"); got != heldLiteral {
+		t.Fatalf("respBulks = %q, want %q", got, heldLiteral)
+	}
+	wantFields := []string{"state", "token", "owner", "ttl", "last-token", "default-ttl", "created"}
+	if !reflect.DeepEqual(StatusFields, wantFields) {
+		t.Fatalf("StatusFields = %q, want %q", StatusFields, wantFields)
+	}
+
+	tests := []struct {
+		name string
+		st   locker.Status
+		want string
+	}{
+		{"held, 1500µs rounds up", locker.Status{Held: true, Token: 7, Owner: "me", TTL: 1500 * time.Microsecond, LastToken: 7},
+			heldLiteral},
+		{"held, 1ns left still shows 1", locker.Status{Held: true, Token: 3, TTL: time.Nanosecond, LastToken: 3,
+			DefaultTTL: 30 * time.Second, Created: true},
+			respBulks("state", "held", "token", "3", "owner", "", "ttl", "1",
+				"last-token", "3", "default-ttl", "30000", "created", "1")},
+		{"held, whole millis", locker.Status{Held: true, Token: math.MaxUint64, Owner: "o", TTL: 30 * time.Second,
+			LastToken: math.MaxUint64, DefaultTTL: 1500 * time.Microsecond},
+			respBulks("state", "held", "token", "18446744073709551615", "owner", "o", "ttl", "30000",
+				"last-token", "18446744073709551615", "default-ttl", "2", "created", "0")},
+		{"free", locker.Status{LastToken: 9, DefaultTTL: 2500 * time.Millisecond, Created: true},
+			respBulks("state", "free", "token", "0", "owner", "", "ttl", "0",
+				"last-token", "9", "default-ttl", "2500", "created", "1")},
+		{"zero value", locker.Status{},
+			respBulks("state", "free", "token", "0", "owner", "", "ttl", "0",
+				"last-token", "0", "default-ttl", "0", "created", "0")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := written(t, func(w *redcon.Writer) { WriteStatus(w, tt.st) })
+			if got != tt.want {
+				t.Fatalf("WriteStatus(%+v)\n got %q\nwant %q", tt.st, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestWriteScan(t *testing.T) {
+	tests := []struct {
+		name  string
+		next  uint64
+		names []string
+		want  string
+	}{
+		{"done, empty", 0, nil, "*2\r\n$1\r\n0\r\n*0\r\n"},
+		{"more to come", 42, []string{"a", "bc"}, "*2\r\n$2\r\n42\r\n*2\r\n$1\r\na\r\n$2\r\nbc\r\n"},
+		{"largest cursor, empty name", math.MaxUint64, []string{""},
+			"*2\r\n$20\r\n18446744073709551615\r\n*1\r\n$0\r\n\r\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := written(t, func(w *redcon.Writer) { WriteScan(w, tt.next, tt.names) })
+			if got != tt.want {
+				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestWriteTokenAndBool(t *testing.T) {
+	tests := []struct {
+		name  string
+		write func(w *redcon.Writer)
+		want  string
+	}{
+		{"token granted", func(w *redcon.Writer) { WriteToken(w, 7, true) }, ":7\r\n"},
+		{"token zero granted", func(w *redcon.Writer) { WriteToken(w, 0, true) }, ":0\r\n"},
+		{"largest token", func(w *redcon.Writer) { WriteToken(w, math.MaxUint64, true) }, ":18446744073709551615\r\n"},
+		{"not granted is nil", func(w *redcon.Writer) { WriteToken(w, 7, false) }, "$-1\r\n"},
+		{"true", func(w *redcon.Writer) { WriteBool(w, true) }, ":1\r\n"},
+		{"false", func(w *redcon.Writer) { WriteBool(w, false) }, ":0\r\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := written(t, tt.write); got != tt.want {
+				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
