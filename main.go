@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -55,7 +56,7 @@ func serveFlags() []cli.Flag {
 	def := server.DefaultConfig()
 	return []cli.Flag{
 		&cli.StringFlag{Name: "addr", Value: def.Addr, EnvVars: env("ADDR"), Usage: "TCP address to listen on, HOST:PORT"},
-		&cli.IntFlag{Name: "shards", Value: def.Locker.Shards, EnvVars: env("SHARDS"), Usage: "lock table shards, a power of two (default: 16 per CPU)"},
+		&cli.IntFlag{Name: "shards", Value: def.Locker.Shards, EnvVars: env("SHARDS"), Usage: "lock table shards, a power of two; the default is 16 per CPU"},
 		&cli.DurationFlag{Name: "max-ttl", Value: def.Locker.MaxTTL, EnvVars: env("MAX_TTL"), Usage: "longest lease or default ttl a client may ask for"},
 		&cli.IntFlag{Name: "max-key-len", Value: def.Locker.MaxKeyLen, EnvVars: env("MAX_KEY_LEN"), Usage: fmt.Sprintf("longest lock name or owner id in bytes (at most %d)", locker.MaxKeyLenLimit)},
 		&cli.BoolFlag{Name: "require-create", EnvVars: env("REQUIRE_CREATE"), Usage: "ACQUIRE of an unknown lock fails instead of creating it"},
@@ -69,26 +70,43 @@ func serveFlags() []cli.Flag {
 	}
 }
 
+// flag returns the context that holds flag name's value: the innermost
+// command on whose command line it was given, so that `leasehold --addr X
+// serve` and `leasehold serve --addr X` both work, or c for the default.
+func flag(c *cli.Context, name string) *cli.Context {
+	for _, ctx := range c.Lineage() {
+		if ctx.Command != nil && ctx.IsSet(name) {
+			return ctx
+		}
+	}
+	return c
+}
+
 func serve(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q (see --help)", c.Args().First())
 	}
-	log, err := newLogger(os.Stderr, c.String("log-level"), c.String("log-format"))
+	str := func(name string) string { return flag(c, name).String(name) }
+	num := func(name string) int { return flag(c, name).Int(name) }
+	dur := func(name string) time.Duration { return flag(c, name).Duration(name) }
+	num64 := func(name string) int64 { return flag(c, name).Int64(name) }
+
+	log, err := newLogger(os.Stderr, str("log-level"), str("log-format"))
 	if err != nil {
 		return err
 	}
 	cfg := server.DefaultConfig()
 	cfg.Version = version
-	cfg.Addr = c.String("addr")
-	cfg.MaxClients = c.Int("max-clients")
-	cfg.IdleTimeout = c.Duration("idle-timeout")
-	cfg.Limits.MaxBulkLen = c.Int64("max-bulk-len")
-	cfg.Limits.MaxQueryBuffer = c.Int64("max-query-buffer")
-	cfg.Locker.Shards = c.Int("shards")
-	cfg.Locker.MaxTTL = c.Duration("max-ttl")
-	cfg.Locker.MaxKeyLen = c.Int("max-key-len")
-	cfg.Locker.RequireCreate = c.Bool("require-create")
-	cfg.Locker.Tick = c.Duration("tick")
+	cfg.Addr = str("addr")
+	cfg.MaxClients = num("max-clients")
+	cfg.IdleTimeout = dur("idle-timeout")
+	cfg.Limits.MaxBulkLen = num64("max-bulk-len")
+	cfg.Limits.MaxQueryBuffer = num64("max-query-buffer")
+	cfg.Locker.Shards = num("shards")
+	cfg.Locker.MaxTTL = dur("max-ttl")
+	cfg.Locker.MaxKeyLen = num("max-key-len")
+	cfg.Locker.RequireCreate = flag(c, "require-create").Bool("require-create")
+	cfg.Locker.Tick = dur("tick")
 	cfg.Locker.FirstToken = locker.BootEpochToken(time.Now())
 	srv, err := server.New(cfg, log)
 	if err != nil {
@@ -102,8 +120,12 @@ func serve(c *cli.Context) error {
 }
 
 func newLogger(w *os.File, level, format string) (zerolog.Logger, error) {
-	lvl, err := zerolog.ParseLevel(level)
-	if err != nil || level == "" || lvl < zerolog.DebugLevel || lvl > zerolog.ErrorLevel {
+	levels := map[string]zerolog.Level{
+		"debug": zerolog.DebugLevel, "info": zerolog.InfoLevel,
+		"warn": zerolog.WarnLevel, "error": zerolog.ErrorLevel,
+	}
+	lvl, ok := levels[strings.ToLower(level)]
+	if !ok {
 		return zerolog.Logger{}, fmt.Errorf("log level %q: want debug, info, warn or error", level)
 	}
 	var out io.Writer = w

@@ -14,8 +14,70 @@ type Command struct {
 	LastKey  int      // position of the last key, -1 for the last argument
 	Step     int      // distance between keys
 	Group    string   // "lock" or "connection" / "server" for Redis's own
-	Syntax   string   // the arguments after the name, in Redis's doc notation
+	Args     []Arg    // the arguments after the name, for docs and redis-cli's hints
 	Summary  string
+}
+
+// Arg describes one argument in the shape of Redis's COMMAND DOCS, which
+// redis-cli turns into typing hints.
+type Arg struct {
+	Name     string
+	Type     string // key, integer, string, pattern, pure-token, oneof or block
+	Token    string // the keyword before the value, e.g. OWNER
+	Optional bool
+	Multiple bool
+	Args     []Arg // the parts of a oneof or a block
+}
+
+// Argument constructors, to keep the table readable.
+func key(name string) Arg     { return Arg{Name: name, Type: "key"} }
+func integer(name string) Arg { return Arg{Name: name, Type: "integer"} }
+func str(name string) Arg     { return Arg{Name: name, Type: "string"} }
+func token(tok string) Arg    { return Arg{Name: strings.ToLower(tok), Type: "pure-token", Token: tok} }
+func block(name string, args ...Arg) Arg {
+	return Arg{Name: name, Type: "block", Args: args}
+}
+func oneof(name string, args ...Arg) Arg {
+	return Arg{Name: name, Type: "oneof", Args: args}
+}
+func (a Arg) opt() Arg             { a.Optional = true; return a }
+func (a Arg) many() Arg            { a.Multiple = true; return a }
+func (a Arg) after(tok string) Arg { a.Token = tok; return a }
+
+// Syntax renders the argument in Redis's documentation notation.
+func (a Arg) Syntax() string {
+	var s string
+	switch a.Type {
+	case "pure-token":
+		s = a.Token
+	case "block":
+		s = joinSyntax(a.Args, " ")
+	case "oneof":
+		s = joinSyntax(a.Args, " | ")
+		if !a.Optional {
+			s = "<" + s + ">"
+		}
+	default:
+		s = a.Name
+	}
+	if a.Multiple {
+		s = s + " [" + s + " ...]"
+	}
+	if a.Token != "" && a.Type != "pure-token" {
+		s = a.Token + " " + s
+	}
+	if a.Optional {
+		s = "[" + s + "]"
+	}
+	return s
+}
+
+func joinSyntax(args []Arg, sep string) string {
+	parts := make([]string, len(args))
+	for i, a := range args {
+		parts[i] = a.Syntax()
+	}
+	return strings.Join(parts, sep)
 }
 
 // Groups of commands.
@@ -28,42 +90,42 @@ const (
 // Commands is the command table, in the order the docs list them.
 var Commands = []Command{
 	{Name: "create", Arity: -2, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
-		Syntax: "key [TTL ms]", Summary: "Creates a named lock, optionally with a default lease ttl; it stays when free, until DELETE."},
+		Args: []Arg{key("key"), integer("ms").after("TTL").opt()}, Summary: "Creates a named lock, optionally with a default lease ttl; it stays when free, until DELETE."},
 	{Name: "acquire", Arity: -2, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
-		Syntax: "key [ttl-ms] [OWNER id]", Summary: "Takes a lease on a lock and returns its fencing token, or nil when another holder has it."},
+		Args: []Arg{key("key"), integer("ttl-ms").opt(), str("id").after("OWNER").opt()}, Summary: "Takes a lease on a lock and returns its fencing token, or nil when another holder has it."},
 	{Name: "verify", Arity: 3, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
-		Syntax: "key token", Summary: "Returns 1 when the token is the live lease of the lock, else 0."},
+		Args: []Arg{key("key"), integer("token")}, Summary: "Returns 1 when the token is the live lease of the lock, else 0."},
 	{Name: "release", Arity: 3, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
-		Syntax: "key token", Summary: "Ends the lease the token holds; 0 when it does not hold the lock."},
+		Args: []Arg{key("key"), integer("token")}, Summary: "Ends the lease the token holds; 0 when it does not hold the lock."},
 	{Name: "extend", Arity: 4, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
-		Syntax: "key token ttl-ms", Summary: "Moves the lease's deadline to now + ttl-ms; 0 when the token does not hold the lock."},
+		Args: []Arg{key("key"), integer("token"), integer("ttl-ms")}, Summary: "Moves the lease's deadline to now + ttl-ms; 0 when the token does not hold the lock."},
 	{Name: "status", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
-		Syntax: "key", Summary: "Returns the lock's state as field/value pairs, or nil for an unknown lock."},
+		Args: []Arg{key("key")}, Summary: "Returns the lock's state as field/value pairs, or nil for an unknown lock."},
 	{Name: "delete", Arity: 2, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
-		Syntax: "key", Summary: "Removes a free lock; INUSE while a lease holds it."},
+		Args: []Arg{key("key")}, Summary: "Removes a free lock; INUSE while a lease holds it."},
 	{Name: "locks", Arity: -2, Flags: []string{"readonly"}, Group: GroupLock,
-		Syntax: "cursor [MATCH pattern] [COUNT count]", Summary: "Iterates over lock names, SCAN-style."},
+		Args: []Arg{integer("cursor"), Arg{Name: "pattern", Type: "pattern", Token: "MATCH", Optional: true}, integer("count").after("COUNT").opt()}, Summary: "Iterates over lock names, SCAN-style."},
 
 	{Name: "ping", Arity: -1, Flags: []string{"fast", "stale"}, Group: GroupConnection,
-		Syntax: "[message]", Summary: "Returns PONG, or the message."},
+		Args: []Arg{str("message").opt()}, Summary: "Returns PONG, or the message."},
 	{Name: "echo", Arity: 2, Flags: []string{"fast"}, Group: GroupConnection,
-		Syntax: "message", Summary: "Returns the message."},
+		Args: []Arg{str("message")}, Summary: "Returns the message."},
 	{Name: "quit", Arity: -1, Flags: []string{"fast"}, Group: GroupConnection,
-		Syntax: "", Summary: "Replies OK and closes the connection."},
+		Args: []Arg{}, Summary: "Replies OK and closes the connection."},
 	{Name: "select", Arity: 2, Flags: []string{"fast"}, Group: GroupConnection,
-		Syntax: "index", Summary: "Accepts database 0 only, for clients that select it on connect."},
+		Args: []Arg{integer("index")}, Summary: "Accepts database 0 only, for clients that select it on connect."},
 	{Name: "hello", Arity: -1, Flags: []string{"fast"}, Group: GroupConnection,
-		Syntax: "[protover [AUTH username password] [SETNAME clientname]]", Summary: "Handshake; speaks RESP2 only and answers NOPROTO to 3 so clients fall back."},
+		Args: []Arg{block("arguments", integer("protover"), block("auth", str("username"), str("password")).after("AUTH").opt(), str("clientname").after("SETNAME").opt()).opt()}, Summary: "Handshake; speaks RESP2 only and answers NOPROTO to 3 so clients fall back."},
 	{Name: "auth", Arity: -2, Flags: []string{"fast"}, Group: GroupConnection,
-		Syntax: "[username] password", Summary: "Fails as Redis does without a password: leasehold has no authentication."},
+		Args: []Arg{str("username").opt(), str("password")}, Summary: "Fails as Redis does without a password: leasehold has no authentication."},
 	{Name: "client", Arity: -2, Flags: []string{}, Group: GroupConnection,
-		Syntax: "ID | GETNAME | SETNAME name | SETINFO attr value", Summary: "Connection identity, as clients set it on connect."},
+		Args: []Arg{oneof("subcommand", token("ID"), token("GETNAME"), str("name").after("SETNAME"), block("setinfo", str("attr"), str("value")).after("SETINFO"), token("INFO"))}, Summary: "Connection identity, as clients set it on connect."},
 	{Name: "command", Arity: -1, Flags: []string{}, Group: GroupServer,
-		Syntax: "[COUNT | DOCS [name ...] | INFO [name ...] | LIST]", Summary: "Describes the commands, from this table."},
+		Args: []Arg{oneof("subcommand", token("COUNT"), block("docs", str("name").many().opt()).after("DOCS"), block("info", str("name").many().opt()).after("INFO"), token("LIST")).opt()}, Summary: "Describes the commands, from this table."},
 	{Name: "info", Arity: -1, Flags: []string{}, Group: GroupServer,
-		Syntax: "[section ...]", Summary: "Server, clients, memory, stats and locks sections, as Redis's INFO."},
+		Args: []Arg{str("section").many().opt()}, Summary: "Server, clients, memory, stats and locks sections, as Redis's INFO."},
 	{Name: "config", Arity: -2, Flags: []string{}, Group: GroupServer,
-		Syntax: "GET parameter [parameter ...]", Summary: "Reads settings; answers what redis-benchmark asks."},
+		Args: []Arg{str("parameter").many().after("GET")}, Summary: "Reads settings; answers what redis-benchmark asks."},
 }
 
 var commandIndex = func() map[string]int {
@@ -115,5 +177,5 @@ func (c *Command) CheckArity(n int) error {
 
 // Usage is the command's syntax line, as the docs show it.
 func (c *Command) Usage() string {
-	return strings.TrimSpace(strings.ToUpper(c.Name) + " " + c.Syntax)
+	return strings.TrimSpace(strings.ToUpper(c.Name) + " " + joinSyntax(c.Args, " "))
 }

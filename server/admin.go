@@ -230,18 +230,71 @@ func handleCommand(c *conn, args [][]byte) error {
 		c.wr.WriteArray(2 * len(cmds))
 		for _, cmd := range cmds {
 			c.wr.WriteBulkString(cmd.Name)
-			c.wr.WriteArray(6)
+			fields := 6
+			if len(cmd.Args) > 0 {
+				fields += 2
+			}
+			c.wr.WriteArray(fields)
 			c.wr.WriteBulkString("summary")
 			c.wr.WriteBulkString(cmd.Summary)
 			c.wr.WriteBulkString("since")
 			c.wr.WriteBulkString("0.1.0")
 			c.wr.WriteBulkString("group")
 			c.wr.WriteBulkString(cmd.Group)
+			if len(cmd.Args) > 0 {
+				c.wr.WriteBulkString("arguments")
+				writeArgDocs(c, cmd.Args)
+			}
 		}
 	default:
 		return protocol.UnknownSubcommandError("command", args[1])
 	}
 	return nil
+}
+
+// writeArgDocs writes arguments as COMMAND DOCS does: a list of maps,
+// flattened to arrays in RESP2.
+func writeArgDocs(c *conn, args []protocol.Arg) {
+	c.wr.WriteArray(len(args))
+	for _, a := range args {
+		var flags []string
+		if a.Optional {
+			flags = append(flags, "optional")
+		}
+		if a.Multiple {
+			flags = append(flags, "multiple")
+		}
+		fields := 4
+		if a.Token != "" {
+			fields += 2
+		}
+		if len(flags) > 0 {
+			fields += 2
+		}
+		if len(a.Args) > 0 {
+			fields += 2
+		}
+		c.wr.WriteArray(fields)
+		c.wr.WriteBulkString("name")
+		c.wr.WriteBulkString(a.Name)
+		c.wr.WriteBulkString("type")
+		c.wr.WriteBulkString(a.Type)
+		if a.Token != "" {
+			c.wr.WriteBulkString("token")
+			c.wr.WriteBulkString(a.Token)
+		}
+		if len(flags) > 0 {
+			c.wr.WriteBulkString("flags")
+			c.wr.WriteArray(len(flags))
+			for _, f := range flags {
+				c.wr.WriteString(f)
+			}
+		}
+		if len(a.Args) > 0 {
+			c.wr.WriteBulkString("arguments")
+			writeArgDocs(c, a.Args)
+		}
+	}
 }
 
 func writeCommandInfo(c *conn, cmd *protocol.Command) {

@@ -29,6 +29,7 @@ type conn struct {
 	// Owned by the serving goroutine.
 	name, libName, libVer string
 	quit                  bool // reply, flush, then close
+	unflushed             bool // replies are waiting in wr
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -49,8 +50,12 @@ type flushBeforeRead struct{ c *conn }
 
 func (f flushBeforeRead) Read(p []byte) (int, error) {
 	c := f.c
-	if err := c.wr.Flush(); err != nil {
-		return 0, err
+	if c.unflushed {
+		// An empty Flush would still cost a write syscall.
+		c.unflushed = false
+		if err := c.wr.Flush(); err != nil {
+			return 0, err
+		}
 	}
 	if t := c.srv.cfg.IdleTimeout; t > 0 {
 		c.nc.SetReadDeadline(time.Now().Add(t))
@@ -76,6 +81,7 @@ func (c *conn) serve() {
 		}
 		c.commands.Add(1)
 		c.dispatch(args)
+		c.unflushed = true
 	}
 	c.wr.Flush()
 }
