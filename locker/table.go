@@ -117,7 +117,9 @@ func (t *Table) locate(key []byte) (uint64, *shard) {
 	return h, t.shards[h>>(64-t.shardBits)&uint64(len(t.shards)-1)]
 }
 
-func (t *Table) checkKey(key []byte) error {
+// CheckKey returns the error any operation would give for key's length:
+// ErrEmptyKey, ErrKeyTooLong, or nil.
+func (t *Table) CheckKey(key []byte) error {
 	switch {
 	case len(key) == 0:
 		return ErrEmptyKey
@@ -139,7 +141,7 @@ func (t *Table) checkTTL(ttl time.Duration) error {
 // the fly is adopted: it becomes a created lock with this default, and
 // Create reports true. A created lock stays when free, until Delete.
 func (t *Table) Create(key []byte, defaultTTL time.Duration) (bool, error) {
-	if err := t.checkKey(key); err != nil {
+	if err := t.CheckKey(key); err != nil {
 		return false, err
 	}
 	if defaultTTL != 0 {
@@ -170,7 +172,7 @@ func (t *Table) Create(key []byte, defaultTTL time.Duration) (bool, error) {
 // unknown key is created on the fly (and removed again once free) unless
 // Config.RequireCreate is set.
 func (t *Table) Acquire(key []byte, ttl time.Duration, owner []byte) (token uint64, ok bool, err error) {
-	if err := t.checkKey(key); err != nil {
+	if err := t.CheckKey(key); err != nil {
 		return 0, false, err
 	}
 	if len(owner) > t.cfg.MaxKeyLen {

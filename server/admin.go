@@ -427,7 +427,8 @@ func (s *Server) configParams() [][2]string {
 		{"appendonly", "no"},
 		{"databases", "1"},
 		{"maxclients", strconv.Itoa(cfg.MaxClients)},
-		{"timeout", strconv.FormatInt(int64(cfg.IdleTimeout/time.Second), 10)},
+		// Redis counts whole seconds; round up, as 0 would mean "never".
+		{"timeout", strconv.FormatInt(int64((cfg.IdleTimeout+time.Second-1)/time.Second), 10)},
 		{"proto-max-bulk-len", strconv.FormatInt(cfg.Limits.MaxBulkLen, 10)},
 		{"client-query-buffer-limit", strconv.FormatInt(cfg.Limits.MaxQueryBuffer, 10)},
 		{"max-ttl", strconv.FormatInt(cfg.Locker.MaxTTL.Milliseconds(), 10)},

@@ -110,13 +110,37 @@ func (c *conn) dispatch(args [][]byte) {
 		c.writeErr(protocol.UnknownCommandError(args))
 		return
 	}
-	if err := protocol.Commands[i].CheckArity(len(args)); err != nil {
+	cmd := &protocol.Commands[i]
+	if err := cmd.CheckArity(len(args)); err != nil {
+		c.writeErr(err)
+		return
+	}
+	if err := c.checkKeys(cmd, args); err != nil {
 		c.writeErr(err)
 		return
 	}
 	if err := c.srv.handlers[i](c, args); err != nil {
 		c.writeErr(err)
 	}
+}
+
+// checkKeys applies the lock table's key rules to every key argument the
+// command table declares, so that every lock command, not only those that
+// store a key, refuses an empty or overlong name.
+func (c *conn) checkKeys(cmd *protocol.Command, args [][]byte) error {
+	if cmd.FirstKey <= 0 {
+		return nil
+	}
+	last := cmd.LastKey
+	if last < 0 {
+		last += len(args)
+	}
+	for k := cmd.FirstKey; k <= last && k < len(args); k += max(cmd.Step, 1) {
+		if err := c.srv.table.CheckKey(args[k]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeErr replies with err mapped to its wire code; errors nobody mapped
