@@ -2,22 +2,21 @@ package locker
 
 import (
 	"bytes"
+	"hash/maphash"
 	"sync"
 )
 
-// entry is one lock. It holds no pointers: the key and owner live in the
-// shard's arena, named by ref and length.
+// entry is one lock: 32 bytes, no pointers. The key and owner live in the
+// shard's arena, named by ref and length; a created lock's default ttl lives
+// in shard.defaults, since most locks have none.
 type entry struct {
-	hash       uint64
-	token      uint64 // last token granted; the live lease's token when held
-	deadline   int64  // lease deadline, clock nanoseconds; meaningful when held
-	defaultTTL int64  // nanoseconds; 0 for none
-	keyRef     uint32
-	ownerRef   uint32
-	sameHash   uint32 // next entry index whose key has the same hash; 0 ends
-	keyLen     uint16
-	ownerLen   uint16
-	flags      uint8
+	token    uint64 // last token granted; the live lease's token when held
+	deadline int64  // lease deadline, clock nanoseconds; meaningful when held
+	keyRef   uint32
+	ownerRef uint32
+	keyLen   uint16
+	ownerLen uint16
+	flags    uint8
 }
 
 const (
@@ -30,17 +29,19 @@ const (
 type shard struct {
 	mu sync.Mutex // guards every field below
 
-	index   map[uint64]uint32 // key hash -> index of the first entry with that hash
-	entries paged[entry]      // index 0 is the nil entry
-	free    []uint32          // released entry indices, reused first
-	top     uint32            // entry indices below top have been handed out
-	strings arena             // keys and owners
-	wheel   timerWheel        // lease deadlines, ids are entry indices
+	seed     maphash.Seed     // the table's, to rehash a key being removed
+	index    keyIndex         // key hash -> entry index
+	entries  paged[entry]     // index 0 is the nil entry
+	free     []uint32         // released entry indices, reused first
+	top      uint32           // entry indices below top have been handed out
+	strings  arena            // keys and owners
+	wheel    timerWheel       // lease deadlines; ids are entry indices
+	defaults map[uint32]int64 // default ttl (ns) of created locks that have one
 
 	lastToken uint64 // tokens granted by this shard only grow from here
 	counts    shardCounts
 
-	_ [64]byte // keep neighbouring shards' mutexes off this cache line
+	_ [64]byte // keep the next shard's mutex off this shard's last cache line
 }
 
 type shardCounts struct {
@@ -48,12 +49,13 @@ type shardCounts struct {
 	granted, renewed, released, expired uint64
 }
 
-func newShard(firstToken uint64, nowTick int64) *shard {
+func newShard(seed maphash.Seed, firstToken uint64, nowTick int64) *shard {
 	s := &shard{
-		index:     make(map[uint64]uint32),
+		seed:      seed,
 		top:       1,
 		lastToken: firstToken,
 		wheel:     newTimerWheel(nowTick),
+		defaults:  make(map[uint32]int64),
 	}
 	s.entries.grow(0)
 	return s
@@ -68,21 +70,16 @@ func (s *shard) ownerIs(e *entry, owner []byte) bool {
 		bytes.Equal(s.strings.get(e.ownerRef, int(e.ownerLen)), owner)
 }
 
-// lookup returns the index of key's entry, or 0.
-func (s *shard) lookup(hash uint64, key []byte) uint32 {
-	i := s.index[hash]
-	for i != 0 {
+// lookup returns the index of key's entry, or 0. h is the key's hash.
+func (s *shard) lookup(h uint32, key []byte) uint32 {
+	return s.index.find(h, func(i uint32) bool {
 		e := s.at(i)
-		if int(e.keyLen) == len(key) && bytes.Equal(s.key(e), key) {
-			return i
-		}
-		i = e.sameHash
-	}
-	return 0
+		return int(e.keyLen) == len(key) && bytes.Equal(s.key(e), key)
+	})
 }
 
 // insert adds an entry for key, which must not be present, and returns its index.
-func (s *shard) insert(hash uint64, key []byte) uint32 {
+func (s *shard) insert(h uint32, key []byte) uint32 {
 	var i uint32
 	if n := len(s.free); n > 0 {
 		i = s.free[n-1]
@@ -93,13 +90,11 @@ func (s *shard) insert(hash uint64, key []byte) uint32 {
 		s.entries.grow(i)
 	}
 	*s.at(i) = entry{
-		hash:     hash,
-		keyRef:   s.strings.put(key),
-		keyLen:   uint16(len(key)),
-		sameHash: s.index[hash],
-		flags:    flagLive,
+		keyRef: s.strings.put(key),
+		keyLen: uint16(len(key)),
+		flags:  flagLive,
 	}
-	s.index[hash] = i
+	s.index.insert(h, i)
 	s.counts.locks++
 	return i
 }
@@ -107,24 +102,23 @@ func (s *shard) insert(hash uint64, key []byte) uint32 {
 // remove deletes entry i, which must be free.
 func (s *shard) remove(i uint32) {
 	e := s.at(i)
-	if head := s.index[e.hash]; head == i {
-		if e.sameHash == 0 {
-			delete(s.index, e.hash)
-		} else {
-			s.index[e.hash] = e.sameHash
-		}
-	} else {
-		for p := head; p != 0; p = s.at(p).sameHash {
-			if s.at(p).sameHash == i {
-				s.at(p).sameHash = e.sameHash
-				break
-			}
-		}
-	}
+	key := s.key(e)
+	s.index.remove(uint32(maphash.Bytes(s.seed, key)), i)
 	s.strings.release(e.keyRef, int(e.keyLen))
+	if e.flags&flagCreated != 0 {
+		delete(s.defaults, i)
+	}
 	*e = entry{}
 	s.free = append(s.free, i)
 	s.counts.locks--
+}
+
+// defaultTTL is entry i's default lease ttl in nanoseconds, 0 for none.
+func (s *shard) defaultTTL(i uint32) int64 {
+	if s.at(i).flags&flagCreated == 0 {
+		return 0
+	}
+	return s.defaults[i]
 }
 
 // grant gives entry i a new lease.
@@ -188,8 +182,8 @@ func (s *shard) settle(i uint32, now int64) uint32 {
 }
 
 // find looks key up and settles it.
-func (s *shard) find(hash uint64, key []byte, now int64) uint32 {
-	return s.settle(s.lookup(hash, key), now)
+func (s *shard) find(h uint32, key []byte, now int64) uint32 {
+	return s.settle(s.lookup(h, key), now)
 }
 
 // heldBy reports whether entry i is held by token. Call after settle.
@@ -204,7 +198,8 @@ func (s *shard) heldBy(i uint32, token uint64) bool {
 // expireDue advances the wheel to now and expires the leases it hands back.
 func (s *shard) expireDue(now int64, tick int64) int {
 	expired := 0
-	s.wheel.advance(now/tick, func(i uint32) {
+	due := func(i uint32) int64 { return ceilDiv(s.at(i).deadline, tick) }
+	s.wheel.advance(now/tick, due, func(i uint32) {
 		e := s.at(i)
 		if e.flags&flagHeld == 0 {
 			return

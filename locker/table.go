@@ -43,7 +43,7 @@ func New(cfg Config) (*Table, error) {
 	}
 	nowTick := int64(cfg.Clock.Now()) / t.tick
 	for i := range t.shards {
-		t.shards[i] = newShard(cfg.FirstToken, nowTick)
+		t.shards[i] = newShard(t.seed, cfg.FirstToken, nowTick)
 	}
 	return t, nil
 }
@@ -112,9 +112,11 @@ func (t *Table) ExpireDue() int {
 	return n
 }
 
-func (t *Table) locate(key []byte) (uint64, *shard) {
+// locate hashes key once: the top bits pick its shard, the low 32 bits are
+// its hash within the shard's index.
+func (t *Table) locate(key []byte) (uint32, *shard) {
 	h := maphash.Bytes(t.seed, key)
-	return h, t.shards[h>>(64-t.shardBits)&uint64(len(t.shards)-1)]
+	return uint32(h), t.shards[h>>(64-t.shardBits)&uint64(len(t.shards)-1)]
 }
 
 // CheckKey returns the error any operation would give for key's length:
@@ -159,9 +161,10 @@ func (t *Table) Create(key []byte, defaultTTL time.Duration) (bool, error) {
 	} else if s.at(i).flags&flagCreated != 0 {
 		return false, nil
 	}
-	e := s.at(i)
-	e.flags |= flagCreated
-	e.defaultTTL = int64(defaultTTL)
+	s.at(i).flags |= flagCreated
+	if defaultTTL != 0 {
+		s.defaults[i] = int64(defaultTTL)
+	}
 	return true, nil
 }
 
@@ -197,13 +200,12 @@ func (t *Table) Acquire(key []byte, ttl time.Duration, owner []byte) (token uint
 		}
 		i = s.insert(h, key)
 	}
-	e := s.at(i)
 	if ttl == 0 {
-		if e.defaultTTL == 0 {
+		if ttl = time.Duration(s.defaultTTL(i)); ttl == 0 {
 			return 0, false, ErrNoTTL
 		}
-		ttl = time.Duration(e.defaultTTL)
 	}
+	e := s.at(i)
 	if e.flags&flagHeld != 0 {
 		if s.ownerIs(e, owner) {
 			s.renew(i, now, int64(ttl), t.tick)
@@ -281,7 +283,7 @@ func (t *Table) Status(key []byte) (Status, bool) {
 	e := s.at(i)
 	st := Status{
 		LastToken:  e.token,
-		DefaultTTL: time.Duration(e.defaultTTL),
+		DefaultTTL: time.Duration(s.defaultTTL(i)),
 		Created:    e.flags&flagCreated != 0,
 	}
 	if e.flags&flagHeld != 0 {

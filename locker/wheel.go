@@ -12,6 +12,8 @@ package locker
 // Timers are named by uint32 ids (the lock table's entry indices); the wheel
 // keeps its own doubly linked lists in a paged node table indexed by id, so it
 // holds no pointers for the garbage collector to trace. Id 0 is the nil id.
+// It does not store due ticks: the owner already keeps each deadline, and
+// hands the wheel a function to read them when timers cascade.
 //
 // The wheel is not safe for concurrent use: its shard's mutex guards it.
 type timerWheel struct {
@@ -29,7 +31,6 @@ const (
 )
 
 type wheelNode struct {
-	due        int64
 	next, prev uint32
 	slot       uint32 // level*wheelSlots + slot + 1; 0 when not scheduled
 }
@@ -43,7 +44,6 @@ func newTimerWheel(now int64) timerWheel {
 func (w *timerWheel) schedule(id uint32, due int64) {
 	w.nodes.grow(id)
 	w.cancel(id)
-	w.nodes.at(id).due = due
 	w.place(id, max(due, w.now+1))
 	w.pending++
 }
@@ -101,9 +101,9 @@ func (w *timerWheel) unlink(id uint32, n *wheelNode) {
 }
 
 // advance moves the wheel to tick to, calling fire for each timer that comes
-// due, in tick order. A fired timer is disarmed before fire runs, so fire may
-// schedule it again.
-func (w *timerWheel) advance(to int64, fire func(id uint32)) {
+// due, in tick order. due reports a timer's due tick, as last scheduled. A
+// fired timer is disarmed before fire runs, so fire may schedule it again.
+func (w *timerWheel) advance(to int64, due func(id uint32) int64, fire func(id uint32)) {
 	for w.now < to {
 		if w.pending == 0 {
 			w.now = to
@@ -121,7 +121,7 @@ func (w *timerWheel) advance(to int64, fire func(id uint32)) {
 		w.now++
 		// At the start of a level-l slot's span, move its timers down.
 		for l := 1; l < len(w.levels) && w.now&(1<<(wheelBits*l)-1) == 0; l++ {
-			w.cascade(l, int(w.now>>(wheelBits*l))&wheelMask)
+			w.cascade(l, int(w.now>>(wheelBits*l))&wheelMask, due)
 		}
 		head := &w.levels[0][w.now&wheelMask]
 		for *head != 0 {
@@ -142,7 +142,7 @@ func (w *timerWheel) lowestBusyLevel() int {
 	return len(w.counts)
 }
 
-func (w *timerWheel) cascade(level, slot int) {
+func (w *timerWheel) cascade(level, slot int, due func(id uint32) int64) {
 	id := w.levels[level][slot]
 	w.levels[level][slot] = 0
 	for id != 0 {
@@ -150,7 +150,7 @@ func (w *timerWheel) cascade(level, slot int) {
 		next := n.next
 		n.slot = 0
 		w.counts[level]--
-		w.place(id, max(n.due, w.now))
+		w.place(id, max(due(id), w.now))
 		id = next
 	}
 }

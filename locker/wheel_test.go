@@ -14,6 +14,8 @@ func TestWheelFiresAtDueTick(t *testing.T) {
 		start := rng.Int64N(1 << 30)
 		w := newTimerWheel(start)
 		want := map[uint32]int64{} // id -> tick it must fire at
+		dues := map[uint32]int64{}
+		dueOf := func(id uint32) int64 { return dues[id] }
 		const ids = 2000
 		for step := 0; step < 20000; step++ {
 			id := uint32(rng.IntN(ids)) + 1
@@ -22,13 +24,14 @@ func TestWheelFiresAtDueTick(t *testing.T) {
 				// Distances up to 64^3 ticks exercise three levels and cascades.
 				due := w.now + rng.Int64N(1<<18) - 10
 				w.schedule(id, due)
+				dues[id] = due
 				want[id] = max(due, w.now+1)
 			case 2:
 				w.cancel(id)
 				delete(want, id)
 			case 3:
 				to := w.now + rng.Int64N(1<<12)
-				w.advance(to, func(id uint32) {
+				w.advance(to, dueOf, func(id uint32) {
 					due, ok := want[id]
 					if !ok {
 						t.Fatalf("seed %d: timer %d fired but was not scheduled", seed, id)
@@ -48,7 +51,7 @@ func TestWheelFiresAtDueTick(t *testing.T) {
 				t.Fatalf("seed %d: pending %d, want %d", seed, w.pending, len(want))
 			}
 		}
-		w.advance(w.now+1<<19, func(id uint32) { delete(want, id) })
+		w.advance(w.now+1<<19, dueOf, func(id uint32) { delete(want, id) })
 		if len(want) != 0 || w.pending != 0 {
 			t.Fatalf("seed %d: %d timers never fired", seed, len(want))
 		}
@@ -59,15 +62,16 @@ func TestWheelFarFutureAddsLevels(t *testing.T) {
 	w := newTimerWheel(0)
 	due := int64(1) << 40
 	w.schedule(7, due)
+	dueOf := func(uint32) int64 { return due }
 	if len(w.levels) < 7 {
 		t.Fatalf("levels %d; a timer 2^40 ticks away needs 7", len(w.levels))
 	}
 	fired := int64(-1)
-	w.advance(due-1, func(uint32) { fired = w.now })
+	w.advance(due-1, dueOf, func(uint32) { fired = w.now })
 	if fired != -1 {
 		t.Fatalf("fired early at %d", fired)
 	}
-	w.advance(due, func(uint32) { fired = w.now })
+	w.advance(due, dueOf, func(uint32) { fired = w.now })
 	if fired != due {
 		t.Fatalf("fired at %d, want %d", fired, due)
 	}
@@ -77,10 +81,12 @@ func TestWheelFireMayReschedule(t *testing.T) {
 	w := newTimerWheel(0)
 	w.schedule(1, 5)
 	fires := 0
-	w.advance(100, func(id uint32) {
+	next := int64(5)
+	w.advance(100, func(uint32) int64 { return next }, func(id uint32) {
 		fires++
 		if fires < 3 {
-			w.schedule(id, w.now+10)
+			next = w.now + 10
+			w.schedule(id, next)
 		}
 	})
 	if fires != 3 || w.pending != 0 {
