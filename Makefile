@@ -34,6 +34,9 @@ deps:
 ## test: formatting, vet, and every test under the race detector (fuzz seeds included).
 test: deps fmt-check vet
 	$(GO) test -race -count=1 -timeout 10m ./...
+	@echo "server tests again over the goroutine-per-connection transport:"
+	LEASEHOLD_TEST_IO_LOOPS=0 $(GO) test -race -count=1 -timeout 10m ./server
+	LEASEHOLD_TEST_IO_LOOPS=2 $(GO) test -race -count=1 -timeout 10m ./server
 
 fmt-check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -47,9 +50,17 @@ fuzz:
 	$(GO) test ./protocol -run '^$$' -fuzz '^FuzzReaderRoundTrip$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/glob -run '^$$' -fuzz '^FuzzMatch$$' -fuzztime $(FUZZTIME)
 
-## bench: Go benchmarks of the lock table and the RESP reader.
+## bench: Go benchmarks of the lock table and the RESP reader, then leasehold
+## side by side with Redis (scripts/bench.sh; ROUNDS=3, about 10 minutes).
+## Results in bench-results/; see docs/performance.md.
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./locker ./protocol ./internal/glob
+	bash scripts/bench.sh
+
+## bench-quick: the side-by-side run with small counts, a smoke test (< 1 minute).
+.PHONY: bench-quick
+bench-quick: deps
+	QUICK=1 bash scripts/bench.sh
 
 ## docs: refresh the generated tables in docs/commands.md.
 docs:

@@ -7,6 +7,7 @@ require (
 	github.com/rs/zerolog v1.35.1
 	github.com/tidwall/redcon v1.6.2
 	github.com/urfave/cli/v2 v2.27.7
+	golang.org/x/sys v0.48.0
 )
 
 require (
@@ -19,5 +20,4 @@ require (
 	github.com/tidwall/match v1.1.1 // indirect
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
 )

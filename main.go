@@ -61,6 +61,7 @@ func serveFlags() []cli.Flag {
 		&cli.IntFlag{Name: "max-key-len", Value: def.Locker.MaxKeyLen, EnvVars: env("MAX_KEY_LEN"), Usage: fmt.Sprintf("longest lock name or owner id in bytes (at most %d)", locker.MaxKeyLenLimit)},
 		&cli.BoolFlag{Name: "require-create", EnvVars: env("REQUIRE_CREATE"), Usage: "ACQUIRE of an unknown lock fails instead of creating it"},
 		&cli.DurationFlag{Name: "tick", Value: def.Locker.Tick, EnvVars: env("TICK"), Usage: "expiry timer wheel resolution"},
+		&cli.IntFlag{Name: "io-loops", Value: def.IOLoops, EnvVars: env("IO_LOOPS"), Usage: "epoll event loops serving connections (Linux); 0 runs a goroutine per connection"},
 		&cli.IntFlag{Name: "max-clients", Value: def.MaxClients, EnvVars: env("MAX_CLIENTS"), Usage: "most open connections"},
 		&cli.DurationFlag{Name: "idle-timeout", Value: def.IdleTimeout, EnvVars: env("IDLE_TIMEOUT"), Usage: "close connections silent this long (0: never)"},
 		&cli.Int64Flag{Name: "max-bulk-len", Value: def.Limits.MaxBulkLen, EnvVars: env("MAX_BULK_LEN"), Usage: "longest RESP bulk string in bytes"},
@@ -99,6 +100,7 @@ func serve(c *cli.Context) error {
 	cfg.Version = version
 	cfg.Addr = str("addr")
 	cfg.MaxClients = num("max-clients")
+	cfg.IOLoops = num("io-loops")
 	cfg.IdleTimeout = dur("idle-timeout")
 	cfg.Limits.MaxBulkLen = num64("max-bulk-len")
 	cfg.Limits.MaxQueryBuffer = num64("max-query-buffer")

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -56,6 +57,11 @@ func (l ReaderLimits) Validate() error {
 	}
 	return nil
 }
+
+// ErrWouldBlock is what a non-blocking source returns from Read when it has no
+// bytes now. ReadCommand passes it on and keeps its place: call it again when
+// the source is readable. It is how an event loop drives the reader.
+var ErrWouldBlock = errors.New("protocol: would block")
 
 // ProtocolError is malformed framing; the server answers "-ERR " + Error() and
 // closes the connection.
@@ -144,8 +150,9 @@ type Reader struct {
 	spans []argSpan // the pending command's arguments
 	args  [][]byte  // returned to the caller; rebuilt from spans, reused between calls
 
-	err  error // sticky: invalid limits or a protocol error
-	rerr error // from rd; reported once the buffered commands are used up
+	err     error // sticky: invalid limits or a protocol error
+	rerr    error // from rd; reported once the buffered commands are used up
+	blocked bool  // rd said ErrWouldBlock on the last fill
 }
 
 // NewReader returns a Reader that reads from rd, which is typically a
@@ -199,6 +206,10 @@ func (r *Reader) ReadCommand() ([][]byte, error) {
 		if err := r.fill(); err != nil {
 			r.err = err
 			return nil, err
+		}
+		if r.blocked {
+			r.blocked = false
+			return nil, ErrWouldBlock
 		}
 	}
 }
@@ -471,6 +482,10 @@ func (r *Reader) fill() error {
 			return nil
 		}
 		r.end += n
+		if err == ErrWouldBlock {
+			r.blocked = n == 0
+			return nil
+		}
 		if err != nil {
 			r.rerr = err
 			return nil

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -614,5 +615,61 @@ func BenchmarkReaderPipeline(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*depth), "ns/cmd")
 		})
+	}
+}
+
+// wouldBlockSource hands out its chunks one per Read and says ErrWouldBlock
+// between them, as a non-blocking socket does.
+type wouldBlockSource struct {
+	chunks []string
+	gap    bool
+}
+
+func (s *wouldBlockSource) Read(p []byte) (int, error) {
+	if s.gap || len(s.chunks) == 0 {
+		s.gap = false
+		if len(s.chunks) == 0 {
+			return 0, io.EOF
+		}
+		return 0, ErrWouldBlock
+	}
+	s.gap = true
+	n := copy(p, s.chunks[0])
+	s.chunks[0] = s.chunks[0][n:]
+	if s.chunks[0] == "" {
+		s.chunks = s.chunks[1:]
+	}
+	return n, nil
+}
+
+func TestReaderWouldBlockKeepsItsPlace(t *testing.T) {
+	stream := "*3\r\n$7\r\nACQUIRE\r\n$1\r\nk\r\n$4\r\n1000\r\nPING\r\n*1\r\n$4\r\nPING\r\n"
+	var chunks []string
+	for i := 0; i < len(stream); i += 3 {
+		chunks = append(chunks, stream[i:min(i+3, len(stream))])
+	}
+	r := NewReader(&wouldBlockSource{chunks: chunks}, DefaultReaderLimits())
+	var got []string
+	blocks := 0
+	for {
+		args, err := r.ReadCommand()
+		if err == ErrWouldBlock {
+			blocks++
+			continue
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(bytes.Join(args, []byte(" "))))
+	}
+	want := []string{"ACQUIRE k 1000", "PING", "PING"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	if blocks < len(chunks)-1 {
+		t.Fatalf("only %d ErrWouldBlock returns for %d chunks", blocks, len(chunks))
 	}
 }

@@ -183,7 +183,7 @@ func handleClient(c *conn, args [][]byte) error {
 
 func (c *conn) describe() string {
 	return fmt.Sprintf("id=%d addr=%s laddr=%s name=%s db=0 lib-name=%s lib-ver=%s",
-		c.id, c.nc.RemoteAddr(), c.nc.LocalAddr(), c.name, c.libName, c.libVer)
+		c.id, c.remote, c.local, c.name, c.libName, c.libVer)
 }
 
 // handleCommand reports the command table in Redis 7's shapes.

@@ -22,6 +22,9 @@ type Config struct {
 	// IdleTimeout closes a connection that sends nothing for this long; 0
 	// never does (Redis's "timeout 0").
 	IdleTimeout time.Duration
+	// IOLoops is the number of epoll event loops serving connections (Linux
+	// only); 0 serves each connection on a goroutine of its own instead.
+	IOLoops int
 	// Limits bound what one client can make the server buffer.
 	Limits protocol.ReaderLimits
 	// Locker configures the lock table.
@@ -40,6 +43,7 @@ func DefaultConfig() Config {
 	return Config{
 		Addr:       fmt.Sprintf("127.0.0.1:%d", DefaultPort),
 		MaxClients: 10000,
+		IOLoops:    defaultIOLoops,
 		Limits:     limits,
 		Locker:     locker.DefaultConfig(),
 		Version:    "dev",
@@ -53,6 +57,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxClients < 1 {
 		return fmt.Errorf("server: max clients must be positive, got %d", c.MaxClients)
+	}
+	if c.IOLoops < 0 || c.IOLoops > 1024 {
+		return fmt.Errorf("server: io loops must be between 0 and 1024, got %d", c.IOLoops)
 	}
 	if c.IdleTimeout < 0 {
 		return errors.New("server: idle timeout must not be negative")

@@ -14,38 +14,51 @@ import (
 	"github.com/tidwall/redcon"
 )
 
-// conn is one client connection, served by one goroutine: read a command,
-// run it, buffer the reply; replies are flushed only when the reader is about
-// to wait for more input, so a pipeline is answered in one write.
+// conn is one client connection. Its commands run one at a time, either on a
+// goroutine of its own (blocking reads) or on the event loop that owns it
+// (non-blocking reads, see ioLoop): read a command, run it, buffer the reply.
+// Replies are flushed only once no further command is buffered, so a
+// pipeline is answered with one write.
 type conn struct {
-	srv      *Server
-	id       uint64
-	nc       net.Conn
-	rd       *protocol.Reader
-	wr       *redcon.Writer
-	log      zerolog.Logger
-	commands atomic.Uint64 // read by INFO from other goroutines
+	srv           *Server
+	id            uint64
+	remote, local string
+	rd            *protocol.Reader
+	wr            *redcon.Writer
+	log           zerolog.Logger
+	commands      atomic.Uint64 // read by INFO from other goroutines
 
-	// Owned by the serving goroutine.
+	// One of the two transports.
+	nc   net.Conn // goroutine transport
+	fd   int      // event-loop transport: a non-blocking socket owned by loop
+	loop *ioLoop
+
+	// Owned by whoever runs the connection's commands.
 	name, libName, libVer string
-	quit                  bool // reply, flush, then close
-	unflushed             bool // replies are waiting in wr
+	quit                  bool   // reply, flush, then close
+	unflushed             bool   // replies are waiting in wr
+	pending               []byte // event loop: reply bytes the socket has not taken yet
+	sockErr               error  // event loop: the socket refused a write
+	lastRead              int64  // event loop: monotonic ns of the last read, for the idle timeout
 }
 
-func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{
-		srv: s,
-		id:  s.nextConnID.Add(1),
-		nc:  nc,
-		wr:  redcon.NewWriter(nc),
-	}
-	c.log = s.log.With().Uint64("conn", c.id).Str("remote", nc.RemoteAddr().String()).Logger()
+func newConn(s *Server, remote, local string) *conn {
+	c := &conn{srv: s, id: s.nextConnID.Add(1), remote: remote, local: local}
+	c.log = s.log.With().Uint64("conn", c.id).Str("remote", remote).Logger()
+	return c
+}
+
+// newGoroutineConn serves nc with blocking reads on a goroutine of its own.
+func newGoroutineConn(s *Server, nc net.Conn) *conn {
+	c := newConn(s, nc.RemoteAddr().String(), nc.LocalAddr().String())
+	c.nc = nc
+	c.wr = redcon.NewWriter(nc)
 	c.rd = protocol.NewReader(flushBeforeRead{c}, s.cfg.Limits)
 	return c
 }
 
-// flushBeforeRead is the reader's source: before blocking on the socket it
-// flushes buffered replies, and it arms the idle timeout.
+// flushBeforeRead is the goroutine transport's source: before blocking on
+// the socket it flushes buffered replies, and it arms the idle timeout.
 type flushBeforeRead struct{ c *conn }
 
 func (f flushBeforeRead) Read(p []byte) (int, error) {
@@ -63,27 +76,51 @@ func (f flushBeforeRead) Read(p []byte) (int, error) {
 	return c.nc.Read(p)
 }
 
+// serve runs the goroutine transport until the connection ends.
 func (c *conn) serve() {
 	c.log.Debug().Msg("connected")
 	defer func() {
-		if r := recover(); r != nil {
-			c.srv.stats.panics.Add(1)
-			c.log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("handler panicked; closing its connection")
-		}
+		c.recoverPanic(recover())
 		c.nc.Close()
 		c.log.Debug().Uint64("commands", c.commands.Load()).Msg("disconnected")
 	}()
+	c.runCommands()
+	if c.unflushed {
+		c.wr.Flush()
+	}
+}
+
+// recoverPanic logs a handler's panic; the caller then closes the connection.
+func (c *conn) recoverPanic(r any) {
+	if r == nil {
+		return
+	}
+	c.srv.stats.panics.Add(1)
+	c.log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("handler panicked; closing its connection")
+}
+
+// runCommands runs commands until the reader would block, and reports
+// whether the connection stays open. On the event loop it also stops while
+// earlier replies are still waiting for the socket, so a client that does not
+// read cannot make the server buffer without bound.
+func (c *conn) runCommands() (open bool) {
 	for !c.quit {
+		if len(c.pending) > 0 {
+			return true
+		}
 		args, err := c.rd.ReadCommand()
+		if err == protocol.ErrWouldBlock {
+			return true
+		}
 		if err != nil {
 			c.readFailed(err)
-			return
+			return false
 		}
 		c.commands.Add(1)
 		c.dispatch(args)
 		c.unflushed = true
 	}
-	c.wr.Flush()
+	return false
 }
 
 func (c *conn) readFailed(err error) {

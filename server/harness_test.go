@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -35,6 +37,15 @@ func startServer(t testing.TB, opts ...option) *testServer {
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Locker.Shards = 8
 	cfg.Version = "test"
+	// make test runs this package once per transport: the default (epoll
+	// loops on Linux) and LEASEHOLD_TEST_IO_LOOPS=0 (a goroutine per connection).
+	if v := os.Getenv("LEASEHOLD_TEST_IO_LOOPS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("LEASEHOLD_TEST_IO_LOOPS=%q: %v", v, err)
+		}
+		cfg.IOLoops = n
+	}
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -24,11 +24,12 @@ type Server struct {
 	handlers []handler // by index in protocol.Commands
 	started  time.Time
 
-	mu     sync.Mutex // guards ln, conns, closed
+	mu     sync.Mutex // guards ln, conns, closed, loops
 	ln     net.Listener
 	conns  map[*conn]struct{}
 	closed bool
-	wg     sync.WaitGroup // connection goroutines
+	loops  []*ioLoop
+	wg     sync.WaitGroup // connection and event-loop goroutines
 
 	nextConnID atomic.Uint64
 	stats      serverStats
@@ -101,6 +102,9 @@ func (s *Server) Serve() error {
 	if ln == nil {
 		return errors.New("server: Serve called before Listen")
 	}
+	if err := s.startLoops(); err != nil {
+		return err
+	}
 	if err := s.table.Start(); err != nil {
 		return ErrServerClosed
 	}
@@ -150,6 +154,32 @@ func (s *Server) isClosed() bool {
 	return s.closed
 }
 
+// startLoops starts the configured event loops, each on a goroutine the
+// server owns.
+func (s *Server) startLoops() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrServerClosed
+	}
+	for range s.cfg.IOLoops {
+		l, err := newIOLoop(s)
+		if err != nil {
+			return err
+		}
+		s.loops = append(s.loops, l)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			l.run()
+		}()
+	}
+	return nil
+}
+
+// monotonic is nanoseconds since the server was made, on the monotonic clock.
+func (s *Server) monotonic() int64 { return int64(time.Since(s.started)) }
+
 func (s *Server) startConn(nc net.Conn) {
 	s.mu.Lock()
 	if s.closed {
@@ -166,18 +196,38 @@ func (s *Server) startConn(nc net.Conn) {
 		nc.Close()
 		return
 	}
-	c := newConn(s, nc)
+	if len(s.loops) > 0 {
+		l := s.loops[int(s.stats.connectionsReceived.Load())%len(s.loops)]
+		s.mu.Unlock()
+		c, err := l.adopt(nc)
+		if err != nil {
+			s.log.Warn().Err(err).Msg("cannot hand a connection to an event loop")
+			nc.Close()
+			return
+		}
+		s.mu.Lock()
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		l.post(func() { l.register(c) })
+		return
+	}
+	c := newGoroutineConn(s, nc)
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
 		c.serve()
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.stats.commandsOfClosed.Add(c.commands.Load())
-		s.mu.Unlock()
+		s.dropConn(c)
 	}()
+}
+
+// dropConn forgets a closed connection, keeping its command count.
+func (s *Server) dropConn(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.stats.commandsOfClosed.Add(c.commands.Load())
+	s.mu.Unlock()
 }
 
 // Close stops accepting, closes every connection, waits for their goroutines
@@ -194,7 +244,12 @@ func (s *Server) Close() error {
 		err = s.ln.Close()
 	}
 	for c := range s.conns {
-		c.nc.Close()
+		if c.nc != nil {
+			c.nc.Close()
+		}
+	}
+	for _, l := range s.loops {
+		l.stop() // the loop closes its own connections
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
@@ -232,6 +287,7 @@ func (s *Server) logStart(addr net.Addr) {
 		Int("max_key_len", c.Locker.MaxKeyLen).
 		Bool("require_create", c.Locker.RequireCreate).
 		Int("max_clients", c.MaxClients).
+		Int("io_loops", c.IOLoops).
 		Stringer("idle_timeout", c.IdleTimeout).
 		Int64("max_bulk_len", c.Limits.MaxBulkLen).
 		Int64("max_query_buffer", c.Limits.MaxQueryBuffer).

@@ -1,0 +1,350 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/leasehold/leasehold/protocol"
+	"github.com/tidwall/redcon"
+	"golang.org/x/sys/unix"
+)
+
+// defaultIOLoops is the number of epoll event loops a server runs by default.
+const defaultIOLoops = 1
+
+// ioLoop is an epoll event loop that owns a set of connections: it reads
+// from a socket only when epoll says it is readable and writes replies when
+// a batch of commands is done, so a request costs one read and one write, as
+// in Redis, where a goroutine per connection also pays a read that finds
+// nothing and a trip through the scheduler. One goroutine, owned by the
+// Server, runs each loop; other goroutines talk to it only through post.
+type ioLoop struct {
+	srv    *Server
+	epfd   int
+	wakefd int           // an eventfd: post writes it to interrupt epoll_wait
+	conns  map[int]*conn // by fd; touched only by the loop's goroutine
+	events []unix.EpollEvent
+
+	mu    sync.Mutex // guards tasks
+	tasks []func()
+
+	stopping  bool
+	lastSweep int64
+	done      chan struct{}
+}
+
+func newIOLoop(s *Server) (*ioLoop, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	wakefd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		unix.Close(epfd)
+		return nil, err
+	}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wakefd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wakefd)}); err != nil {
+		unix.Close(epfd)
+		unix.Close(wakefd)
+		return nil, err
+	}
+	return &ioLoop{
+		srv:    s,
+		epfd:   epfd,
+		wakefd: wakefd,
+		conns:  make(map[int]*conn),
+		events: make([]unix.EpollEvent, 256),
+		done:   make(chan struct{}),
+	}, nil
+}
+
+// post runs fn on the loop's goroutine, soon.
+func (l *ioLoop) post(fn func()) {
+	l.mu.Lock()
+	l.tasks = append(l.tasks, fn)
+	l.mu.Unlock()
+	var one = [8]byte{1}
+	unix.Write(l.wakefd, one[:])
+}
+
+// stop asks the loop to close its connections and return.
+func (l *ioLoop) stop() { l.post(func() { l.stopping = true }) }
+
+// adopt hands nc's socket to the loop. The net.Conn is closed: the loop
+// keeps a duplicate descriptor, out of the Go runtime's poller.
+func (l *ioLoop) adopt(nc net.Conn) (*conn, error) {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil, errors.New("server: event loop needs a socket")
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	fd := -1
+	var dupErr error
+	if err := raw.Control(func(s uintptr) { fd, dupErr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return nil, err
+	}
+	if dupErr != nil {
+		return nil, dupErr
+	}
+	c := newConn(l.srv, nc.RemoteAddr().String(), nc.LocalAddr().String())
+	nc.Close()
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	c.fd, c.loop = fd, l
+	c.wr = redcon.NewWriter(loopWriter{c})
+	c.rd = protocol.NewReader(loopReader{c}, l.srv.cfg.Limits)
+	c.lastRead = l.srv.monotonic()
+	return c, nil
+}
+
+// register starts watching c; it runs on the loop.
+func (l *ioLoop) register(c *conn) {
+	if l.stopping {
+		l.closeConn(c)
+		return
+	}
+	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, c.fd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(c.fd)}); err != nil {
+		c.log.Error().Err(err).Msg("epoll add failed")
+		l.closeConn(c)
+		return
+	}
+	l.conns[c.fd] = c
+	c.log.Debug().Msg("connected")
+}
+
+func (l *ioLoop) run() {
+	defer close(l.done)
+	timeout := -1
+	if idle := l.srv.cfg.IdleTimeout; idle > 0 {
+		// Wake often enough to close idle connections within a quarter
+		// of the timeout.
+		timeout = int(max(min(idle/4, time.Second), time.Millisecond) / time.Millisecond)
+	}
+	for !l.stopping {
+		n, err := unix.EpollWait(l.epfd, l.events, timeout)
+		if err != nil && err != unix.EINTR {
+			l.srv.log.Error().Err(err).Msg("epoll_wait failed; event loop stops")
+			break
+		}
+		for _, ev := range l.events[:max(n, 0)] {
+			fd := int(ev.Fd)
+			if fd == l.wakefd {
+				l.runTasks()
+				continue
+			}
+			if c := l.conns[fd]; c != nil {
+				l.handle(c, ev.Events)
+			}
+		}
+		if timeout > 0 {
+			l.sweepIdle()
+		}
+	}
+	for _, c := range l.conns {
+		l.closeConn(c)
+	}
+	unix.Close(l.epfd)
+	unix.Close(l.wakefd)
+}
+
+func (l *ioLoop) runTasks() {
+	var buf [8]byte
+	unix.Read(l.wakefd, buf[:])
+	l.mu.Lock()
+	tasks := l.tasks
+	l.tasks = nil
+	l.mu.Unlock()
+	for _, fn := range tasks {
+		fn()
+	}
+}
+
+// handle serves one readiness event of c.
+func (l *ioLoop) handle(c *conn, events uint32) {
+	if events&unix.EPOLLOUT != 0 && len(c.pending) > 0 {
+		if !c.writePending() {
+			l.closeConn(c)
+			return
+		}
+		if len(c.pending) > 0 {
+			return // still waiting for the client to read
+		}
+		l.watch(c, unix.EPOLLIN|unix.EPOLLRDHUP)
+	}
+	if len(c.pending) == 0 && events&(unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR|unix.EPOLLRDHUP) != 0 {
+		l.serveReadable(c)
+	}
+}
+
+// serveReadable runs every command the socket has for now, then writes
+// the replies.
+func (l *ioLoop) serveReadable(c *conn) {
+	open := func() (open bool) {
+		defer func() {
+			if r := recover(); r != nil {
+				c.recoverPanic(r)
+				open = false
+			}
+		}()
+		return c.runCommands()
+	}()
+	if c.unflushed {
+		c.unflushed = false
+		c.wr.Flush()
+	}
+	switch {
+	case !open || c.sockErr != nil:
+		l.closeConn(c)
+	case len(c.pending) > 0:
+		// Stop reading until the client has taken its replies.
+		l.watch(c, unix.EPOLLOUT)
+	}
+}
+
+func (l *ioLoop) watch(c *conn, events uint32) {
+	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: events, Fd: int32(c.fd)}); err != nil {
+		c.log.Error().Err(err).Msg("epoll mod failed")
+		l.closeConn(c)
+	}
+}
+
+func (l *ioLoop) sweepIdle() {
+	now := l.srv.monotonic()
+	idle := int64(l.srv.cfg.IdleTimeout)
+	if now-l.lastSweep < idle/4 {
+		return
+	}
+	l.lastSweep = now
+	for _, c := range l.conns {
+		if now-c.lastRead >= idle {
+			c.log.Debug().Msg("idle timeout")
+			l.closeConn(c)
+		}
+	}
+}
+
+func (l *ioLoop) closeConn(c *conn) {
+	if c.fd < 0 {
+		return
+	}
+	if l.conns[c.fd] == c {
+		delete(l.conns, c.fd)
+		unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, c.fd, nil)
+	}
+	unix.Close(c.fd)
+	c.fd = -1
+	l.srv.dropConn(c)
+	c.log.Debug().Uint64("commands", c.commands.Load()).Msg("disconnected")
+}
+
+// loopReader is the event-loop transport's source: a non-blocking read.
+type loopReader struct{ c *conn }
+
+func (r loopReader) Read(p []byte) (int, error) {
+	for {
+		n, err := rawRead(r.c.fd, p)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return 0, protocol.ErrWouldBlock
+		case err != nil:
+			return 0, err
+		case n == 0:
+			return 0, io.EOF
+		}
+		if r.c.srv.cfg.IdleTimeout > 0 {
+			r.c.lastRead = r.c.srv.monotonic()
+		}
+		return n, nil
+	}
+}
+
+// loopWriter takes redcon.Writer's flushes: it writes what the socket
+// accepts now and keeps the rest in c.pending for the loop to send when the
+// socket is writable, so a slow reader never blocks the loop.
+type loopWriter struct{ c *conn }
+
+func (w loopWriter) Write(p []byte) (int, error) {
+	c := w.c
+	if len(c.pending) > 0 {
+		c.pending = append(c.pending, p...)
+		return len(p), nil
+	}
+	n, err := writeNonblock(c.fd, p)
+	if err != nil {
+		c.sockErr = err
+		return 0, err
+	}
+	if n < len(p) {
+		c.pending = append(c.pending, p[n:]...)
+	}
+	return len(p), nil
+}
+
+// writePending sends what it can of c.pending and reports false if the
+// socket failed.
+func (c *conn) writePending() bool {
+	n, err := writeNonblock(c.fd, c.pending)
+	if err != nil {
+		c.sockErr = err
+		return false
+	}
+	c.pending = append(c.pending[:0], c.pending[n:]...)
+	if len(c.pending) == 0 && cap(c.pending) > 1<<20 {
+		c.pending = nil // do not keep a burst's buffer for the connection's life
+	}
+	return true
+}
+
+func writeNonblock(fd int, p []byte) (int, error) {
+	written := 0
+	for written < len(p) {
+		n, err := rawWrite(fd, p[written:])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return written, nil
+		case err != nil:
+			return written, err
+		}
+		written += n
+	}
+	return written, nil
+}
+
+// rawRead and rawWrite skip the Go scheduler's syscall bookkeeping, which
+// costs as much as the call itself: on a non-blocking socket neither can
+// block.
+func rawRead(fd int, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
+}
+
+func rawWrite(fd int, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
+}

@@ -1,0 +1,22 @@
+//go:build !linux
+
+package server
+
+import (
+	"errors"
+	"net"
+)
+
+// defaultIOLoops is 0 where there is no epoll: a goroutine per connection.
+const defaultIOLoops = 0
+
+var errNoEventLoop = errors.New("server: event loops need Linux's epoll; use IOLoops 0")
+
+type ioLoop struct{ done chan struct{} }
+
+func newIOLoop(*Server) (*ioLoop, error)        { return nil, errNoEventLoop }
+func (l *ioLoop) run()                          {}
+func (l *ioLoop) stop()                         {}
+func (l *ioLoop) post(func())                   {}
+func (l *ioLoop) register(*conn)                {}
+func (l *ioLoop) adopt(net.Conn) (*conn, error) { return nil, errNoEventLoop }
