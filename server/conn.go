@@ -40,6 +40,7 @@ type conn struct {
 	pending               []byte // event loop: reply bytes the socket has not taken yet
 	sockErr               error  // event loop: the socket refused a write
 	lastRead              int64  // event loop: monotonic ns of the last read, for the idle timeout
+	drained               bool   // event loop: the last read emptied the socket
 }
 
 func newConn(s *Server, remote, local string) *conn {

@@ -251,6 +251,13 @@ func (l *ioLoop) closeConn(c *conn) {
 type loopReader struct{ c *conn }
 
 func (r loopReader) Read(p []byte) (int, error) {
+	if r.c.drained {
+		// The last read left room in the buffer, so it took all the socket
+		// had: skip the read that would only say EAGAIN. epoll is level
+		// triggered, so bytes that arrive later are reported again.
+		r.c.drained = false
+		return 0, protocol.ErrWouldBlock
+	}
 	for {
 		n, err := rawRead(r.c.fd, p)
 		switch {
@@ -266,6 +273,7 @@ func (r loopReader) Read(p []byte) (int, error) {
 		if r.c.srv.cfg.IdleTimeout > 0 {
 			r.c.lastRead = r.c.srv.monotonic()
 		}
+		r.c.drained = n < len(p)
 		return n, nil
 	}
 }
