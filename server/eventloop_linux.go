@@ -30,8 +30,9 @@ type ioLoop struct {
 	conns  map[int]*conn // by fd; touched only by the loop's goroutine
 	events []unix.EpollEvent
 
-	mu    sync.Mutex // guards tasks
-	tasks []func()
+	mu     sync.Mutex // guards tasks, exited
+	tasks  []func()
+	exited bool // run has returned: nothing posted will run
 
 	stopping  bool
 	lastSweep int64
@@ -63,13 +64,19 @@ func newIOLoop(s *Server) (*ioLoop, error) {
 	}, nil
 }
 
-// post runs fn on the loop's goroutine, soon.
-func (l *ioLoop) post(fn func()) {
+// post runs fn on the loop's goroutine, soon, and reports false when the
+// loop has already returned, in which case fn never runs.
+func (l *ioLoop) post(fn func()) bool {
 	l.mu.Lock()
+	if l.exited {
+		l.mu.Unlock()
+		return false
+	}
 	l.tasks = append(l.tasks, fn)
 	l.mu.Unlock()
 	var one = [8]byte{1}
 	unix.Write(l.wakefd, one[:])
+	return true
 }
 
 // stop asks the loop to close its connections and return.
@@ -149,6 +156,14 @@ func (l *ioLoop) run() {
 		if timeout > 0 {
 			l.sweepIdle()
 		}
+	}
+	l.mu.Lock()
+	l.exited = true
+	tasks := l.tasks
+	l.tasks = nil
+	l.mu.Unlock()
+	for _, fn := range tasks {
+		fn() // registrations that raced with stop: they see stopping and close
 	}
 	for _, c := range l.conns {
 		l.closeConn(c)
@@ -231,6 +246,14 @@ func (l *ioLoop) sweepIdle() {
 			l.closeConn(c)
 		}
 	}
+}
+
+// closeUnregistered closes a connection the loop never took, from any
+// goroutine.
+func (l *ioLoop) closeUnregistered(c *conn) {
+	unix.Close(c.fd)
+	c.fd = -1
+	l.srv.dropConn(c)
 }
 
 func (l *ioLoop) closeConn(c *conn) {

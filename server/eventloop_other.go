@@ -17,6 +17,7 @@ type ioLoop struct{ done chan struct{} }
 func newIOLoop(*Server) (*ioLoop, error)        { return nil, errNoEventLoop }
 func (l *ioLoop) run()                          {}
 func (l *ioLoop) stop()                         {}
-func (l *ioLoop) post(func())                   {}
+func (l *ioLoop) post(func()) bool              { return false }
 func (l *ioLoop) register(*conn)                {}
 func (l *ioLoop) adopt(net.Conn) (*conn, error) { return nil, errNoEventLoop }
+func (l *ioLoop) closeUnregistered(*conn)       {}

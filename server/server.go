@@ -208,7 +208,9 @@ func (s *Server) startConn(nc net.Conn) {
 		s.mu.Lock()
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
-		l.post(func() { l.register(c) })
+		if !l.post(func() { l.register(c) }) {
+			c.loop.closeUnregistered(c) // the server is closing
+		}
 		return
 	}
 	c := newGoroutineConn(s, nc)
