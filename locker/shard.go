@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 )
 
 // entry is one lock: 32 bytes, no pointers. The key and owner live in the
@@ -39,14 +40,17 @@ type shard struct {
 	defaults map[uint32]int64 // default ttl (ns) of created locks that have one
 
 	lastToken uint64 // tokens granted by this shard only grow from here
-	counts    shardCounts
+
+	// counts are written under mu but read without it, so that INFO never
+	// waits behind the reaper or a long Scan.
+	counts shardCounts
 
 	_ [64]byte // keep the next shard's mutex off this shard's last cache line
 }
 
 type shardCounts struct {
-	locks, held                         int
-	granted, renewed, released, expired uint64
+	locks, held, arenaBytes             atomic.Int64
+	granted, renewed, released, expired atomic.Uint64
 }
 
 func newShard(seed maphash.Seed, firstToken uint64, nowTick int64) *shard {
@@ -59,6 +63,13 @@ func newShard(seed maphash.Seed, firstToken uint64, nowTick int64) *shard {
 	}
 	s.entries.grow(0)
 	return s
+}
+
+// putString stores b in the arena and keeps the arena's size in counts.
+func (s *shard) putString(b []byte) uint32 {
+	ref := s.strings.put(b)
+	s.counts.arenaBytes.Store(int64(s.strings.footprint()))
+	return ref
 }
 
 func (s *shard) at(i uint32) *entry { return s.entries.at(i) }
@@ -90,12 +101,12 @@ func (s *shard) insert(h uint32, key []byte) uint32 {
 		s.entries.grow(i)
 	}
 	*s.at(i) = entry{
-		keyRef: s.strings.put(key),
+		keyRef: s.putString(key),
 		keyLen: uint16(len(key)),
 		flags:  flagLive,
 	}
 	s.index.insert(h, i)
-	s.counts.locks++
+	s.counts.locks.Add(1)
 	return i
 }
 
@@ -110,7 +121,7 @@ func (s *shard) remove(i uint32) {
 	}
 	*e = entry{}
 	s.free = append(s.free, i)
-	s.counts.locks--
+	s.counts.locks.Add(-1)
 }
 
 // defaultTTL is entry i's default lease ttl in nanoseconds, 0 for none.
@@ -129,12 +140,12 @@ func (s *shard) grant(i uint32, now, ttl int64, owner []byte, tick int64) uint64
 	e.flags |= flagHeld
 	e.deadline = now + ttl
 	if len(owner) > 0 {
-		e.ownerRef = s.strings.put(owner)
+		e.ownerRef = s.putString(owner)
 		e.ownerLen = uint16(len(owner))
 	}
 	s.wheel.schedule(i, ceilDiv(e.deadline, tick))
-	s.counts.held++
-	s.counts.granted++
+	s.counts.held.Add(1)
+	s.counts.granted.Add(1)
 	return e.token
 }
 
@@ -143,7 +154,7 @@ func (s *shard) renew(i uint32, now, ttl int64, tick int64) {
 	e := s.at(i)
 	e.deadline = now + ttl
 	s.wheel.schedule(i, ceilDiv(e.deadline, tick))
-	s.counts.renewed++
+	s.counts.renewed.Add(1)
 }
 
 // endLease frees entry i's lease and reports whether the entry itself is gone
@@ -156,7 +167,7 @@ func (s *shard) endLease(i uint32) (removed bool) {
 	}
 	e.flags &^= flagHeld
 	s.wheel.cancel(i)
-	s.counts.held--
+	s.counts.held.Add(-1)
 	if e.flags&flagCreated == 0 {
 		s.remove(i)
 		return true
@@ -173,7 +184,7 @@ func (s *shard) settle(i uint32, now int64) uint32 {
 	}
 	e := s.at(i)
 	if e.flags&flagHeld != 0 && e.deadline <= now {
-		s.counts.expired++
+		s.counts.expired.Add(1)
 		if s.endLease(i) {
 			return 0
 		}
