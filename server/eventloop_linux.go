@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -131,6 +132,8 @@ func (l *ioLoop) register(c *conn) {
 
 func (l *ioLoop) run() {
 	defer close(l.done)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	timeout := -1
 	if idle := l.srv.cfg.IdleTimeout; idle > 0 {
 		// Wake often enough to close idle connections within a quarter
