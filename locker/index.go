@@ -1,7 +1,8 @@
 package locker
 
 // keyIndex maps key hashes to entry indices: an open-addressing table with
-// linear probing and backward-shift deletion. A slot is 8 bytes, the entry
+// linear probing and backward-shift deletion. shard.lookup walks it directly,
+// comparing keys in the entries. A slot is 8 bytes, the entry
 // index and 32 bits of the key's hash, against the 16 bytes a slot of Go's
 // map[uint64]uint32 takes; neither holds a pointer. Keys are compared in the
 // arena only when the stored hash bits match.
@@ -20,24 +21,6 @@ type indexSlot struct {
 const indexMinSlots = 64
 
 func (x *keyIndex) mask() uint32 { return uint32(len(x.slots) - 1) }
-
-// find returns the entry whose key hash is h and for which same reports
-// true, or 0.
-func (x *keyIndex) find(h uint32, same func(entry uint32) bool) uint32 {
-	if len(x.slots) == 0 {
-		return 0
-	}
-	m := x.mask()
-	for p := h & m; ; p = (p + 1) & m {
-		sl := x.slots[p]
-		if sl.entry == 0 {
-			return 0
-		}
-		if sl.hash == h && same(sl.entry) {
-			return sl.entry
-		}
-	}
-}
 
 // insert adds entry under hash h. The entry must not be present.
 func (x *keyIndex) insert(h, entry uint32) {

@@ -2,23 +2,31 @@ package locker
 
 import (
 	"bytes"
+	"encoding/binary"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
 )
 
-// entry is one lock: 32 bytes, no pointers. The key and owner live in the
-// shard's arena, named by ref and length; a created lock's default ttl lives
-// in shard.defaults, since most locks have none.
+// entry is one lock: 64 bytes, one cache line, no pointers. A key of up to
+// inlineKeyMax bytes is stored in the entry itself, so finding a lock touches
+// the index slot and this line only; a longer key lives in the shard's arena,
+// its ref in the first bytes of key. The owner id is always in the arena. A
+// created lock's default ttl lives in shard.defaults, since most locks have
+// none.
 type entry struct {
-	token    uint64 // last token granted; the live lease's token when held
-	deadline int64  // lease deadline, clock nanoseconds; meaningful when held
-	keyRef   uint32
+	token    uint64    // last token granted; the live lease's token when held
+	deadline int64     // lease deadline, clock nanoseconds; meaningful when held
+	timer    wheelNode // links into the shard's timer wheel
 	ownerRef uint32
 	keyLen   uint16
 	ownerLen uint16
 	flags    uint8
+	key      [inlineKeyMax]byte
 }
+
+// inlineKeyMax fills the entry to 64 bytes.
+const inlineKeyMax = 27
 
 const (
 	flagLive    uint8 = 1 << iota // the slot holds a lock
@@ -37,6 +45,7 @@ type shard struct {
 	top      uint32           // entry indices below top have been handed out
 	strings  arena            // keys and owners
 	wheel    timerWheel       // lease deadlines; ids are entry indices
+	tick     int64            // the wheel's tick, ns
 	defaults map[uint32]int64 // default ttl (ns) of created locks that have one
 
 	lastToken uint64 // tokens granted by this shard only grow from here
@@ -53,17 +62,23 @@ type shardCounts struct {
 	granted, renewed, released, expired atomic.Uint64
 }
 
-func newShard(seed maphash.Seed, firstToken uint64, nowTick int64) *shard {
+func newShard(seed maphash.Seed, firstToken uint64, now, tick int64) *shard {
 	s := &shard{
 		seed:      seed,
 		top:       1,
 		lastToken: firstToken,
-		wheel:     newTimerWheel(nowTick),
+		tick:      tick,
 		defaults:  make(map[uint32]int64),
 	}
+	s.wheel = newTimerWheel(now/tick, s)
 	s.entries.grow(0)
 	return s
 }
+
+// wheelNode and wheelDue make the shard the wheel's node store: timers are
+// entries.
+func (s *shard) wheelNode(i uint32) *wheelNode { return &s.at(i).timer }
+func (s *shard) wheelDue(i uint32) int64       { return ceilDiv(s.at(i).deadline, s.tick) }
 
 // putString stores b in the arena and keeps the arena's size in counts.
 func (s *shard) putString(b []byte) uint32 {
@@ -74,7 +89,12 @@ func (s *shard) putString(b []byte) uint32 {
 
 func (s *shard) at(i uint32) *entry { return s.entries.at(i) }
 
-func (s *shard) key(e *entry) []byte { return s.strings.get(e.keyRef, int(e.keyLen)) }
+func (s *shard) key(e *entry) []byte {
+	if e.keyLen <= inlineKeyMax {
+		return e.key[:e.keyLen:e.keyLen]
+	}
+	return s.strings.get(binary.LittleEndian.Uint32(e.key[:4]), int(e.keyLen))
+}
 
 func (s *shard) ownerIs(e *entry, owner []byte) bool {
 	return len(owner) > 0 && int(e.ownerLen) == len(owner) &&
@@ -83,10 +103,22 @@ func (s *shard) ownerIs(e *entry, owner []byte) bool {
 
 // lookup returns the index of key's entry, or 0. h is the key's hash.
 func (s *shard) lookup(h uint32, key []byte) uint32 {
-	return s.index.find(h, func(i uint32) bool {
-		e := s.at(i)
-		return int(e.keyLen) == len(key) && bytes.Equal(s.key(e), key)
-	})
+	x := &s.index
+	if len(x.slots) == 0 {
+		return 0
+	}
+	m := x.mask()
+	for p := h & m; ; p = (p + 1) & m {
+		sl := x.slots[p]
+		if sl.entry == 0 {
+			return 0
+		}
+		if sl.hash == h {
+			if e := s.at(sl.entry); int(e.keyLen) == len(key) && bytes.Equal(s.key(e), key) {
+				return sl.entry
+			}
+		}
+	}
 }
 
 // insert adds an entry for key, which must not be present, and returns its index.
@@ -100,10 +132,12 @@ func (s *shard) insert(h uint32, key []byte) uint32 {
 		s.top++
 		s.entries.grow(i)
 	}
-	*s.at(i) = entry{
-		keyRef: s.putString(key),
-		keyLen: uint16(len(key)),
-		flags:  flagLive,
+	e := s.at(i)
+	*e = entry{keyLen: uint16(len(key)), flags: flagLive}
+	if len(key) <= inlineKeyMax {
+		copy(e.key[:], key)
+	} else {
+		binary.LittleEndian.PutUint32(e.key[:4], s.putString(key))
 	}
 	s.index.insert(h, i)
 	s.counts.locks.Add(1)
@@ -115,7 +149,9 @@ func (s *shard) remove(i uint32) {
 	e := s.at(i)
 	key := s.key(e)
 	s.index.remove(uint32(maphash.Bytes(s.seed, key)), i)
-	s.strings.release(e.keyRef, int(e.keyLen))
+	if e.keyLen > inlineKeyMax {
+		s.strings.release(binary.LittleEndian.Uint32(e.key[:4]), int(e.keyLen))
+	}
 	if e.flags&flagCreated != 0 {
 		delete(s.defaults, i)
 	}
@@ -133,7 +169,7 @@ func (s *shard) defaultTTL(i uint32) int64 {
 }
 
 // grant gives entry i a new lease.
-func (s *shard) grant(i uint32, now, ttl int64, owner []byte, tick int64) uint64 {
+func (s *shard) grant(i uint32, now, ttl int64, owner []byte) uint64 {
 	e := s.at(i)
 	s.lastToken++
 	e.token = s.lastToken
@@ -143,17 +179,17 @@ func (s *shard) grant(i uint32, now, ttl int64, owner []byte, tick int64) uint64
 		e.ownerRef = s.putString(owner)
 		e.ownerLen = uint16(len(owner))
 	}
-	s.wheel.schedule(i, ceilDiv(e.deadline, tick))
+	s.wheel.schedule(i, s.wheelDue(i))
 	s.counts.held.Add(1)
 	s.counts.granted.Add(1)
 	return e.token
 }
 
 // renew moves the deadline of entry i's live lease.
-func (s *shard) renew(i uint32, now, ttl int64, tick int64) {
+func (s *shard) renew(i uint32, now, ttl int64) {
 	e := s.at(i)
 	e.deadline = now + ttl
-	s.wheel.schedule(i, ceilDiv(e.deadline, tick))
+	s.wheel.schedule(i, s.wheelDue(i))
 	s.counts.renewed.Add(1)
 }
 
@@ -207,16 +243,15 @@ func (s *shard) heldBy(i uint32, token uint64) bool {
 }
 
 // expireDue advances the wheel to now and expires the leases it hands back.
-func (s *shard) expireDue(now int64, tick int64) int {
+func (s *shard) expireDue(now int64) int {
 	expired := 0
-	due := func(i uint32) int64 { return ceilDiv(s.at(i).deadline, tick) }
-	s.wheel.advance(now/tick, due, func(i uint32) {
+	s.wheel.advance(now/s.tick, func(i uint32) {
 		e := s.at(i)
 		if e.flags&flagHeld == 0 {
 			return
 		}
 		if e.deadline > now { // a fired wheel slot is a hint; the deadline rules
-			s.wheel.schedule(i, ceilDiv(e.deadline, tick))
+			s.wheel.schedule(i, s.wheelDue(i))
 			return
 		}
 		s.settle(i, now)

@@ -41,9 +41,9 @@ func New(cfg Config) (*Table, error) {
 		stopC:     make(chan struct{}),
 		doneC:     make(chan struct{}),
 	}
-	nowTick := int64(cfg.Clock.Now()) / t.tick
+	now := int64(cfg.Clock.Now())
 	for i := range t.shards {
-		t.shards[i] = newShard(t.seed, cfg.FirstToken, nowTick)
+		t.shards[i] = newShard(t.seed, cfg.FirstToken, now, t.tick)
 	}
 	return t, nil
 }
@@ -106,7 +106,7 @@ func (t *Table) ExpireDue() int {
 	for _, s := range t.shards {
 		now := int64(t.cfg.Clock.Now())
 		s.mu.Lock()
-		n += s.expireDue(now, t.tick)
+		n += s.expireDue(now)
 		s.mu.Unlock()
 	}
 	return n
@@ -208,12 +208,12 @@ func (t *Table) Acquire(key []byte, ttl time.Duration, owner []byte) (token uint
 	e := s.at(i)
 	if e.flags&flagHeld != 0 {
 		if s.ownerIs(e, owner) {
-			s.renew(i, now, int64(ttl), t.tick)
+			s.renew(i, now, int64(ttl))
 			return e.token, true, nil
 		}
 		return 0, false, nil
 	}
-	return s.grant(i, now, int64(ttl), owner, t.tick), true, nil
+	return s.grant(i, now, int64(ttl), owner), true, nil
 }
 
 // Verify reports whether token is the live lease of key.
@@ -255,7 +255,7 @@ func (t *Table) Extend(key []byte, token uint64, ttl time.Duration) (bool, error
 	if !s.heldBy(i, token) {
 		return false, nil
 	}
-	s.renew(i, now, int64(ttl), t.tick)
+	s.renew(i, now, int64(ttl))
 	return true, nil
 }
 

@@ -421,6 +421,57 @@ func TestScanMatchAndSkipsExpired(t *testing.T) {
 	}
 }
 
+// find walks x's probe run for hash h to entry e, as shard.lookup does.
+func (x *keyIndex) find(h uint32, same func(entry uint32) bool) uint32 {
+	if len(x.slots) == 0 {
+		return 0
+	}
+	m := x.mask()
+	for p := h & m; ; p = (p + 1) & m {
+		sl := x.slots[p]
+		if sl.entry == 0 {
+			return 0
+		}
+		if sl.hash == h && same(sl.entry) {
+			return sl.entry
+		}
+	}
+}
+
+func TestKeyLengths(t *testing.T) {
+	tb, clock := newTestTable(t)
+	// Around the inline limit and far beyond it, which goes to the arena.
+	for _, n := range []int{1, inlineKeyMax - 1, inlineKeyMax, inlineKeyMax + 1, 100, 1024} {
+		k := strings.Repeat("k", n-1) + "!"
+		tok := mustAcquire(t, tb, k, time.Second, strings.Repeat("o", n))
+		if st, ok := tb.Status([]byte(k)); !ok || st.Token != tok || st.Owner != strings.Repeat("o", n) {
+			t.Fatalf("%d-byte key: status %+v %v", n, st, ok)
+		}
+		var names []string
+		for cursor := uint64(0); ; {
+			cursor, names = tb.Scan(cursor, 100, nil, names)
+			if cursor == 0 {
+				break
+			}
+		}
+		if len(names) != 1 || names[0] != k {
+			t.Fatalf("%d-byte key: scan gave %q", n, names)
+		}
+		if n%2 == 0 {
+			tb.Release([]byte(k), tok)
+		} else {
+			clock.Advance(time.Second)
+			tb.ExpireDue()
+		}
+		if _, ok := tb.Status([]byte(k)); ok {
+			t.Fatalf("%d-byte key still present", n)
+		}
+	}
+	if st := tb.Stats(); st.Locks != 0 || st.Held != 0 {
+		t.Fatalf("stats after all keys are gone: %+v", st)
+	}
+}
+
 func TestKeyIndexCollisions(t *testing.T) {
 	var x keyIndex
 	// Hashes that share their low bits pile into one probe run and wrap
@@ -457,7 +508,7 @@ func TestKeyIndexCollisions(t *testing.T) {
 }
 
 func TestSameHashKeys(t *testing.T) {
-	s := newShard(maphash.MakeSeed(), 1, 0)
+	s := newShard(maphash.MakeSeed(), 1, 0, int64(time.Millisecond))
 	const h = 42
 	keys := []string{"a", "b", "c"}
 	idx := map[string]uint32{}

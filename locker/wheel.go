@@ -9,15 +9,16 @@ package locker
 // plus the timers it moves or fires. Levels above 0 are made lazily, when a
 // timer first needs them.
 //
-// Timers are named by uint32 ids (the lock table's entry indices); the wheel
-// keeps its own doubly linked lists in a paged node table indexed by id, so it
-// holds no pointers for the garbage collector to trace. Id 0 is the nil id.
-// It does not store due ticks: the owner already keeps each deadline, and
-// hands the wheel a function to read them when timers cascade.
+// Timers are named by uint32 ids (the lock table's entry indices) and linked
+// into doubly linked lists through nodes that the owner keeps inside its own
+// records (a lock's entry), so arming a timer touches no extra cache line and
+// the wheel holds no pointers for the garbage collector to trace. Id 0 is the
+// nil id. The wheel does not store due ticks either: the owner keeps each
+// deadline and reports it when a timer cascades.
 //
 // The wheel is not safe for concurrent use: its shard's mutex guards it.
 type timerWheel struct {
-	nodes   paged[wheelNode]
+	nodes   wheelNodes
 	levels  [][wheelSlots]uint32 // list heads
 	counts  []int                // timers per level, to skip empty stretches
 	now     int64                // last tick advanced to
@@ -30,19 +31,27 @@ const (
 	wheelMask  = wheelSlots - 1
 )
 
+// wheelNode links a timer into its slot's list; its zero value is "not
+// scheduled".
 type wheelNode struct {
 	next, prev uint32
 	slot       uint32 // level*wheelSlots + slot + 1; 0 when not scheduled
 }
 
-func newTimerWheel(now int64) timerWheel {
-	return timerWheel{now: now, levels: make([][wheelSlots]uint32, 1), counts: make([]int, 1)}
+// wheelNodes is the owner's side of the wheel: it stores every timer's node
+// and knows every timer's due tick.
+type wheelNodes interface {
+	wheelNode(id uint32) *wheelNode
+	wheelDue(id uint32) int64
+}
+
+func newTimerWheel(now int64, nodes wheelNodes) timerWheel {
+	return timerWheel{nodes: nodes, now: now, levels: make([][wheelSlots]uint32, 1), counts: make([]int, 1)}
 }
 
 // schedule (re)arms timer id to fire at tick due; a due tick already reached
 // fires on the next advance.
 func (w *timerWheel) schedule(id uint32, due int64) {
-	w.nodes.grow(id)
 	w.cancel(id)
 	w.place(id, max(due, w.now+1))
 	w.pending++
@@ -50,10 +59,7 @@ func (w *timerWheel) schedule(id uint32, due int64) {
 
 // cancel disarms timer id; it is a no-op for a timer not scheduled.
 func (w *timerWheel) cancel(id uint32) {
-	if id >= w.nodes.capacity() {
-		return
-	}
-	n := w.nodes.at(id)
+	n := w.nodes.wheelNode(id)
 	if n.slot == 0 {
 		return
 	}
@@ -76,12 +82,12 @@ func (w *timerWheel) place(id uint32, at int64) {
 	w.counts[level]++
 	slot := int(at>>(wheelBits*level)) & wheelMask
 	head := &w.levels[level][slot]
-	n := w.nodes.at(id)
+	n := w.nodes.wheelNode(id)
 	n.slot = uint32(level*wheelSlots+slot) + 1
 	n.prev = 0
 	n.next = *head
 	if *head != 0 {
-		w.nodes.at(*head).prev = id
+		w.nodes.wheelNode(*head).prev = id
 	}
 	*head = id
 }
@@ -90,20 +96,20 @@ func (w *timerWheel) unlink(id uint32, n *wheelNode) {
 	s := n.slot - 1
 	w.counts[s/wheelSlots]--
 	if n.prev != 0 {
-		w.nodes.at(n.prev).next = n.next
+		w.nodes.wheelNode(n.prev).next = n.next
 	} else {
 		w.levels[s/wheelSlots][s%wheelSlots] = n.next
 	}
 	if n.next != 0 {
-		w.nodes.at(n.next).prev = n.prev
+		w.nodes.wheelNode(n.next).prev = n.prev
 	}
 	n.slot, n.next, n.prev = 0, 0, 0
 }
 
 // advance moves the wheel to tick to, calling fire for each timer that comes
-// due, in tick order. due reports a timer's due tick, as last scheduled. A
-// fired timer is disarmed before fire runs, so fire may schedule it again.
-func (w *timerWheel) advance(to int64, due func(id uint32) int64, fire func(id uint32)) {
+// due, in tick order. A fired timer is disarmed before fire runs, so fire may
+// schedule it again.
+func (w *timerWheel) advance(to int64, fire func(id uint32)) {
 	for w.now < to {
 		if w.pending == 0 {
 			w.now = to
@@ -121,12 +127,12 @@ func (w *timerWheel) advance(to int64, due func(id uint32) int64, fire func(id u
 		w.now++
 		// At the start of a level-l slot's span, move its timers down.
 		for l := 1; l < len(w.levels) && w.now&(1<<(wheelBits*l)-1) == 0; l++ {
-			w.cascade(l, int(w.now>>(wheelBits*l))&wheelMask, due)
+			w.cascade(l, int(w.now>>(wheelBits*l))&wheelMask)
 		}
 		head := &w.levels[0][w.now&wheelMask]
 		for *head != 0 {
 			id := *head
-			w.unlink(id, w.nodes.at(id))
+			w.unlink(id, w.nodes.wheelNode(id))
 			w.pending--
 			fire(id)
 		}
@@ -142,15 +148,15 @@ func (w *timerWheel) lowestBusyLevel() int {
 	return len(w.counts)
 }
 
-func (w *timerWheel) cascade(level, slot int, due func(id uint32) int64) {
+func (w *timerWheel) cascade(level, slot int) {
 	id := w.levels[level][slot]
 	w.levels[level][slot] = 0
 	for id != 0 {
-		n := w.nodes.at(id)
+		n := w.nodes.wheelNode(id)
 		next := n.next
 		n.slot = 0
 		w.counts[level]--
-		w.place(id, max(due(id), w.now))
+		w.place(id, max(w.nodes.wheelDue(id), w.now))
 		id = next
 	}
 }

@@ -5,6 +5,26 @@ import (
 	"testing"
 )
 
+// testNodes keeps wheel nodes and due ticks in maps, for testing the wheel
+// alone.
+type testNodes struct {
+	nodes map[uint32]*wheelNode
+	due   map[uint32]int64
+}
+
+func newTestNodes() *testNodes {
+	return &testNodes{nodes: map[uint32]*wheelNode{}, due: map[uint32]int64{}}
+}
+
+func (t *testNodes) wheelNode(id uint32) *wheelNode {
+	if t.nodes[id] == nil {
+		t.nodes[id] = &wheelNode{}
+	}
+	return t.nodes[id]
+}
+
+func (t *testNodes) wheelDue(id uint32) int64 { return t.due[id] }
+
 // TestWheelFiresAtDueTick schedules, reschedules and cancels timers at random
 // distances spanning several levels and checks that each fires exactly once,
 // at the first tick at or after its due tick, and cancelled ones never.
@@ -12,10 +32,9 @@ func TestWheelFiresAtDueTick(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3, 4, 5} {
 		rng := rand.New(rand.NewPCG(seed, seed))
 		start := rng.Int64N(1 << 30)
-		w := newTimerWheel(start)
+		nodes := newTestNodes()
+		w := newTimerWheel(start, nodes)
 		want := map[uint32]int64{} // id -> tick it must fire at
-		dues := map[uint32]int64{}
-		dueOf := func(id uint32) int64 { return dues[id] }
 		const ids = 2000
 		for step := 0; step < 20000; step++ {
 			id := uint32(rng.IntN(ids)) + 1
@@ -24,14 +43,14 @@ func TestWheelFiresAtDueTick(t *testing.T) {
 				// Distances up to 64^3 ticks exercise three levels and cascades.
 				due := w.now + rng.Int64N(1<<18) - 10
 				w.schedule(id, due)
-				dues[id] = due
+				nodes.due[id] = due
 				want[id] = max(due, w.now+1)
 			case 2:
 				w.cancel(id)
 				delete(want, id)
 			case 3:
 				to := w.now + rng.Int64N(1<<12)
-				w.advance(to, dueOf, func(id uint32) {
+				w.advance(to, func(id uint32) {
 					due, ok := want[id]
 					if !ok {
 						t.Fatalf("seed %d: timer %d fired but was not scheduled", seed, id)
@@ -51,7 +70,7 @@ func TestWheelFiresAtDueTick(t *testing.T) {
 				t.Fatalf("seed %d: pending %d, want %d", seed, w.pending, len(want))
 			}
 		}
-		w.advance(w.now+1<<19, dueOf, func(id uint32) { delete(want, id) })
+		w.advance(w.now+1<<19, func(id uint32) { delete(want, id) })
 		if len(want) != 0 || w.pending != 0 {
 			t.Fatalf("seed %d: %d timers never fired", seed, len(want))
 		}
@@ -59,34 +78,35 @@ func TestWheelFiresAtDueTick(t *testing.T) {
 }
 
 func TestWheelFarFutureAddsLevels(t *testing.T) {
-	w := newTimerWheel(0)
+	nodes := newTestNodes()
+	w := newTimerWheel(0, nodes)
 	due := int64(1) << 40
 	w.schedule(7, due)
-	dueOf := func(uint32) int64 { return due }
+	nodes.due[7] = due
 	if len(w.levels) < 7 {
 		t.Fatalf("levels %d; a timer 2^40 ticks away needs 7", len(w.levels))
 	}
 	fired := int64(-1)
-	w.advance(due-1, dueOf, func(uint32) { fired = w.now })
+	w.advance(due-1, func(uint32) { fired = w.now })
 	if fired != -1 {
 		t.Fatalf("fired early at %d", fired)
 	}
-	w.advance(due, dueOf, func(uint32) { fired = w.now })
+	w.advance(due, func(uint32) { fired = w.now })
 	if fired != due {
 		t.Fatalf("fired at %d, want %d", fired, due)
 	}
 }
 
 func TestWheelFireMayReschedule(t *testing.T) {
-	w := newTimerWheel(0)
+	nodes := newTestNodes()
+	w := newTimerWheel(0, nodes)
 	w.schedule(1, 5)
 	fires := 0
-	next := int64(5)
-	w.advance(100, func(uint32) int64 { return next }, func(id uint32) {
+	w.advance(100, func(id uint32) {
 		fires++
 		if fires < 3 {
-			next = w.now + 10
-			w.schedule(id, next)
+			nodes.due[id] = w.now + 10
+			w.schedule(id, nodes.due[id])
 		}
 	})
 	if fires != 3 || w.pending != 0 {
