@@ -128,34 +128,55 @@ var Commands = []Command{
 		Args: []Arg{str("parameter").many().after("GET")}, Summary: "Reads settings; answers what redis-benchmark asks."},
 }
 
-var commandIndex = func() map[string]int {
-	m := make(map[string]int, len(Commands))
-	for i := range Commands {
-		m[Commands[i].Name] = i
-	}
-	return m
-}()
-
 // maxNameLen is the longest command name; longer names cannot match.
 const maxNameLen = 16
+
+// commandSlots finds a command from its name's length, first and last letter
+// without hashing the name: every command in the table differs in one of the
+// three (init checks), so a lookup is one array read and one comparison.
+var commandSlots = func() (t [maxNameLen + 1][26][26]int8) {
+	for i, c := range Commands {
+		n := c.Name
+		slot := &t[len(n)][n[0]-'a'][n[len(n)-1]-'a']
+		if *slot != 0 {
+			panic("protocol: commands " + n + " and " + Commands[*slot-1].Name + " share a lookup slot")
+		}
+		*slot = int8(i + 1)
+	}
+	return t
+}()
 
 // LookupIndex finds a command by name, case-insensitively and without
 // allocating, and returns its index in Commands, or -1.
 func LookupIndex(name []byte) int {
-	if len(name) > maxNameLen {
+	if len(name) == 0 || len(name) > maxNameLen {
 		return -1
 	}
-	var buf [maxNameLen]byte
-	for i, c := range name {
+	first, last := name[0]|0x20, name[len(name)-1]|0x20 // ASCII lower case
+	if first < 'a' || first > 'z' || last < 'a' || last > 'z' {
+		return -1
+	}
+	i := int(commandSlots[len(name)][first-'a'][last-'a']) - 1
+	if i < 0 || !equalFoldASCII(name, Commands[i].Name) {
+		return -1
+	}
+	return i
+}
+
+// equalFoldASCII compares b with the lower-case name s, ignoring ASCII case.
+func equalFoldASCII(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i, c := range b {
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
 		}
-		buf[i] = c
+		if c != s[i] {
+			return false
+		}
 	}
-	if i, ok := commandIndex[string(buf[:len(name)])]; ok {
-		return i
-	}
-	return -1
+	return true
 }
 
 // Lookup finds a command by name, case-insensitively, or returns nil.

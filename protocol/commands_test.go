@@ -111,8 +111,10 @@ func TestCommandTable(t *testing.T) {
 			}
 		})
 	}
-	if len(seen) != len(commandIndex) {
-		t.Fatalf("commandIndex has %d names, Commands %d", len(commandIndex), len(seen))
+	for name := range seen {
+		if i := LookupIndex([]byte(name)); i < 0 || Commands[i].Name != name {
+			t.Fatalf("LookupIndex(%q) = %d", name, i)
+		}
 	}
 }
 
