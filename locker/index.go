@@ -1,8 +1,9 @@
 package locker
 
+import "iter"
+
 // keyIndex maps key hashes to entry indices: an open-addressing table with
-// linear probing and backward-shift deletion. shard.lookup walks it directly,
-// comparing keys in the entries. A slot is 8 bytes, the entry
+// linear probing and backward-shift deletion. A slot is 8 bytes, the entry
 // index and 32 bits of the key's hash, against the 16 bytes a slot of Go's
 // map[uint64]uint32 takes; neither holds a pointer. Keys are compared in the
 // arena only when the stored hash bits match.
@@ -21,6 +22,22 @@ type indexSlot struct {
 const indexMinSlots = 64
 
 func (x *keyIndex) mask() uint32 { return uint32(len(x.slots) - 1) }
+
+// candidates yields, in probe order, the entries stored under hash h; the
+// caller compares keys to find the one it wants.
+func (x *keyIndex) candidates(h uint32) iter.Seq[uint32] {
+	return func(yield func(uint32) bool) {
+		if len(x.slots) == 0 {
+			return
+		}
+		m := x.mask()
+		for p := h & m; x.slots[p].entry != 0; p = (p + 1) & m {
+			if x.slots[p].hash == h && !yield(x.slots[p].entry) {
+				return
+			}
+		}
+	}
+}
 
 // insert adds entry under hash h. The entry must not be present.
 func (x *keyIndex) insert(h, entry uint32) {

@@ -103,22 +103,12 @@ func (s *shard) ownerIs(e *entry, owner []byte) bool {
 
 // lookup returns the index of key's entry, or 0. h is the key's hash.
 func (s *shard) lookup(h uint32, key []byte) uint32 {
-	x := &s.index
-	if len(x.slots) == 0 {
-		return 0
-	}
-	m := x.mask()
-	for p := h & m; ; p = (p + 1) & m {
-		sl := x.slots[p]
-		if sl.entry == 0 {
-			return 0
-		}
-		if sl.hash == h {
-			if e := s.at(sl.entry); int(e.keyLen) == len(key) && bytes.Equal(s.key(e), key) {
-				return sl.entry
-			}
+	for i := range s.index.candidates(h) {
+		if e := s.at(i); int(e.keyLen) == len(key) && bytes.Equal(s.key(e), key) {
+			return i
 		}
 	}
+	return 0
 }
 
 // insert adds an entry for key, which must not be present, and returns its index.
