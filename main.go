@@ -59,6 +59,7 @@ func serveFlags() []cli.Flag {
 		&cli.IntFlag{Name: "shards", Value: def.Locker.Shards, EnvVars: env("SHARDS"), Usage: "lock table shards, a power of two; the default is 16 per CPU"},
 		&cli.DurationFlag{Name: "max-ttl", Value: def.Locker.MaxTTL, EnvVars: env("MAX_TTL"), Usage: "longest lease or default ttl a client may ask for"},
 		&cli.IntFlag{Name: "max-key-len", Value: def.Locker.MaxKeyLen, EnvVars: env("MAX_KEY_LEN"), Usage: fmt.Sprintf("longest lock name or owner id in bytes (at most %d)", locker.MaxKeyLenLimit)},
+		&cli.DurationFlag{Name: "lock-delay", Value: def.Locker.LockDelay, EnvVars: env("LOCK_DELAY"), Usage: "after a lease expires (not when released), keep the lock ungrantable this long; CREATE ... LOCKDELAY overrides"},
 		&cli.BoolFlag{Name: "require-create", EnvVars: env("REQUIRE_CREATE"), Usage: "ACQUIRE of an unknown lock fails instead of creating it"},
 		&cli.DurationFlag{Name: "tick", Value: def.Locker.Tick, EnvVars: env("TICK"), Usage: "expiry timer wheel resolution"},
 		&cli.IntFlag{Name: "io-loops", Value: def.IOLoops, EnvVars: env("IO_LOOPS"), Usage: "epoll event loops serving connections (Linux); 0 runs a goroutine per connection"},
@@ -108,6 +109,7 @@ func serve(c *cli.Context) error {
 	cfg.Locker.MaxTTL = dur("max-ttl")
 	cfg.Locker.MaxKeyLen = num("max-key-len")
 	cfg.Locker.RequireCreate = flag(c, "require-create").Bool("require-create")
+	cfg.Locker.LockDelay = dur("lock-delay")
 	cfg.Locker.Tick = dur("tick")
 	cfg.Locker.FirstToken = locker.BootEpochToken(time.Now())
 	srv, err := server.New(cfg, log)

@@ -48,7 +48,7 @@ const commandTimeout = 20 * time.Second
 // serveFlagNames are the flags of serve the docs promise.
 var serveFlagNames = []string{
 	"addr", "shards", "max-ttl", "max-key-len", "require-create", "log-level", "log-format",
-	"idle-timeout", "max-bulk-len", "max-query-buffer", "max-clients", "tick", "io-loops",
+	"idle-timeout", "max-bulk-len", "max-query-buffer", "max-clients", "tick", "io-loops", "lock-delay",
 }
 
 // leaseholdEnv is the test's environment without any LEASEHOLD_ variable,

@@ -23,6 +23,11 @@ type Config struct {
 	MaxTTL time.Duration
 	// MaxKeyLen bounds the length of keys and owner ids, in bytes.
 	MaxKeyLen int
+	// LockDelay, as in Chubby and Consul, keeps a lock ungrantable for this
+	// long after a lease EXPIRES (not after a release), so that a holder that
+	// paused past its deadline has time to notice before the next holder
+	// starts. Create can set it per lock. 0 for none.
+	LockDelay time.Duration
 	// RequireCreate makes Acquire of an unknown key fail with ErrNoSuchLock
 	// instead of creating the lock on the fly.
 	RequireCreate bool
@@ -93,6 +98,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("locker: max ttl must be at least 1ms, got %s", c.MaxTTL)
 	case c.MaxTTL > 100*365*24*time.Hour:
 		return fmt.Errorf("locker: max ttl must be at most 100 years, got %s", c.MaxTTL)
+	case c.LockDelay < 0 || c.LockDelay > c.MaxTTL:
+		return fmt.Errorf("locker: lock delay must be between 0 and the max ttl %s, got %s", c.MaxTTL, c.LockDelay)
 	case c.MaxKeyLen < 1 || c.MaxKeyLen > MaxKeyLenLimit:
 		return fmt.Errorf("locker: max key length must be between 1 and %d, got %d", MaxKeyLenLimit, c.MaxKeyLen)
 	case c.FirstToken == 0:

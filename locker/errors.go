@@ -11,6 +11,12 @@ var (
 	ErrNoSuchLock = errors.New("locker: no such lock")
 	// ErrInUse is returned by Delete while a lease on the lock is live.
 	ErrInUse = errors.New("locker: lock is held")
+	// ErrInLockDelay is returned by Delete while the lock is in its
+	// lock-delay after an expiry.
+	ErrInLockDelay = errors.New("locker: lock is in its lock-delay")
+	// ErrLockDelayRange is returned for a lock-delay that is negative or
+	// exceeds Config.MaxTTL.
+	ErrLockDelayRange = errors.New("locker: lock-delay out of range")
 	// ErrNoTTL is returned by Acquire when no ttl is given and the lock has no
 	// default ttl from Create.
 	ErrNoTTL = errors.New("locker: no ttl given and the lock has no default ttl")

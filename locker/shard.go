@@ -12,11 +12,10 @@ import (
 // inlineKeyMax bytes is stored in the entry itself, so finding a lock touches
 // the index slot and this line only; a longer key lives in the shard's arena,
 // its ref in the first bytes of key. The owner id is always in the arena. A
-// created lock's default ttl lives in shard.defaults, since most locks have
-// none.
+// created lock's settings live in shard.settings, since most locks have none.
 type entry struct {
 	token    uint64    // last token granted; the live lease's token when held
-	deadline int64     // lease deadline, clock nanoseconds; meaningful when held
+	deadline int64     // clock ns: the lease's deadline when held, the lock-delay's end when delayed
 	timer    wheelNode // links into the shard's timer wheel
 	ownerRef uint32
 	keyLen   uint16
@@ -32,21 +31,31 @@ const (
 	flagLive    uint8 = 1 << iota // the slot holds a lock
 	flagCreated                   // made by Create: stays when free
 	flagHeld                      // a lease is live (until its deadline)
+	flagDelayed                   // a lease expired; no grant until deadline (lock-delay)
 )
+
+// lockSettings are a created lock's own settings.
+type lockSettings struct {
+	defaultTTL int64 // ns; 0 for none
+	lockDelay  int64 // ns; inheritDelay for the table's default
+}
+
+const inheritDelay = -1
 
 // shard is one independently locked part of the table.
 type shard struct {
 	mu sync.Mutex // guards every field below
 
-	seed     maphash.Seed     // the table's, to rehash a key being removed
-	index    keyIndex         // key hash -> entry index
-	entries  paged[entry]     // index 0 is the nil entry
-	free     []uint32         // released entry indices, reused first
-	top      uint32           // entry indices below top have been handed out
-	strings  arena            // keys and owners
-	wheel    timerWheel       // lease deadlines; ids are entry indices
-	tick     int64            // the wheel's tick, ns
-	defaults map[uint32]int64 // default ttl (ns) of created locks that have one
+	seed     maphash.Seed            // the table's, to rehash a key being removed
+	index    keyIndex                // key hash -> entry index
+	entries  paged[entry]            // index 0 is the nil entry
+	free     []uint32                // released entry indices, reused first
+	top      uint32                  // entry indices below top have been handed out
+	strings  arena                   // keys and owners
+	wheel    timerWheel              // lease deadlines; ids are entry indices
+	tick     int64                   // the wheel's tick, ns
+	settings map[uint32]lockSettings // created locks that have settings of their own
+	delay    int64                   // the table's default lock-delay, ns
 
 	lastToken uint64 // tokens granted by this shard only grow from here
 
@@ -58,17 +67,18 @@ type shard struct {
 }
 
 type shardCounts struct {
-	locks, held, arenaBytes             atomic.Int64
-	granted, renewed, released, expired atomic.Uint64
+	locks, held, arenaBytes                      atomic.Int64
+	granted, renewed, released, expired, delayed atomic.Uint64
 }
 
-func newShard(seed maphash.Seed, firstToken uint64, now, tick int64) *shard {
+func newShard(seed maphash.Seed, firstToken uint64, now, tick, lockDelay int64) *shard {
 	s := &shard{
 		seed:      seed,
 		top:       1,
 		lastToken: firstToken,
 		tick:      tick,
-		defaults:  make(map[uint32]int64),
+		settings:  make(map[uint32]lockSettings),
+		delay:     lockDelay,
 	}
 	s.wheel = newTimerWheel(now/tick, s)
 	s.entries.grow(0)
@@ -143,7 +153,7 @@ func (s *shard) remove(i uint32) {
 		s.strings.release(binary.LittleEndian.Uint32(e.key[:4]), int(e.keyLen))
 	}
 	if e.flags&flagCreated != 0 {
-		delete(s.defaults, i)
+		delete(s.settings, i)
 	}
 	*e = entry{}
 	s.free = append(s.free, i)
@@ -155,7 +165,17 @@ func (s *shard) defaultTTL(i uint32) int64 {
 	if s.at(i).flags&flagCreated == 0 {
 		return 0
 	}
-	return s.defaults[i]
+	return s.settings[i].defaultTTL
+}
+
+// lockDelay is how long entry i stays ungrantable after a lease expires, ns.
+func (s *shard) lockDelay(i uint32) int64 {
+	if s.at(i).flags&flagCreated != 0 {
+		if st, ok := s.settings[i]; ok && st.lockDelay != inheritDelay {
+			return st.lockDelay
+		}
+	}
+	return s.delay
 }
 
 // grant gives entry i a new lease.
@@ -183,9 +203,8 @@ func (s *shard) renew(i uint32, now, ttl int64) {
 	s.counts.renewed.Add(1)
 }
 
-// endLease frees entry i's lease and reports whether the entry itself is gone
-// too, as a lock that Create did not make is once it is free.
-func (s *shard) endLease(i uint32) (removed bool) {
+// endLease frees entry i's lease.
+func (s *shard) endLease(i uint32) {
 	e := s.at(i)
 	if e.ownerLen > 0 {
 		s.strings.release(e.ownerRef, int(e.ownerLen))
@@ -194,16 +213,22 @@ func (s *shard) endLease(i uint32) (removed bool) {
 	e.flags &^= flagHeld
 	s.wheel.cancel(i)
 	s.counts.held.Add(-1)
-	if e.flags&flagCreated == 0 {
-		s.remove(i)
-		return true
-	}
-	return false
 }
 
-// settle expires entry i's lease if its deadline has passed, whether or not
-// the wheel has fired yet, and returns the entry's index afterwards: i, or 0
-// when the expired lock is gone.
+// removeIfUnused removes entry i if nothing keeps it: it is free, out of its
+// lock-delay, and not made by Create. It reports whether it did.
+func (s *shard) removeIfUnused(i uint32) bool {
+	if s.at(i).flags&(flagCreated|flagHeld|flagDelayed) != 0 {
+		return false
+	}
+	s.remove(i)
+	return true
+}
+
+// settle brings entry i up to date with now, whether or not the wheel has
+// fired yet: a lease whose deadline has passed is expired, and enters its
+// lock-delay if the lock has one; a lock-delay that has passed ends. It
+// returns the entry's index afterwards: i, or 0 when the lock is gone.
 func (s *shard) settle(i uint32, now int64) uint32 {
 	if i == 0 {
 		return 0
@@ -211,9 +236,22 @@ func (s *shard) settle(i uint32, now int64) uint32 {
 	e := s.at(i)
 	if e.flags&flagHeld != 0 && e.deadline <= now {
 		s.counts.expired.Add(1)
-		if s.endLease(i) {
-			return 0
+		s.endLease(i)
+		if d := s.lockDelay(i); d > 0 {
+			// The delay runs from the deadline, not from whenever this
+			// check happens to run.
+			e.flags |= flagDelayed
+			e.deadline += d
+			s.counts.delayed.Add(1)
+			s.wheel.schedule(i, s.wheelDue(i))
 		}
+	}
+	if e.flags&flagDelayed != 0 && e.deadline <= now {
+		e.flags &^= flagDelayed
+		s.wheel.cancel(i)
+	}
+	if s.removeIfUnused(i) {
+		return 0
 	}
 	return i
 }
@@ -232,20 +270,23 @@ func (s *shard) heldBy(i uint32, token uint64) bool {
 	return e.flags&flagHeld != 0 && e.token == token
 }
 
-// expireDue advances the wheel to now and expires the leases it hands back.
+// expireDue advances the wheel to now, expiring the leases and ending the
+// lock-delays it hands back, and returns how many leases it expired.
 func (s *shard) expireDue(now int64) int {
 	expired := 0
 	s.wheel.advance(now/s.tick, func(i uint32) {
 		e := s.at(i)
-		if e.flags&flagHeld == 0 {
+		if e.flags&(flagHeld|flagDelayed) == 0 {
 			return
 		}
 		if e.deadline > now { // a fired wheel slot is a hint; the deadline rules
 			s.wheel.schedule(i, s.wheelDue(i))
 			return
 		}
+		if e.flags&flagHeld != 0 {
+			expired++
+		}
 		s.settle(i, now)
-		expired++
 	})
 	return expired
 }

@@ -43,7 +43,7 @@ func New(cfg Config) (*Table, error) {
 	}
 	now := int64(cfg.Clock.Now())
 	for i := range t.shards {
-		t.shards[i] = newShard(t.seed, cfg.FirstToken, now, t.tick)
+		t.shards[i] = newShard(t.seed, cfg.FirstToken, now, t.tick, int64(cfg.LockDelay))
 	}
 	return t, nil
 }
@@ -131,6 +131,13 @@ func (t *Table) CheckKey(key []byte) error {
 	return nil
 }
 
+func (t *Table) checkLockDelay(d time.Duration) error {
+	if d < 0 || d > t.cfg.MaxTTL {
+		return fmt.Errorf("%w: must be between 0 and %d ms", ErrLockDelayRange, t.cfg.MaxTTL.Milliseconds())
+	}
+	return nil
+}
+
 func (t *Table) checkTTL(ttl time.Duration) error {
 	if ttl <= 0 || ttl > t.cfg.MaxTTL {
 		return fmt.Errorf("%w: must be between 1 and %d ms", ErrTTLRange, t.cfg.MaxTTL.Milliseconds())
@@ -138,18 +145,34 @@ func (t *Table) checkTTL(ttl time.Duration) error {
 	return nil
 }
 
-// Create makes a lock with a default lease ttl (0 for none) and reports
-// whether it was made. A lock that exists only because Acquire made it on
-// the fly is adopted: it becomes a created lock with this default, and
-// Create reports true. A created lock stays when free, until Delete.
-func (t *Table) Create(key []byte, defaultTTL time.Duration) (bool, error) {
+// CreateOptions are a lock's own settings.
+type CreateOptions struct {
+	// DefaultTTL is the lease ttl of an Acquire that names none; 0 for none.
+	DefaultTTL time.Duration
+	// LockDelay, when LockDelaySet, replaces Config.LockDelay for this lock.
+	LockDelay    time.Duration
+	LockDelaySet bool
+}
+
+// Create makes a lock with its own settings and reports whether it was
+// made. A lock that exists only because Acquire made it on the fly is
+// adopted: it becomes a created lock with these settings, and Create reports
+// true. A created lock stays when free, until Delete.
+func (t *Table) Create(key []byte, opts CreateOptions) (bool, error) {
 	if err := t.CheckKey(key); err != nil {
 		return false, err
 	}
-	if defaultTTL != 0 {
-		if err := t.checkTTL(defaultTTL); err != nil {
+	if opts.DefaultTTL != 0 {
+		if err := t.checkTTL(opts.DefaultTTL); err != nil {
 			return false, err
 		}
+	}
+	st := lockSettings{defaultTTL: int64(opts.DefaultTTL), lockDelay: inheritDelay}
+	if opts.LockDelaySet {
+		if err := t.checkLockDelay(opts.LockDelay); err != nil {
+			return false, err
+		}
+		st.lockDelay = int64(opts.LockDelay)
 	}
 	h, s := t.locate(key)
 	now := int64(t.cfg.Clock.Now())
@@ -162,8 +185,8 @@ func (t *Table) Create(key []byte, defaultTTL time.Duration) (bool, error) {
 		return false, nil
 	}
 	s.at(i).flags |= flagCreated
-	if defaultTTL != 0 {
-		s.defaults[i] = int64(defaultTTL)
+	if st != (lockSettings{lockDelay: inheritDelay}) {
+		s.settings[i] = st
 	}
 	return true, nil
 }
@@ -206,6 +229,9 @@ func (t *Table) Acquire(key []byte, ttl time.Duration, owner []byte) (token uint
 		}
 	}
 	e := s.at(i)
+	if e.flags&flagDelayed != 0 {
+		return 0, false, nil // a lease expired here moments ago
+	}
 	if e.flags&flagHeld != 0 {
 		if s.ownerIs(e, owner) {
 			s.renew(i, now, int64(ttl))
@@ -237,7 +263,8 @@ func (t *Table) Release(key []byte, token uint64) bool {
 		return false
 	}
 	s.counts.released.Add(1)
-	s.endLease(i)
+	s.endLease(i) // released, not expired: no lock-delay
+	s.removeIfUnused(i)
 	return true
 }
 
@@ -262,12 +289,15 @@ func (t *Table) Extend(key []byte, token uint64, ttl time.Duration) (bool, error
 // Status describes one lock.
 type Status struct {
 	Held       bool
+	Delayed    bool          // in its lock-delay: free, but not grantable yet
 	Token      uint64        // the live lease's token; 0 when free
 	Owner      string        // the live lease's owner, if it named one
 	TTL        time.Duration // time left on the live lease
 	LastToken  uint64        // the last token granted for this lock
 	DefaultTTL time.Duration // from Create; 0 for none
 	Created    bool          // made by Create (stays when free) rather than on the fly
+	LockDelay  time.Duration // how long the lock stays ungrantable after a lease expires
+	DelayLeft  time.Duration // time left of the current lock-delay
 }
 
 // Status returns key's state, and false for an unknown key.
@@ -285,6 +315,11 @@ func (t *Table) Status(key []byte) (Status, bool) {
 		LastToken:  e.token,
 		DefaultTTL: time.Duration(s.defaultTTL(i)),
 		Created:    e.flags&flagCreated != 0,
+		LockDelay:  time.Duration(s.lockDelay(i)),
+	}
+	if e.flags&flagDelayed != 0 {
+		st.Delayed = true
+		st.DelayLeft = time.Duration(e.deadline - now)
 	}
 	if e.flags&flagHeld != 0 {
 		st.Held = true
@@ -298,7 +333,8 @@ func (t *Table) Status(key []byte) (Status, bool) {
 }
 
 // Delete removes a free lock and reports whether it existed. It fails with
-// ErrInUse while a lease is live: deleting would silently end the lease.
+// ErrInUse while a lease is live (deleting would silently end the lease)
+// and with ErrInLockDelay during a lock-delay.
 // The next lock of the same name keeps counting tokens from where this one
 // stopped.
 func (t *Table) Delete(key []byte) (bool, error) {
@@ -310,8 +346,13 @@ func (t *Table) Delete(key []byte) (bool, error) {
 	if i == 0 {
 		return false, nil
 	}
-	if s.at(i).flags&flagHeld != 0 {
+	switch e := s.at(i); {
+	case e.flags&flagHeld != 0:
 		return false, &KeyError{Key: string(key), Err: ErrInUse}
+	case e.flags&flagDelayed != 0:
+		// Deleting would let the next Acquire in at once: the delay is
+		// there to stop exactly that.
+		return false, &KeyError{Key: string(key), Err: ErrInLockDelay}
 	}
 	s.remove(i)
 	return true, nil
@@ -367,6 +408,7 @@ type Stats struct {
 	Renewed  uint64 // leases renewed by Extend or an owner's repeated Acquire
 	Released uint64 // leases ended by Release
 	Expired  uint64 // leases ended by their deadline
+	Delayed  uint64 // lock-delays begun by an expiry
 	// ArenaBytes is the memory held for keys and owners.
 	ArenaBytes int
 }
@@ -384,6 +426,7 @@ func (t *Table) Stats() Stats {
 		st.Renewed += c.renewed.Load()
 		st.Released += c.released.Load()
 		st.Expired += c.expired.Load()
+		st.Delayed += c.delayed.Load()
 	}
 	return st
 }

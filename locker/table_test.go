@@ -115,7 +115,7 @@ func TestReaperReclaimsWithinATick(t *testing.T) {
 	for i := range 1000 {
 		mustAcquire(t, tb, fmt.Sprint("k", i), time.Duration(i+1)*time.Millisecond, "")
 	}
-	if _, err := tb.Create([]byte("created"), 0); err != nil {
+	if _, err := tb.Create([]byte("created"), CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	mustAcquire(t, tb, "created", 5*time.Millisecond, "")
@@ -158,7 +158,7 @@ func TestTokensOnlyGrow(t *testing.T) {
 	next("expiry")
 	clock.Advance(time.Second)
 	tb.ExpireDue()
-	if _, err := tb.Create(k, 0); err != nil {
+	if _, err := tb.Create(k, CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	next("create")
@@ -166,7 +166,7 @@ func TestTokensOnlyGrow(t *testing.T) {
 	if ok, err := tb.Delete(k); !ok || err != nil {
 		t.Fatalf("Delete = %v, %v", ok, err)
 	}
-	if _, err := tb.Create(k, time.Second); err != nil {
+	if _, err := tb.Create(k, CreateOptions{DefaultTTL: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	next("delete and re-create")
@@ -206,7 +206,7 @@ func TestStatus(t *testing.T) {
 	if _, ok := tb.Status([]byte("nope")); ok {
 		t.Fatal("status of unknown key")
 	}
-	tb.Create([]byte("c"), 5*time.Second)
+	tb.Create([]byte("c"), CreateOptions{DefaultTTL: 5 * time.Second})
 	st, ok := tb.Status([]byte("c"))
 	if want := (Status{DefaultTTL: 5 * time.Second, Created: true, LastToken: 0}); !ok || st != want {
 		t.Fatalf("free created lock: %+v, want %+v", st, want)
@@ -238,7 +238,7 @@ func TestCreateAndDelete(t *testing.T) {
 	tb, _ := newTestTable(t)
 	k := []byte("d")
 	for i, want := range []bool{true, false} {
-		if ok, err := tb.Create(k, 0); ok != want || err != nil {
+		if ok, err := tb.Create(k, CreateOptions{}); ok != want || err != nil {
 			t.Fatalf("Create #%d = %v, %v; want %v", i, ok, err, want)
 		}
 	}
@@ -255,7 +255,7 @@ func TestCreateAndDelete(t *testing.T) {
 	}
 	// Create adopts a lock that Acquire made on the fly.
 	tok = mustAcquire(t, tb, "adopt", time.Second, "")
-	if ok, err := tb.Create([]byte("adopt"), 3*time.Second); !ok || err != nil {
+	if ok, err := tb.Create([]byte("adopt"), CreateOptions{DefaultTTL: 3 * time.Second}); !ok || err != nil {
 		t.Fatalf("Create of on-the-fly lock = %v, %v; want adopted", ok, err)
 	}
 	tb.Release([]byte("adopt"), tok)
@@ -278,8 +278,8 @@ func TestErrors(t *testing.T) {
 		{"acquire negative ttl", func() error { _, _, err := tb.Acquire([]byte("k"), -1, nil); return err }, ErrTTLRange},
 		{"acquire ttl over max", func() error { _, _, err := tb.Acquire([]byte("k"), time.Minute+1, nil); return err }, ErrTTLRange},
 		{"acquire no ttl", func() error { _, _, err := tb.Acquire([]byte("k"), 0, nil); return err }, ErrNoTTL},
-		{"create empty key", func() error { _, err := tb.Create(nil, 0); return err }, ErrEmptyKey},
-		{"create ttl over max", func() error { _, err := tb.Create([]byte("k"), time.Hour); return err }, ErrTTLRange},
+		{"create empty key", func() error { _, err := tb.Create(nil, CreateOptions{}); return err }, ErrEmptyKey},
+		{"create ttl over max", func() error { _, err := tb.Create([]byte("k"), CreateOptions{DefaultTTL: time.Hour}); return err }, ErrTTLRange},
 		{"extend zero ttl", func() error { _, err := tb.Extend([]byte("k"), 1, 0); return err }, ErrTTLRange},
 	}
 	for _, tt := range tests {
@@ -292,7 +292,7 @@ func TestErrors(t *testing.T) {
 	if st := tb.Stats(); st.Locks != 0 {
 		t.Fatalf("failed calls left %d locks behind", st.Locks)
 	}
-	tb.Create([]byte("nottl"), 0)
+	tb.Create([]byte("nottl"), CreateOptions{})
 	if _, _, err := tb.Acquire([]byte("nottl"), 0, nil); !errors.Is(err, ErrNoTTL) {
 		t.Fatalf("created lock without default ttl: %v", err)
 	}
@@ -305,7 +305,7 @@ func TestRequireCreate(t *testing.T) {
 	if !errors.Is(err, ErrNoSuchLock) || !errors.As(err, &ke) || ke.Key != "missing" {
 		t.Fatalf("got %v; want ErrNoSuchLock naming the key", err)
 	}
-	tb.Create([]byte("there"), 0)
+	tb.Create([]byte("there"), CreateOptions{})
 	tok := mustAcquire(t, tb, "there", time.Second, "")
 	tb.Release([]byte("there"), tok)
 	if _, ok := tb.Status([]byte("there")); !ok {
@@ -366,11 +366,11 @@ func TestScanWhileKeysChange(t *testing.T) {
 	stable := map[string]bool{}
 	for i := range 500 {
 		k := fmt.Sprintf("stable:%d", i)
-		tb.Create([]byte(k), 0)
+		tb.Create([]byte(k), CreateOptions{})
 		stable[k] = false
 	}
 	for i := range 500 {
-		tb.Create([]byte(fmt.Sprintf("churn:%d", i)), 0)
+		tb.Create([]byte(fmt.Sprintf("churn:%d", i)), CreateOptions{})
 	}
 	var cursor uint64
 	calls := 0
@@ -388,7 +388,7 @@ func TestScanWhileKeysChange(t *testing.T) {
 		}
 		// Churn between calls: delete old keys, add new ones.
 		tb.Delete([]byte(fmt.Sprintf("churn:%d", calls)))
-		tb.Create([]byte(fmt.Sprintf("new:%d", calls)), 0)
+		tb.Create([]byte(fmt.Sprintf("new:%d", calls)), CreateOptions{})
 		if cursor == 0 {
 			break
 		}
@@ -492,7 +492,7 @@ func TestKeyIndexCollisions(t *testing.T) {
 }
 
 func TestSameHashKeys(t *testing.T) {
-	s := newShard(maphash.MakeSeed(), 1, 0, int64(time.Millisecond))
+	s := newShard(maphash.MakeSeed(), 1, 0, int64(time.Millisecond), 0)
 	const h = 42
 	keys := []string{"a", "b", "c"}
 	idx := map[string]uint32{}
@@ -578,5 +578,78 @@ func TestConcurrentHoldersNeverOverlap(t *testing.T) {
 				t.Fatalf("%s: lease %d from %v overlaps lease %d until %v", k, gs[i].token, gs[i].from, gs[i-1].token, gs[i-1].to)
 			}
 		}
+	}
+}
+
+func TestLockDelay(t *testing.T) {
+	tb, clock := newTestTable(t, func(c *Config) { c.LockDelay = time.Second })
+	k := []byte("d")
+	if _, err := tb.Create(k, CreateOptions{LockDelay: 500 * time.Millisecond, LockDelaySet: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A release starts no delay.
+	tok := mustAcquire(t, tb, "d", 100*time.Millisecond, "")
+	tb.Release(k, tok)
+	tok = mustAcquire(t, tb, "d", 100*time.Millisecond, "a")
+
+	// An expiry does, counted from the deadline, even when noticed late.
+	clock.Advance(400 * time.Millisecond)
+	mustNotAcquire(t, tb, "d", time.Second, "a") // not even for the old owner
+	st, _ := tb.Status(k)
+	if !st.Delayed || st.Held || st.DelayLeft != 200*time.Millisecond || st.LockDelay != 500*time.Millisecond {
+		t.Fatalf("status in the delay: %+v", st)
+	}
+	if _, err := tb.Delete(k); !errors.Is(err, ErrInLockDelay) {
+		t.Fatalf("Delete during the delay: %v", err)
+	}
+	if tb.Verify(k, tok) || tb.Release(k, tok) {
+		t.Fatal("the expired token still verifies or releases")
+	}
+	clock.Advance(200*time.Millisecond - 1)
+	mustNotAcquire(t, tb, "d", time.Second, "")
+	clock.Advance(1) // the delay ends exactly at deadline + delay; no reaper ran
+	if next := mustAcquire(t, tb, "d", time.Second, ""); next <= tok {
+		t.Fatalf("token after the delay %d <= %d", next, tok)
+	}
+	if st := tb.Stats(); st.Delayed != 1 {
+		t.Fatalf("lock-delays begun: %d, want 1", st.Delayed)
+	}
+}
+
+func TestLockDelayKeepsOnTheFlyLockUntilItEnds(t *testing.T) {
+	tb, clock := newTestTable(t, func(c *Config) { c.LockDelay = time.Second })
+	mustAcquire(t, tb, "fly", 100*time.Millisecond, "")
+	clock.Advance(100 * time.Millisecond)
+	tb.ExpireDue()
+	if st := tb.Stats(); st.Locks != 1 || st.Held != 0 {
+		t.Fatalf("during the delay: %+v; the lock must stay to remember it", st)
+	}
+	mustNotAcquire(t, tb, "fly", time.Second, "")
+	clock.Advance(time.Second)
+	tb.ExpireDue()
+	if st := tb.Stats(); st.Locks != 0 {
+		t.Fatalf("after the delay %d locks remain; the reaper should remove it", st.Locks)
+	}
+	mustAcquire(t, tb, "fly", time.Second, "")
+
+	// A created lock can opt out of the table's default.
+	tb.Create([]byte("none"), CreateOptions{LockDelaySet: true})
+	mustAcquire(t, tb, "none", 100*time.Millisecond, "")
+	clock.Advance(100 * time.Millisecond)
+	mustAcquire(t, tb, "none", time.Second, "")
+}
+
+func TestLockDelayValidation(t *testing.T) {
+	tb, _ := newTestTable(t, func(c *Config) { c.MaxTTL = time.Minute })
+	for _, d := range []time.Duration{-1, time.Minute + 1} {
+		if _, err := tb.Create([]byte("k"), CreateOptions{LockDelay: d, LockDelaySet: true}); !errors.Is(err, ErrLockDelayRange) {
+			t.Fatalf("lock-delay %v: %v", d, err)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.LockDelay = cfg.MaxTTL + 1
+	if _, err := New(cfg); err == nil {
+		t.Fatal("New accepted a lock delay over the max ttl")
 	}
 }

@@ -90,7 +90,7 @@ const (
 // Commands is the command table, in the order the docs list them.
 var Commands = []Command{
 	{Name: "create", Arity: -2, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
-		Args: []Arg{key("key"), integer("ms").after("TTL").opt()}, Summary: "Creates a named lock, optionally with a default lease ttl; it stays when free, until DELETE."},
+		Args: []Arg{key("key"), integer("ms").after("TTL").opt(), integer("ms").after("LOCKDELAY").opt()}, Summary: "Creates a named lock, optionally with a default lease ttl and a lock-delay; it stays when free, until DELETE."},
 	{Name: "acquire", Arity: -2, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
 		Args: []Arg{key("key"), integer("ttl-ms").opt(), str("id").after("OWNER").opt()}, Summary: "Takes a lease on a lock and returns its fencing token, or nil when another holder has it."},
 	{Name: "verify", Arity: 3, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,

@@ -31,7 +31,7 @@ const (
 var ErrorCodes = []struct{ Code, Meaning string }{
 	{CodeErr, "Generic error: wrong arity, unknown command or option, a number that is not an integer or out of range, an empty or too long key, a protocol error (the connection is then closed)."},
 	{CodeNoLock, "The lock does not exist and the server runs with `--require-create`; `CREATE` it first."},
-	{CodeInUse, "`DELETE` of a lock that a live lease holds; release it or let it expire first."},
+	{CodeInUse, "`DELETE` of a lock that a live lease holds, or that is in its lock-delay; release it, or wait for the lease or the delay to end."},
 	{CodeNoProto, "`HELLO` asked for a protocol version this server does not speak (only RESP2); clients fall back to RESP2."},
 }
 
@@ -44,6 +44,8 @@ var (
 	ErrBadToken = &Error{CodeErr, "invalid token: must be an unsigned 64-bit integer"}
 	// ErrBadCursor is a LOCKS cursor that does not parse, Redis's text.
 	ErrBadCursor = &Error{CodeErr, "invalid cursor"}
+	// ErrBadLockDelay is a LOCKDELAY that is negative or overflows.
+	ErrBadLockDelay = &Error{CodeErr, "LOCKDELAY must be a non-negative number of milliseconds"}
 	// ErrEmptyOwner is OWNER with an empty id.
 	ErrEmptyOwner = &Error{CodeErr, "OWNER must not be empty"}
 	// ErrNoProto is HELLO with a protocol version other than 2.
@@ -116,6 +118,8 @@ var lockerCodes = []struct {
 }{
 	{locker.ErrNoSuchLock, CodeNoLock},
 	{locker.ErrInUse, CodeInUse},
+	{locker.ErrInLockDelay, CodeInUse},
+	{locker.ErrLockDelayRange, CodeErr},
 	{locker.ErrNoTTL, CodeErr},
 	{locker.ErrTTLRange, CodeErr},
 	{locker.ErrEmptyKey, CodeErr},

@@ -9,15 +9,19 @@ import (
 )
 
 // StatusFields are the field names of STATUS's reply, in order.
-var StatusFields = []string{"state", "token", "owner", "ttl", "last-token", "default-ttl", "created"}
+var StatusFields = []string{"state", "token", "owner", "ttl", "last-token", "default-ttl", "created", "lock-delay", "delay-left"}
 
 // WriteStatus writes STATUS's reply: field/value pairs, the shape of HGETALL.
 // ttl is the lease's remaining time in milliseconds, rounded up so that a
-// held lease never shows 0; it is 0 exactly when the lock is free.
+// held lease never shows 0; it is 0 exactly when the lock is not held.
+// delay-left is the same for a lock-delay.
 func WriteStatus(w *redcon.Writer, st locker.Status) {
 	state, created := "free", "0"
-	if st.Held {
+	switch {
+	case st.Held:
 		state = "held"
+	case st.Delayed:
+		state = "delayed"
 	}
 	if st.Created {
 		created = "1"
@@ -37,6 +41,10 @@ func WriteStatus(w *redcon.Writer, st locker.Status) {
 	w.WriteBulkString(strconv.FormatInt(ceilMillis(st.DefaultTTL), 10))
 	w.WriteBulkString("created")
 	w.WriteBulkString(created)
+	w.WriteBulkString("lock-delay")
+	w.WriteBulkString(strconv.FormatInt(ceilMillis(st.LockDelay), 10))
+	w.WriteBulkString("delay-left")
+	w.WriteBulkString(strconv.FormatInt(ceilMillis(st.DelayLeft), 10))
 }
 
 // WriteScan writes a SCAN-shaped reply: the next cursor and a list of names.

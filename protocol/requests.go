@@ -9,10 +9,12 @@ import (
 // The typed requests of the lock commands. Byte slices alias the reader's
 // buffer: they are valid until the next command is read.
 
-// CreateRequest is CREATE key [TTL ms].
+// CreateRequest is CREATE key [TTL ms] [LOCKDELAY ms].
 type CreateRequest struct {
-	Key        []byte
-	DefaultTTL time.Duration // 0: none
+	Key          []byte
+	DefaultTTL   time.Duration // 0: none
+	LockDelay    time.Duration // with LockDelaySet; else the server's --lock-delay
+	LockDelaySet bool
 }
 
 // AcquireRequest is ACQUIRE key [ttl-ms] [OWNER id].
@@ -53,16 +55,30 @@ const maxLocksCount = 100000
 // ParseCreate parses CREATE.
 func ParseCreate(args [][]byte) (CreateRequest, error) {
 	req := CreateRequest{Key: args[1]}
-	seen := false
+	seenTTL := false
 	for i := 2; i < len(args); i += 2 {
-		if !bytes.EqualFold(args[i], []byte("ttl")) || seen || i+1 >= len(args) {
+		if i+1 >= len(args) {
 			return req, ErrSyntax
 		}
-		ttl, err := parseTTL("create", args[i+1])
-		if err != nil {
-			return req, err
+		switch {
+		case bytes.EqualFold(args[i], []byte("ttl")) && !seenTTL:
+			ttl, err := parseTTL("create", args[i+1])
+			if err != nil {
+				return req, err
+			}
+			req.DefaultTTL, seenTTL = ttl, true
+		case bytes.EqualFold(args[i], []byte("lockdelay")) && !req.LockDelaySet:
+			ms, ok := parseInt(args[i+1])
+			if !ok {
+				return req, ErrNotInteger
+			}
+			if ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
+				return req, ErrBadLockDelay
+			}
+			req.LockDelay, req.LockDelaySet = time.Duration(ms)*time.Millisecond, true
+		default:
+			return req, ErrSyntax
 		}
-		req.DefaultTTL, seen = ttl, true
 	}
 	return req, nil
 }

@@ -71,6 +71,15 @@ func TestParseCreate(t *testing.T) {
 		{"largest ttl a Duration holds", "CREATE k TTL 9223372036854",
 			CreateRequest{Key: []byte("k"), DefaultTTL: 9223372036854 * time.Millisecond}, nil},
 
+		{"LOCKDELAY", "CREATE k LOCKDELAY 15000", CreateRequest{Key: []byte("k"), LockDelay: 15 * time.Second, LockDelaySet: true}, nil},
+		{"LOCKDELAY 0 opts out", "CREATE k lockdelay 0", CreateRequest{Key: []byte("k"), LockDelaySet: true}, nil},
+		{"both, either order", "CREATE k LOCKDELAY 1 TTL 2",
+			CreateRequest{Key: []byte("k"), DefaultTTL: 2 * time.Millisecond, LockDelay: time.Millisecond, LockDelaySet: true}, nil},
+		{"LOCKDELAY negative", "CREATE k LOCKDELAY -1", CreateRequest{}, ErrBadLockDelay},
+		{"LOCKDELAY overflows Duration", "CREATE k LOCKDELAY 9223372036855", CreateRequest{}, ErrBadLockDelay},
+		{"LOCKDELAY not a number", "CREATE k LOCKDELAY soon", CreateRequest{}, ErrNotInteger},
+		{"repeated LOCKDELAY", "CREATE k LOCKDELAY 1 LOCKDELAY 2", CreateRequest{}, ErrSyntax},
+		{"LOCKDELAY without value", "CREATE k LOCKDELAY", CreateRequest{}, ErrSyntax},
 		{"unknown option", "CREATE k EX 10", CreateRequest{}, ErrSyntax},
 		{"ttl without option name", "CREATE k 10", CreateRequest{}, ErrSyntax},
 		{"repeated TTL", "CREATE k TTL 10 TTL 20", CreateRequest{}, ErrSyntax},
@@ -362,19 +371,21 @@ func written(t *testing.T, write func(w *redcon.Writer)) string {
 
 func TestWriteStatus(t *testing.T) {
 	// Spelled out once, to pin the encoding the helper reproduces.
-	const heldLiteral = "*14\r\n" +
+	const heldLiteral = "*18\r\n" +
 		"$5\r\nstate\r\n$4\r\nheld\r\n" +
 		"$5\r\ntoken\r\n$1\r\n7\r\n" +
 		"$5\r\nowner\r\n$2\r\nme\r\n" +
 		"$3\r\nttl\r\n$1\r\n2\r\n" +
 		"$10\r\nlast-token\r\n$1\r\n7\r\n" +
 		"$11\r\ndefault-ttl\r\n$1\r\n0\r\n" +
-		"$7\r\ncreated\r\n$1\r\n0\r\n"
+		"$7\r\ncreated\r\n$1\r\n0\r\n" +
+		"$10\r\nlock-delay\r\n$1\r\n0\r\n" +
+		"$10\r\ndelay-left\r\n$1\r\n0\r\n"
 	if got := respBulks("state", "held", "token", "7", "owner", "me", "ttl", "2",
-		"last-token", "7", "default-ttl", "0", "created", "0"); got != heldLiteral {
+		"last-token", "7", "default-ttl", "0", "created", "0", "lock-delay", "0", "delay-left", "0"); got != heldLiteral {
 		t.Fatalf("respBulks = %q, want %q", got, heldLiteral)
 	}
-	wantFields := []string{"state", "token", "owner", "ttl", "last-token", "default-ttl", "created"}
+	wantFields := []string{"state", "token", "owner", "ttl", "last-token", "default-ttl", "created", "lock-delay", "delay-left"}
 	if !reflect.DeepEqual(StatusFields, wantFields) {
 		t.Fatalf("StatusFields = %q, want %q", StatusFields, wantFields)
 	}
@@ -389,17 +400,20 @@ func TestWriteStatus(t *testing.T) {
 		{"held, 1ns left still shows 1", locker.Status{Held: true, Token: 3, TTL: time.Nanosecond, LastToken: 3,
 			DefaultTTL: 30 * time.Second, Created: true},
 			respBulks("state", "held", "token", "3", "owner", "", "ttl", "1",
-				"last-token", "3", "default-ttl", "30000", "created", "1")},
+				"last-token", "3", "default-ttl", "30000", "created", "1", "lock-delay", "0", "delay-left", "0")},
 		{"held, whole millis", locker.Status{Held: true, Token: math.MaxUint64, Owner: "o", TTL: 30 * time.Second,
 			LastToken: math.MaxUint64, DefaultTTL: 1500 * time.Microsecond},
 			respBulks("state", "held", "token", "18446744073709551615", "owner", "o", "ttl", "30000",
-				"last-token", "18446744073709551615", "default-ttl", "2", "created", "0")},
+				"last-token", "18446744073709551615", "default-ttl", "2", "created", "0", "lock-delay", "0", "delay-left", "0")},
 		{"free", locker.Status{LastToken: 9, DefaultTTL: 2500 * time.Millisecond, Created: true},
 			respBulks("state", "free", "token", "0", "owner", "", "ttl", "0",
-				"last-token", "9", "default-ttl", "2500", "created", "1")},
+				"last-token", "9", "default-ttl", "2500", "created", "1", "lock-delay", "0", "delay-left", "0")},
+		{"in its lock-delay", locker.Status{Delayed: true, LastToken: 5, LockDelay: 15 * time.Second, DelayLeft: 1200 * time.Microsecond},
+			respBulks("state", "delayed", "token", "0", "owner", "", "ttl", "0",
+				"last-token", "5", "default-ttl", "0", "created", "0", "lock-delay", "15000", "delay-left", "2")},
 		{"zero value", locker.Status{},
 			respBulks("state", "free", "token", "0", "owner", "", "ttl", "0",
-				"last-token", "0", "default-ttl", "0", "created", "0")},
+				"last-token", "0", "default-ttl", "0", "created", "0", "lock-delay", "0", "delay-left", "0")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

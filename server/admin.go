@@ -402,10 +402,12 @@ func (s *Server) infoLocks(b *strings.Builder) {
 	infoLine(b, "leases_renewed", st.Renewed)
 	infoLine(b, "leases_released", st.Released)
 	infoLine(b, "leases_expired", st.Expired)
+	infoLine(b, "lock_delays", st.Delayed)
 	infoLine(b, "key_arena_bytes", st.ArenaBytes)
 	infoLine(b, "shards", cfg.Shards)
 	infoLine(b, "wheel_tick_ms", cfg.Tick.Milliseconds())
 	infoLine(b, "max_ttl_ms", cfg.MaxTTL.Milliseconds())
+	infoLine(b, "lock_delay_ms", cfg.LockDelay.Milliseconds())
 	infoLine(b, "max_key_len", cfg.MaxKeyLen)
 	infoLine(b, "require_create", boolInt(cfg.RequireCreate))
 }
@@ -432,6 +434,7 @@ func (s *Server) configParams() [][2]string {
 		{"proto-max-bulk-len", strconv.FormatInt(cfg.Limits.MaxBulkLen, 10)},
 		{"client-query-buffer-limit", strconv.FormatInt(cfg.Limits.MaxQueryBuffer, 10)},
 		{"max-ttl", strconv.FormatInt(cfg.Locker.MaxTTL.Milliseconds(), 10)},
+		{"lock-delay", strconv.FormatInt(cfg.Locker.LockDelay.Milliseconds(), 10)},
 		{"max-key-len", strconv.Itoa(cfg.Locker.MaxKeyLen)},
 		{"require-create", strconv.FormatBool(cfg.Locker.RequireCreate)},
 		{"shards", strconv.Itoa(cfg.Locker.Shards)},

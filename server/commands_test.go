@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/protocol"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -159,8 +160,8 @@ func status(t testing.TB, rdb doer, key string) map[string]string {
 		return nil
 	}
 	m := r.Fields()
-	if len(m) != 7 {
-		t.Fatalf("STATUS %s has %d fields, want 7: %v", key, len(m), m)
+	if len(m) != len(protocol.StatusFields) {
+		t.Fatalf("STATUS %s has %d fields, want %d: %v", key, len(m), len(protocol.StatusFields), m)
 	}
 	return m
 }
@@ -561,7 +562,7 @@ func TestStatus(t *testing.T) {
 	for i := 0; i < len(fields); i += 2 {
 		names = append(names, fields[i].(string))
 	}
-	if want := []string{"state", "token", "owner", "ttl", "last-token", "default-ttl", "created"}; !slices.Equal(names, want) {
+	if want := []string{"state", "token", "owner", "ttl", "last-token", "default-ttl", "created", "lock-delay", "delay-left"}; !slices.Equal(names, want) {
 		t.Fatalf("STATUS fields %v, want %v", names, want)
 	}
 	wantStatus(t, status(t, rdb, "c"), map[string]string{

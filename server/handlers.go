@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/leasehold/leasehold/internal/glob"
+	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/protocol"
 )
 
@@ -51,7 +52,11 @@ func handleCreate(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	created, err := c.srv.table.Create(req.Key, req.DefaultTTL)
+	created, err := c.srv.table.Create(req.Key, locker.CreateOptions{
+		DefaultTTL:   req.DefaultTTL,
+		LockDelay:    req.LockDelay,
+		LockDelaySet: req.LockDelaySet,
+	})
 	if err != nil {
 		return err
 	}

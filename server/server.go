@@ -288,6 +288,7 @@ func (s *Server) logStart(addr net.Addr) {
 		Stringer("max_ttl", c.Locker.MaxTTL).
 		Int("max_key_len", c.Locker.MaxKeyLen).
 		Bool("require_create", c.Locker.RequireCreate).
+		Stringer("lock_delay", c.Locker.LockDelay).
 		Int("max_clients", c.MaxClients).
 		Int("io_loops", c.IOLoops).
 		Stringer("idle_timeout", c.IdleTimeout).
