@@ -32,6 +32,7 @@ const (
 	flagCreated                   // made by Create: stays when free
 	flagHeld                      // a lease is live (until its deadline)
 	flagDelayed                   // a lease expired; no grant until deadline (lock-delay)
+	flagWaiters                   // shard.waiters has a queue for this lock
 )
 
 // lockSettings are a created lock's own settings.
@@ -55,6 +56,9 @@ type shard struct {
 	wheel    timerWheel              // lease deadlines; ids are entry indices
 	tick     int64                   // the wheel's tick, ns
 	settings map[uint32]lockSettings // created locks that have settings of their own
+	waiters  map[uint32]*waitQueue   // locks with requests waiting for them
+	waitSeq  uint64                  // arrival order of waiters
+	granted  []*Wait                 // handed a lease under this lock hold; notified by Table.unlock
 	delay    int64                   // the table's default lock-delay, ns
 
 	lastToken uint64 // tokens granted by this shard only grow from here
@@ -69,6 +73,7 @@ type shard struct {
 type shardCounts struct {
 	locks, held, arenaBytes                      atomic.Int64
 	granted, renewed, released, expired, delayed atomic.Uint64
+	waits, waitGrants, waitCancels               atomic.Uint64
 }
 
 func newShard(seed maphash.Seed, firstToken uint64, now, tick, lockDelay int64) *shard {
@@ -78,6 +83,7 @@ func newShard(seed maphash.Seed, firstToken uint64, now, tick, lockDelay int64) 
 		lastToken: firstToken,
 		tick:      tick,
 		settings:  make(map[uint32]lockSettings),
+		waiters:   make(map[uint32]*waitQueue),
 		delay:     lockDelay,
 	}
 	s.wheel = newTimerWheel(now/tick, s)
@@ -216,9 +222,9 @@ func (s *shard) endLease(i uint32) {
 }
 
 // removeIfUnused removes entry i if nothing keeps it: it is free, out of its
-// lock-delay, and not made by Create. It reports whether it did.
+// lock-delay, nobody waits for it, and it was not made by Create. It reports whether it did.
 func (s *shard) removeIfUnused(i uint32) bool {
-	if s.at(i).flags&(flagCreated|flagHeld|flagDelayed) != 0 {
+	if s.at(i).flags&(flagCreated|flagHeld|flagDelayed|flagWaiters) != 0 {
 		return false
 	}
 	s.remove(i)
@@ -250,6 +256,7 @@ func (s *shard) settle(i uint32, now int64) uint32 {
 		e.flags &^= flagDelayed
 		s.wheel.cancel(i)
 	}
+	s.handOff(i, now)
 	if s.removeIfUnused(i) {
 		return 0
 	}

@@ -107,7 +107,7 @@ func (t *Table) ExpireDue() int {
 		now := int64(t.cfg.Clock.Now())
 		s.mu.Lock()
 		n += s.expireDue(now)
-		s.mu.Unlock()
+		t.unlock(s)
 	}
 	return n
 }
@@ -177,7 +177,7 @@ func (t *Table) Create(key []byte, opts CreateOptions) (bool, error) {
 	h, s := t.locate(key)
 	now := int64(t.cfg.Clock.Now())
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer t.unlock(s)
 	i := s.find(h, key, now)
 	if i == 0 {
 		i = s.insert(h, key)
@@ -212,7 +212,7 @@ func (t *Table) Acquire(key []byte, ttl time.Duration, owner []byte) (token uint
 	h, s := t.locate(key)
 	now := int64(t.cfg.Clock.Now())
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer t.unlock(s)
 	i := s.find(h, key, now)
 	if i == 0 {
 		if t.cfg.RequireCreate {
@@ -232,6 +232,9 @@ func (t *Table) Acquire(key []byte, ttl time.Duration, owner []byte) (token uint
 	if e.flags&flagDelayed != 0 {
 		return 0, false, nil // a lease expired here moments ago
 	}
+	if e.flags&flagHeld == 0 && s.waiterCount(i) > 0 {
+		return 0, false, nil // never overtake the queue
+	}
 	if e.flags&flagHeld != 0 {
 		if s.ownerIs(e, owner) {
 			s.renew(i, now, int64(ttl))
@@ -247,7 +250,7 @@ func (t *Table) Verify(key []byte, token uint64) bool {
 	h, s := t.locate(key)
 	now := int64(t.cfg.Clock.Now())
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer t.unlock(s)
 	return s.heldBy(s.find(h, key, now), token)
 }
 
@@ -257,13 +260,14 @@ func (t *Table) Release(key []byte, token uint64) bool {
 	h, s := t.locate(key)
 	now := int64(t.cfg.Clock.Now())
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer t.unlock(s)
 	i := s.find(h, key, now)
 	if !s.heldBy(i, token) {
 		return false
 	}
 	s.counts.released.Add(1)
 	s.endLease(i) // released, not expired: no lock-delay
+	s.handOff(i, now)
 	s.removeIfUnused(i)
 	return true
 }
@@ -277,7 +281,7 @@ func (t *Table) Extend(key []byte, token uint64, ttl time.Duration) (bool, error
 	h, s := t.locate(key)
 	now := int64(t.cfg.Clock.Now())
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer t.unlock(s)
 	i := s.find(h, key, now)
 	if !s.heldBy(i, token) {
 		return false, nil
@@ -298,6 +302,7 @@ type Status struct {
 	Created    bool          // made by Create (stays when free) rather than on the fly
 	LockDelay  time.Duration // how long the lock stays ungrantable after a lease expires
 	DelayLeft  time.Duration // time left of the current lock-delay
+	Waiters    int           // requests queued by AcquireWait
 }
 
 // Status returns key's state, and false for an unknown key.
@@ -305,7 +310,7 @@ func (t *Table) Status(key []byte) (Status, bool) {
 	h, s := t.locate(key)
 	now := int64(t.cfg.Clock.Now())
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer t.unlock(s)
 	i := s.find(h, key, now)
 	if i == 0 {
 		return Status{}, false
@@ -316,6 +321,7 @@ func (t *Table) Status(key []byte) (Status, bool) {
 		DefaultTTL: time.Duration(s.defaultTTL(i)),
 		Created:    e.flags&flagCreated != 0,
 		LockDelay:  time.Duration(s.lockDelay(i)),
+		Waiters:    s.waiterCount(i),
 	}
 	if e.flags&flagDelayed != 0 {
 		st.Delayed = true
@@ -341,13 +347,15 @@ func (t *Table) Delete(key []byte) (bool, error) {
 	h, s := t.locate(key)
 	now := int64(t.cfg.Clock.Now())
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer t.unlock(s)
 	i := s.find(h, key, now)
 	if i == 0 {
 		return false, nil
 	}
 	switch e := s.at(i); {
 	case e.flags&flagHeld != 0:
+		return false, &KeyError{Key: string(key), Err: ErrInUse}
+	case s.waiterCount(i) > 0:
 		return false, &KeyError{Key: string(key), Err: ErrInUse}
 	case e.flags&flagDelayed != 0:
 		// Deleting would let the next Acquire in at once: the delay is
@@ -389,7 +397,7 @@ func (t *Table) Scan(cursor uint64, count int, match func(key []byte) bool, dst 
 			}
 		}
 		done := slot >= s.top
-		s.mu.Unlock()
+		t.unlock(s)
 		if done {
 			si, slot = si+1, 0
 		}
@@ -409,6 +417,9 @@ type Stats struct {
 	Released uint64 // leases ended by Release
 	Expired  uint64 // leases ended by their deadline
 	Delayed  uint64 // lock-delays begun by an expiry
+	// Waits counts requests queued by AcquireWait; WaitGrants those granted
+	// from the queue; WaitCancels those taken out by CancelWait.
+	Waits, WaitGrants, WaitCancels uint64
 	// ArenaBytes is the memory held for keys and owners.
 	ArenaBytes int
 }
@@ -427,6 +438,9 @@ func (t *Table) Stats() Stats {
 		st.Released += c.released.Load()
 		st.Expired += c.expired.Load()
 		st.Delayed += c.delayed.Load()
+		st.Waits += c.waits.Load()
+		st.WaitGrants += c.waitGrants.Load()
+		st.WaitCancels += c.waitCancels.Load()
 	}
 	return st
 }

@@ -1,0 +1,212 @@
+package locker
+
+import "time"
+
+// Wait is one request waiting for a lock, queued by AcquireWait. Waiters are
+// served in order of Priority (higher first) and, within a priority, of
+// arrival. When the lock frees (release, expiry, or the end of a
+// lock-delay), the lease goes straight to the head of the queue, under the
+// same shard lock: no wake-up of every waiter, no race to re-acquire.
+//
+// The caller fills in the exported fields and must not change them while
+// the Wait is queued.
+type Wait struct {
+	TTL      time.Duration // lease ttl once granted; 0: the lock's default
+	Owner    []byte        // as Acquire's owner; copied by AcquireWait
+	Priority int
+	// Notify is called once when the lease is granted, with its token, on
+	// whatever goroutine freed the lock and after the table's locks are
+	// released. It must not block: hand the token over and return.
+	Notify func(token uint64)
+
+	// Guarded by the shard's mutex.
+	state waitState
+	token uint64
+	seq   uint64
+	entry uint32
+	shard *shard
+}
+
+type waitState uint8
+
+const (
+	waitNone waitState = iota
+	waitQueued
+	waitGranted
+	waitCancelled
+)
+
+// waitQueue is one lock's waiters, highest priority first, then oldest first.
+type waitQueue struct {
+	items []*Wait
+}
+
+func (q *waitQueue) push(w *Wait) {
+	i := len(q.items)
+	for i > 0 && q.items[i-1].Priority < w.Priority {
+		i--
+	}
+	q.items = append(q.items, nil)
+	copy(q.items[i+1:], q.items[i:])
+	q.items[i] = w
+}
+
+func (q *waitQueue) remove(w *Wait) {
+	for i, x := range q.items {
+		if x == w {
+			q.items = append(q.items[:i], q.items[i+1:]...)
+			return
+		}
+	}
+}
+
+// enqueue adds w to entry i's queue.
+func (s *shard) enqueue(i uint32, w *Wait) {
+	q := s.waiters[i]
+	if q == nil {
+		q = &waitQueue{}
+		s.waiters[i] = q
+		s.at(i).flags |= flagWaiters
+	}
+	s.waitSeq++
+	w.state, w.seq, w.entry, w.shard = waitQueued, s.waitSeq, i, s
+	q.push(w)
+	s.counts.waits.Add(1)
+}
+
+// handOff grants entry i to the head of its queue if the lock is free and
+// out of any lock-delay. The waiter is notified once the shard is unlocked.
+func (s *shard) handOff(i uint32, now int64) {
+	e := s.at(i)
+	if e.flags&(flagWaiters|flagHeld|flagDelayed) != flagWaiters {
+		return
+	}
+	q := s.waiters[i]
+	w := q.items[0]
+	q.items = q.items[1:]
+	if len(q.items) == 0 {
+		s.dropQueue(i)
+	}
+	ttl := int64(w.TTL)
+	if ttl == 0 {
+		ttl = s.defaultTTL(i)
+	}
+	w.token = s.grant(i, now, ttl, w.Owner)
+	w.state = waitGranted
+	s.granted = append(s.granted, w)
+	s.counts.waitGrants.Add(1)
+}
+
+// dropQueue forgets entry i's empty queue.
+func (s *shard) dropQueue(i uint32) {
+	delete(s.waiters, i)
+	s.at(i).flags &^= flagWaiters
+}
+
+// waiterCount is the number of requests queued for entry i.
+func (s *shard) waiterCount(i uint32) int {
+	if s.at(i).flags&flagWaiters == 0 {
+		return 0
+	}
+	return len(s.waiters[i].items)
+}
+
+// unlock releases s and then notifies the waiters granted while it was held.
+// Every Table method unlocks a shard through it, since any of them may expire
+// a lease on the way and hand the lock to a waiter.
+func (t *Table) unlock(s *shard) {
+	if len(s.granted) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	granted := s.granted
+	s.granted = nil
+	s.mu.Unlock()
+	for _, w := range granted {
+		w.Notify(w.token)
+	}
+}
+
+// AcquireWait is Acquire for a request that is willing to wait: if the lease
+// cannot be granted now, w joins the lock's queue and AcquireWait returns
+// granted=false. w.Notify is then called when the lease is handed to it, or
+// never if CancelWait takes it out first. A request that could be granted
+// at once is granted at once (and Notify is not called), unless others are
+// already waiting: it never overtakes them.
+func (t *Table) AcquireWait(key []byte, w *Wait) (token uint64, granted bool, err error) {
+	if err := t.CheckKey(key); err != nil {
+		return 0, false, err
+	}
+	if len(w.Owner) > t.cfg.MaxKeyLen {
+		return 0, false, ErrOwnerTooLong
+	}
+	if w.TTL != 0 {
+		if err := t.checkTTL(w.TTL); err != nil {
+			return 0, false, err
+		}
+	}
+	w.Owner = append([]byte(nil), w.Owner...)
+	h, s := t.locate(key)
+	now := int64(t.cfg.Clock.Now())
+	s.mu.Lock()
+	defer t.unlock(s)
+	i := s.find(h, key, now)
+	if i == 0 {
+		if t.cfg.RequireCreate {
+			return 0, false, &KeyError{Key: string(key), Err: ErrNoSuchLock}
+		}
+		if w.TTL == 0 {
+			return 0, false, ErrNoTTL
+		}
+		i = s.insert(h, key)
+	}
+	if w.TTL == 0 && s.defaultTTL(i) == 0 {
+		return 0, false, ErrNoTTL
+	}
+	e := s.at(i)
+	switch {
+	case e.flags&flagHeld != 0 && s.ownerIs(e, w.Owner):
+		ttl := int64(w.TTL)
+		if ttl == 0 {
+			ttl = s.defaultTTL(i)
+		}
+		s.renew(i, now, ttl)
+		return e.token, true, nil
+	case e.flags&(flagHeld|flagDelayed) == 0 && s.waiterCount(i) == 0:
+		ttl := int64(w.TTL)
+		if ttl == 0 {
+			ttl = s.defaultTTL(i)
+		}
+		return s.grant(i, now, ttl, w.Owner), true, nil
+	}
+	s.enqueue(i, w)
+	return 0, false, nil
+}
+
+// CancelWait takes w out of its queue, as when its wait times out or its
+// connection closes. If the lease was handed to w first, it returns that
+// token and granted=true: the caller now holds the lease and should use it
+// or release it, since Notify may not have been seen yet.
+func (t *Table) CancelWait(w *Wait) (token uint64, granted bool) {
+	s := w.shard
+	if s == nil {
+		return 0, false
+	}
+	s.mu.Lock()
+	defer t.unlock(s)
+	switch w.state {
+	case waitGranted:
+		return w.token, true
+	case waitQueued:
+		if q := s.waiters[w.entry]; q != nil {
+			q.remove(w)
+			if len(q.items) == 0 {
+				s.dropQueue(w.entry)
+			}
+		}
+		w.state = waitCancelled
+		s.counts.waitCancels.Add(1)
+		s.removeIfUnused(w.entry)
+	}
+	return 0, false
+}

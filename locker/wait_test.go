@@ -1,0 +1,255 @@
+package locker
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// waiter is a Wait whose grants land in a channel.
+func waiter(ttl time.Duration, priority int, owner string) (*Wait, chan uint64) {
+	ch := make(chan uint64, 1)
+	return &Wait{TTL: ttl, Priority: priority, Owner: []byte(owner), Notify: func(tok uint64) { ch <- tok }}, ch
+}
+
+func mustQueue(t *testing.T, tb *Table, key string, w *Wait) {
+	t.Helper()
+	if tok, ok, err := tb.AcquireWait([]byte(key), w); ok || err != nil {
+		t.Fatalf("AcquireWait(%q) = %d, %v, %v; want queued", key, tok, ok, err)
+	}
+}
+
+func granted(t *testing.T, ch chan uint64) uint64 {
+	t.Helper()
+	select {
+	case tok := <-ch:
+		return tok
+	default:
+		t.Fatal("waiter not granted")
+		return 0
+	}
+}
+
+func notGranted(t *testing.T, ch chan uint64) {
+	t.Helper()
+	select {
+	case tok := <-ch:
+		t.Fatalf("waiter granted token %d too early", tok)
+	default:
+	}
+}
+
+func TestWaitersServedInPriorityThenArrivalOrder(t *testing.T) {
+	tb, _ := newTestTable(t)
+	k := []byte("q")
+	tok := mustAcquire(t, tb, "q", time.Second, "")
+	type queued struct {
+		name string
+		ch   chan uint64
+	}
+	var order []queued
+	for _, p := range []struct {
+		name     string
+		priority int
+	}{{"a", 0}, {"b", 0}, {"urgent", 5}, {"c", 0}, {"urgent2", 5}, {"low", -1}} {
+		w, ch := waiter(time.Second, p.priority, "")
+		mustQueue(t, tb, "q", w)
+		order = append(order, queued{p.name, ch})
+	}
+	if st, _ := tb.Status(k); st.Waiters != 6 {
+		t.Fatalf("status waiters %d, want 6", st.Waiters)
+	}
+	want := []string{"urgent", "urgent2", "a", "b", "c", "low"}
+	byName := map[string]chan uint64{}
+	for _, q := range order {
+		byName[q.name] = q.ch
+	}
+	last := tok
+	for n, name := range want {
+		if !tb.Release(k, last) {
+			t.Fatalf("release of %d failed", last)
+		}
+		next := granted(t, byName[name])
+		if next <= last {
+			t.Fatalf("%s got token %d after %d", name, next, last)
+		}
+		for _, other := range want[n+1:] {
+			notGranted(t, byName[other])
+		}
+		last = next
+	}
+	tb.Release(k, last)
+	if _, ok := tb.Status(k); ok {
+		t.Fatal("on-the-fly lock left behind after its queue drained")
+	}
+}
+
+func TestWaiterGetsExpiredLockWithoutTheReaper(t *testing.T) {
+	tb, clock := newTestTable(t)
+	mustAcquire(t, tb, "e", 100*time.Millisecond, "")
+	w, ch := waiter(time.Second, 0, "")
+	mustQueue(t, tb, "e", w)
+	clock.Advance(100 * time.Millisecond)
+	notGranted(t, ch)
+	// Any look at the lock settles the expiry and hands it over.
+	if st, _ := tb.Status([]byte("e")); !st.Held || st.Waiters != 0 {
+		t.Fatalf("status after expiry %+v; want held by the waiter", st)
+	}
+	granted(t, ch)
+
+	// And the reaper does it when nobody looks.
+	mustAcquire(t, tb, "r", 100*time.Millisecond, "")
+	w, ch = waiter(time.Second, 0, "")
+	mustQueue(t, tb, "r", w)
+	clock.Advance(100 * time.Millisecond)
+	tb.ExpireDue()
+	granted(t, ch)
+}
+
+func TestWaitersWaitThroughLockDelay(t *testing.T) {
+	tb, clock := newTestTable(t, func(c *Config) { c.LockDelay = 500 * time.Millisecond })
+	mustAcquire(t, tb, "d", 100*time.Millisecond, "")
+	w, ch := waiter(time.Second, 0, "")
+	mustQueue(t, tb, "d", w)
+	clock.Advance(100 * time.Millisecond)
+	tb.ExpireDue()
+	notGranted(t, ch) // in the delay
+	clock.Advance(499 * time.Millisecond)
+	tb.ExpireDue()
+	notGranted(t, ch)
+	clock.Advance(10 * time.Millisecond)
+	tb.ExpireDue()
+	granted(t, ch)
+}
+
+func TestPlainAcquireNeverOvertakesTheQueue(t *testing.T) {
+	tb, clock := newTestTable(t, func(c *Config) { c.LockDelay = 50 * time.Millisecond })
+	mustAcquire(t, tb, "o", 10*time.Millisecond, "")
+	w, ch := waiter(time.Second, 0, "")
+	mustQueue(t, tb, "o", w)
+	clock.Advance(10 * time.Millisecond) // expired; delayed
+	mustNotAcquire(t, tb, "o", time.Second, "")
+	w2, _ := waiter(time.Second, 100, "")
+	mustQueue(t, tb, "o", w2) // even a higher priority waits for the delay
+	clock.Advance(50 * time.Millisecond)
+	tb.ExpireDue()
+	notGranted(t, ch) // w2 has the higher priority
+	if _, ok := tb.CancelWait(w); ok {
+		t.Fatal("cancelled waiter reported granted")
+	}
+}
+
+func TestCancelWait(t *testing.T) {
+	tb, _ := newTestTable(t)
+	k := []byte("c")
+	tok := mustAcquire(t, tb, "c", time.Second, "")
+	w, ch := waiter(time.Second, 0, "")
+	mustQueue(t, tb, "c", w)
+	if _, ok := tb.CancelWait(w); ok {
+		t.Fatal("queued waiter reported granted on cancel")
+	}
+	tb.Release(k, tok)
+	notGranted(t, ch)
+	if _, ok := tb.Status(k); ok {
+		t.Fatal("lock kept after its only waiter left and its lease ended")
+	}
+
+	// A grant that beats the cancel is reported by CancelWait.
+	tok = mustAcquire(t, tb, "c", time.Second, "")
+	w, ch = waiter(time.Second, 0, "")
+	mustQueue(t, tb, "c", w)
+	tb.Release(k, tok)
+	got, ok := tb.CancelWait(w)
+	if !ok || got != granted(t, ch) || !tb.Verify(k, got) {
+		t.Fatalf("CancelWait after the grant = %d, %v", got, ok)
+	}
+	if _, ok := tb.CancelWait(&Wait{}); ok {
+		t.Fatal("CancelWait of a Wait never queued reported granted")
+	}
+}
+
+func TestAcquireWaitGrantsAtOnceWhenFree(t *testing.T) {
+	tb, _ := newTestTable(t)
+	w, ch := waiter(time.Second, 0, "me")
+	tok, ok, err := tb.AcquireWait([]byte("f"), w)
+	if !ok || err != nil {
+		t.Fatalf("AcquireWait of a free lock = %d, %v, %v", tok, ok, err)
+	}
+	notGranted(t, ch) // granted directly, not through Notify
+	w2, _ := waiter(2*time.Second, 0, "me")
+	if again, ok, _ := tb.AcquireWait([]byte("f"), w2); !ok || again != tok {
+		t.Fatalf("owner retry with wait = %d, %v; want the same token %d", again, ok, tok)
+	}
+	if _, err := tb.Delete([]byte("f")); !errors.Is(err, ErrInUse) {
+		t.Fatalf("Delete of a held lock: %v", err)
+	}
+	w3, _ := waiter(0, 0, "")
+	if _, _, err := tb.AcquireWait([]byte("nodefault"), w3); !errors.Is(err, ErrNoTTL) {
+		t.Fatalf("AcquireWait without a ttl: %v", err)
+	}
+	tb.Create([]byte("busy"), CreateOptions{})
+	t4 := mustAcquire(t, tb, "busy", time.Second, "")
+	w4, _ := waiter(time.Second, 0, "")
+	mustQueue(t, tb, "busy", w4)
+	tb.Release([]byte("busy"), t4)
+	if _, err := tb.Delete([]byte("busy")); !errors.Is(err, ErrInUse) {
+		t.Fatalf("Delete of a lock its waiter now holds: %v", err)
+	}
+}
+
+// TestWaitersUnderConcurrency runs many goroutines that wait for a few
+// locks, some giving up, and checks that every grant went to exactly one
+// waiter at a time and that tokens only grow.
+func TestWaitersUnderConcurrency(t *testing.T) {
+	tb, _ := newTestTable(t)
+	var mu sync.Mutex
+	holder := map[string]uint64{} // key -> current holder's token
+	last := map[string]uint64{}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 300 {
+				key := fmt.Sprint("k", (g+i)%3)
+				w, ch := waiter(time.Minute, i%3, "")
+				tok, ok, err := tb.AcquireWait([]byte(key), w)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !ok {
+					if i%5 == 0 { // give up
+						if tok, ok = tb.CancelWait(w); !ok {
+							continue
+						}
+					} else {
+						tok = <-ch
+					}
+				}
+				mu.Lock()
+				if h := holder[key]; h != 0 {
+					t.Errorf("%s granted %d while %d holds it", key, tok, h)
+				}
+				if tok <= last[key] {
+					t.Errorf("%s token %d after %d", key, tok, last[key])
+				}
+				holder[key], last[key] = tok, tok
+				mu.Unlock()
+				// The critical section: nobody else may be granted key now.
+				mu.Lock()
+				delete(holder, key)
+				mu.Unlock()
+				if !tb.Release([]byte(key), tok) {
+					t.Errorf("%s: release of %d failed", key, tok)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if st := tb.Stats(); st.Held != 0 || st.Locks != 0 {
+		t.Fatalf("left behind: %+v", st)
+	}
+}
