@@ -46,6 +46,10 @@ var (
 	ErrBadCursor = &Error{CodeErr, "invalid cursor"}
 	// ErrBadLockDelay is a LOCKDELAY that is negative or overflows.
 	ErrBadLockDelay = &Error{CodeErr, "LOCKDELAY must be a non-negative number of milliseconds"}
+	// ErrBadWait is a WAIT that is negative or overflows.
+	ErrBadWait = &Error{CodeErr, "WAIT must be a non-negative number of milliseconds"}
+	// ErrBadPriority is a PRIORITY outside the 32-bit range.
+	ErrBadPriority = &Error{CodeErr, "PRIORITY must be a 32-bit integer"}
 	// ErrEmptyOwner is OWNER with an empty id.
 	ErrEmptyOwner = &Error{CodeErr, "OWNER must not be empty"}
 	// ErrNoProto is HELLO with a protocol version other than 2.

@@ -9,7 +9,7 @@ import (
 )
 
 // StatusFields are the field names of STATUS's reply, in order.
-var StatusFields = []string{"state", "token", "owner", "ttl", "last-token", "default-ttl", "created", "lock-delay", "delay-left"}
+var StatusFields = []string{"state", "token", "owner", "ttl", "last-token", "default-ttl", "created", "lock-delay", "delay-left", "waiters"}
 
 // WriteStatus writes STATUS's reply: field/value pairs, the shape of HGETALL.
 // ttl is the lease's remaining time in milliseconds, rounded up so that a
@@ -45,6 +45,8 @@ func WriteStatus(w *redcon.Writer, st locker.Status) {
 	w.WriteBulkString(strconv.FormatInt(ceilMillis(st.LockDelay), 10))
 	w.WriteBulkString("delay-left")
 	w.WriteBulkString(strconv.FormatInt(ceilMillis(st.DelayLeft), 10))
+	w.WriteBulkString("waiters")
+	w.WriteBulkString(strconv.Itoa(st.Waiters))
 }
 
 // WriteScan writes a SCAN-shaped reply: the next cursor and a list of names.

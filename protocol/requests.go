@@ -17,11 +17,13 @@ type CreateRequest struct {
 	LockDelaySet bool
 }
 
-// AcquireRequest is ACQUIRE key [ttl-ms] [OWNER id].
+// AcquireRequest is ACQUIRE key [ttl-ms] [OWNER id] [WAIT ms] [PRIORITY n].
 type AcquireRequest struct {
-	Key   []byte
-	TTL   time.Duration // 0: the lock's default
-	Owner []byte        // nil: anonymous
+	Key      []byte
+	TTL      time.Duration // 0: the lock's default
+	Owner    []byte        // nil: anonymous
+	Wait     time.Duration // 0: try once
+	Priority int           // among waiters, higher first
 }
 
 // TokenRequest is VERIFY or RELEASE key token.
@@ -96,14 +98,39 @@ func ParseAcquire(args [][]byte) (AcquireRequest, error) {
 		req.TTL = ttl
 		i++
 	}
+	seenWait, seenPriority := false, false
 	for ; i < len(args); i += 2 {
-		if !bytes.EqualFold(args[i], []byte("owner")) || req.Owner != nil || i+1 >= len(args) {
+		if i+1 >= len(args) {
 			return req, ErrSyntax
 		}
-		if len(args[i+1]) == 0 {
-			return req, ErrEmptyOwner
+		v := args[i+1]
+		switch {
+		case bytes.EqualFold(args[i], []byte("owner")) && req.Owner == nil:
+			if len(v) == 0 {
+				return req, ErrEmptyOwner
+			}
+			req.Owner = v
+		case bytes.EqualFold(args[i], []byte("wait")) && !seenWait:
+			ms, ok := parseInt(v)
+			if !ok {
+				return req, ErrNotInteger
+			}
+			if ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
+				return req, ErrBadWait
+			}
+			req.Wait, seenWait = time.Duration(ms)*time.Millisecond, true
+		case bytes.EqualFold(args[i], []byte("priority")) && !seenPriority:
+			n, ok := parseInt(v)
+			if !ok {
+				return req, ErrNotInteger
+			}
+			if n < math.MinInt32 || n > math.MaxInt32 {
+				return req, ErrBadPriority
+			}
+			req.Priority, seenPriority = int(n), true
+		default:
+			return req, ErrSyntax
 		}
-		req.Owner = args[i+1]
 	}
 	return req, nil
 }

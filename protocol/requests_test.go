@@ -371,7 +371,7 @@ func written(t *testing.T, write func(w *redcon.Writer)) string {
 
 func TestWriteStatus(t *testing.T) {
 	// Spelled out once, to pin the encoding the helper reproduces.
-	const heldLiteral = "*18\r\n" +
+	const heldLiteral = "*20\r\n" +
 		"$5\r\nstate\r\n$4\r\nheld\r\n" +
 		"$5\r\ntoken\r\n$1\r\n7\r\n" +
 		"$5\r\nowner\r\n$2\r\nme\r\n" +
@@ -380,12 +380,13 @@ func TestWriteStatus(t *testing.T) {
 		"$11\r\ndefault-ttl\r\n$1\r\n0\r\n" +
 		"$7\r\ncreated\r\n$1\r\n0\r\n" +
 		"$10\r\nlock-delay\r\n$1\r\n0\r\n" +
-		"$10\r\ndelay-left\r\n$1\r\n0\r\n"
+		"$10\r\ndelay-left\r\n$1\r\n0\r\n" +
+		"$7\r\nwaiters\r\n$1\r\n0\r\n"
 	if got := respBulks("state", "held", "token", "7", "owner", "me", "ttl", "2",
-		"last-token", "7", "default-ttl", "0", "created", "0", "lock-delay", "0", "delay-left", "0"); got != heldLiteral {
+		"last-token", "7", "default-ttl", "0", "created", "0", "lock-delay", "0", "delay-left", "0", "waiters", "0"); got != heldLiteral {
 		t.Fatalf("respBulks = %q, want %q", got, heldLiteral)
 	}
-	wantFields := []string{"state", "token", "owner", "ttl", "last-token", "default-ttl", "created", "lock-delay", "delay-left"}
+	wantFields := []string{"state", "token", "owner", "ttl", "last-token", "default-ttl", "created", "lock-delay", "delay-left", "waiters"}
 	if !reflect.DeepEqual(StatusFields, wantFields) {
 		t.Fatalf("StatusFields = %q, want %q", StatusFields, wantFields)
 	}
@@ -400,20 +401,20 @@ func TestWriteStatus(t *testing.T) {
 		{"held, 1ns left still shows 1", locker.Status{Held: true, Token: 3, TTL: time.Nanosecond, LastToken: 3,
 			DefaultTTL: 30 * time.Second, Created: true},
 			respBulks("state", "held", "token", "3", "owner", "", "ttl", "1",
-				"last-token", "3", "default-ttl", "30000", "created", "1", "lock-delay", "0", "delay-left", "0")},
+				"last-token", "3", "default-ttl", "30000", "created", "1", "lock-delay", "0", "delay-left", "0", "waiters", "0")},
 		{"held, whole millis", locker.Status{Held: true, Token: math.MaxUint64, Owner: "o", TTL: 30 * time.Second,
 			LastToken: math.MaxUint64, DefaultTTL: 1500 * time.Microsecond},
 			respBulks("state", "held", "token", "18446744073709551615", "owner", "o", "ttl", "30000",
-				"last-token", "18446744073709551615", "default-ttl", "2", "created", "0", "lock-delay", "0", "delay-left", "0")},
+				"last-token", "18446744073709551615", "default-ttl", "2", "created", "0", "lock-delay", "0", "delay-left", "0", "waiters", "0")},
 		{"free", locker.Status{LastToken: 9, DefaultTTL: 2500 * time.Millisecond, Created: true},
 			respBulks("state", "free", "token", "0", "owner", "", "ttl", "0",
-				"last-token", "9", "default-ttl", "2500", "created", "1", "lock-delay", "0", "delay-left", "0")},
+				"last-token", "9", "default-ttl", "2500", "created", "1", "lock-delay", "0", "delay-left", "0", "waiters", "0")},
 		{"in its lock-delay", locker.Status{Delayed: true, LastToken: 5, LockDelay: 15 * time.Second, DelayLeft: 1200 * time.Microsecond},
 			respBulks("state", "delayed", "token", "0", "owner", "", "ttl", "0",
-				"last-token", "5", "default-ttl", "0", "created", "0", "lock-delay", "15000", "delay-left", "2")},
+				"last-token", "5", "default-ttl", "0", "created", "0", "lock-delay", "15000", "delay-left", "2", "waiters", "0")},
 		{"zero value", locker.Status{},
 			respBulks("state", "free", "token", "0", "owner", "", "ttl", "0",
-				"last-token", "0", "default-ttl", "0", "created", "0", "lock-delay", "0", "delay-left", "0")},
+				"last-token", "0", "default-ttl", "0", "created", "0", "lock-delay", "0", "delay-left", "0", "waiters", "0")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -373,7 +373,7 @@ func (s *Server) infoServer(b *strings.Builder) {
 func (s *Server) infoClients(b *strings.Builder) {
 	infoLine(b, "connected_clients", s.clientCount())
 	infoLine(b, "maxclients", s.cfg.MaxClients)
-	infoLine(b, "blocked_clients", 0)
+	infoLine(b, "blocked_clients", s.stats.blocked.Load())
 }
 
 func (s *Server) infoMemory(b *strings.Builder) {
@@ -403,6 +403,10 @@ func (s *Server) infoLocks(b *strings.Builder) {
 	infoLine(b, "leases_released", st.Released)
 	infoLine(b, "leases_expired", st.Expired)
 	infoLine(b, "lock_delays", st.Delayed)
+	infoLine(b, "waits", st.Waits)
+	infoLine(b, "wait_grants", st.WaitGrants)
+	infoLine(b, "wait_timeouts", s.stats.waitTimeouts.Load())
+	infoLine(b, "wait_cancels", st.WaitCancels)
 	infoLine(b, "key_arena_bytes", st.ArenaBytes)
 	infoLine(b, "shards", cfg.Shards)
 	infoLine(b, "wheel_tick_ms", cfg.Tick.Milliseconds())

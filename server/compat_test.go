@@ -555,7 +555,7 @@ func TestInline(t *testing.T) {
 	}
 	rc.send(`STATUS "my key"` + "\r\n")
 	st, _ := rc.reply().([]any)
-	if len(st) != 18 || st[4] != "owner" || st[5] != "a b" || st[1] != "held" {
+	if len(st) != 2*len(protocol.StatusFields) || st[4] != "owner" || st[5] != "a b" || st[1] != "held" {
 		t.Fatalf(`STATUS "my key" = %#v`, st)
 	}
 	rc.send(`VERIFY 'my key' ` + strconv.FormatInt(qtok, 10) + "\r\n")

@@ -35,12 +35,14 @@ type conn struct {
 
 	// Owned by whoever runs the connection's commands.
 	name, libName, libVer string
-	quit                  bool   // reply, flush, then close
-	unflushed             bool   // replies are waiting in wr
-	pending               []byte // event loop: reply bytes the socket has not taken yet
-	sockErr               error  // event loop: the socket refused a write
-	lastRead              int64  // event loop: monotonic ns of the last read, for the idle timeout
-	drained               bool   // event loop: the last read emptied the socket
+	quit                  bool        // reply, flush, then close
+	unflushed             bool        // replies are waiting in wr
+	pending               []byte      // event loop: reply bytes the socket has not taken yet
+	sockErr               error       // event loop: the socket refused a write
+	lastRead              int64       // event loop: monotonic ns of the last read, for the idle timeout
+	drained               bool        // event loop: the last read emptied the socket
+	blocked               *blockState // parked in ACQUIRE ... WAIT
+	watching              uint32      // event loop: the epoll events registered
 }
 
 func newConn(s *Server, remote, local string) *conn {
@@ -106,7 +108,7 @@ func (c *conn) recoverPanic(r any) {
 // read cannot make the server buffer without bound.
 func (c *conn) runCommands() (open bool) {
 	for !c.quit {
-		if len(c.pending) > 0 {
+		if len(c.pending) > 0 || c.blocked != nil {
 			return true
 		}
 		args, err := c.rd.ReadCommand()

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"container/heap"
 	"errors"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/protocol"
 	"github.com/tidwall/redcon"
 	"golang.org/x/sys/unix"
@@ -34,6 +36,8 @@ type ioLoop struct {
 	mu     sync.Mutex // guards tasks, exited
 	tasks  []func()
 	exited bool // run has returned: nothing posted will run
+
+	waitTimers waitTimers // parked connections' deadlines
 
 	stopping  bool
 	lastSweep int64
@@ -127,6 +131,7 @@ func (l *ioLoop) register(c *conn) {
 		return
 	}
 	l.conns[c.fd] = c
+	c.watching = unix.EPOLLIN | unix.EPOLLRDHUP
 	c.log.Debug().Msg("connected")
 }
 
@@ -134,13 +139,21 @@ func (l *ioLoop) run() {
 	defer close(l.done)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	timeout := -1
+	sweep := -1
 	if idle := l.srv.cfg.IdleTimeout; idle > 0 {
 		// Wake often enough to close idle connections within a quarter
 		// of the timeout.
-		timeout = int(max(min(idle/4, time.Second), time.Millisecond) / time.Millisecond)
+		sweep = int(max(min(idle/4, time.Second), time.Millisecond) / time.Millisecond)
 	}
 	for !l.stopping {
+		timeout := sweep
+		if len(l.waitTimers) > 0 {
+			// Wake for the earliest wait deadline, rounded up to a whole ms.
+			ms := int((l.waitTimers[0].deadline - l.srv.monotonic() + int64(time.Millisecond) - 1) / int64(time.Millisecond))
+			if ms = max(ms, 0); timeout < 0 || ms < timeout {
+				timeout = ms
+			}
+		}
 		n, err := unix.EpollWait(l.epfd, l.events, timeout)
 		if err != nil && err != unix.EINTR {
 			l.srv.log.Error().Err(err).Msg("epoll_wait failed; event loop stops")
@@ -156,7 +169,10 @@ func (l *ioLoop) run() {
 				l.handle(c, ev.Events)
 			}
 		}
-		if timeout > 0 {
+		if len(l.waitTimers) > 0 {
+			l.expireWaits()
+		}
+		if sweep > 0 {
 			l.sweepIdle()
 		}
 	}
@@ -189,6 +205,11 @@ func (l *ioLoop) runTasks() {
 
 // handle serves one readiness event of c.
 func (l *ioLoop) handle(c *conn, events uint32) {
+	if c.blocked != nil && events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		// A parked client hung up: it leaves the queue at once.
+		l.closeConn(c)
+		return
+	}
 	if events&unix.EPOLLOUT != 0 && len(c.pending) > 0 {
 		if !c.writePending() {
 			l.closeConn(c)
@@ -197,9 +218,56 @@ func (l *ioLoop) handle(c *conn, events uint32) {
 		if len(c.pending) > 0 {
 			return // still waiting for the client to read
 		}
-		l.watch(c, unix.EPOLLIN|unix.EPOLLRDHUP)
+		l.rewatch(c)
 	}
-	if len(c.pending) == 0 && events&(unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR|unix.EPOLLRDHUP) != 0 {
+	if len(c.pending) == 0 && c.blocked == nil && events&(unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR|unix.EPOLLRDHUP) != 0 {
+		l.serveReadable(c)
+	}
+}
+
+// rewatch registers the events c needs now: writability while replies wait
+// for the socket, only hang-ups while it is parked, input otherwise.
+func (l *ioLoop) rewatch(c *conn) {
+	want := uint32(unix.EPOLLIN | unix.EPOLLRDHUP)
+	switch {
+	case len(c.pending) > 0:
+		want = unix.EPOLLOUT | unix.EPOLLRDHUP
+	case c.blocked != nil:
+		want = unix.EPOLLRDHUP
+	}
+	if want != c.watching {
+		l.watch(c, want)
+	}
+}
+
+// armWaitTimer schedules the end of c's wait.
+func (l *ioLoop) armWaitTimer(c *conn, b *blockState) {
+	l.waitTimers.add(waitTimer{deadline: b.deadline, c: c, b: b})
+}
+
+// granted delivers a lease handed to a parked connection; it runs on the loop.
+func (l *ioLoop) granted(c *conn, w *locker.Wait, token uint64) {
+	if c.fd < 0 || c.blocked == nil || c.blocked.wait != w {
+		return // the wait already ended, and CancelWait reported this grant
+	}
+	c.unblock(token, true)
+	l.serveReadable(c)
+}
+
+// expireWaits ends the waits whose deadline has passed.
+func (l *ioLoop) expireWaits() {
+	now := l.srv.monotonic()
+	for len(l.waitTimers) > 0 && l.waitTimers[0].deadline <= now {
+		t := heap.Pop(&l.waitTimers).(waitTimer)
+		c := t.c
+		if c.fd < 0 || c.blocked != t.b {
+			continue // ended early: granted, or the connection closed
+		}
+		token, granted := l.srv.table.CancelWait(t.b.wait)
+		if !granted {
+			l.srv.stats.waitTimeouts.Add(1)
+		}
+		c.unblock(token, granted)
 		l.serveReadable(c)
 	}
 }
@@ -220,20 +288,21 @@ func (l *ioLoop) serveReadable(c *conn) {
 		c.unflushed = false
 		c.wr.Flush()
 	}
-	switch {
-	case !open || c.sockErr != nil:
+	if !open || c.sockErr != nil {
 		l.closeConn(c)
-	case len(c.pending) > 0:
-		// Stop reading until the client has taken its replies.
-		l.watch(c, unix.EPOLLOUT)
+		return
 	}
+	// Stop reading while replies wait for the client, or while it is parked.
+	l.rewatch(c)
 }
 
 func (l *ioLoop) watch(c *conn, events uint32) {
 	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: events, Fd: int32(c.fd)}); err != nil {
 		c.log.Error().Err(err).Msg("epoll mod failed")
 		l.closeConn(c)
+		return
 	}
+	c.watching = events
 }
 
 func (l *ioLoop) sweepIdle() {
@@ -244,7 +313,7 @@ func (l *ioLoop) sweepIdle() {
 	}
 	l.lastSweep = now
 	for _, c := range l.conns {
-		if now-c.lastRead >= idle {
+		if c.blocked == nil && now-c.lastRead >= idle {
 			c.log.Debug().Msg("idle timeout")
 			l.closeConn(c)
 		}
@@ -262,6 +331,15 @@ func (l *ioLoop) closeUnregistered(c *conn) {
 func (l *ioLoop) closeConn(c *conn) {
 	if c.fd < 0 {
 		return
+	}
+	if b := c.blocked; b != nil {
+		// Nothing is granted to a closed connection: leave the queue, and
+		// hand back a lease that won the race.
+		c.blocked = nil
+		l.srv.stats.blocked.Add(-1)
+		if token, granted := l.srv.table.CancelWait(b.wait); granted {
+			l.srv.table.Release([]byte(b.key), token)
+		}
 	}
 	if l.conns[c.fd] == c {
 		delete(l.conns, c.fd)

@@ -69,6 +69,9 @@ func handleAcquire(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
+	if req.Wait > 0 {
+		return acquireWaiting(c, req)
+	}
 	token, granted, err := c.srv.table.Acquire(req.Key, req.TTL, req.Owner)
 	if err != nil {
 		return err

@@ -33,6 +33,7 @@ type Server struct {
 
 	nextConnID atomic.Uint64
 	stats      serverStats
+	closing    chan struct{} // closed by Close: waits in progress end
 }
 
 type serverStats struct {
@@ -41,6 +42,8 @@ type serverStats struct {
 	protocolErrors      atomic.Uint64
 	panics              atomic.Uint64
 	commandsOfClosed    atomic.Uint64 // commands counted by connections already gone
+	blocked             atomic.Int64  // connections parked in ACQUIRE ... WAIT
+	waitTimeouts        atomic.Uint64 // waits that ended without the lock
 }
 
 // New validates cfg and builds a server with an empty lock table. It opens no
@@ -60,6 +63,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		handlers: commandHandlers(),
 		started:  time.Now(),
 		conns:    make(map[*conn]struct{}),
+		closing:  make(chan struct{}),
 	}, nil
 }
 
@@ -241,6 +245,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
+	close(s.closing)
 	var err error
 	if s.ln != nil {
 		err = s.ln.Close()

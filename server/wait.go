@@ -1,0 +1,131 @@
+package server
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/protocol"
+)
+
+// blockState is a connection parked in ACQUIRE ... WAIT: it runs no further
+// command until the lease is handed to it or the wait ends.
+type blockState struct {
+	wait     *locker.Wait
+	key      string
+	deadline int64 // Server.monotonic() ns
+}
+
+// acquireWaiting serves ACQUIRE with WAIT: granted at once, or parked until
+// the lock's queue hands it the lease or the wait times out.
+func acquireWaiting(c *conn, req protocol.AcquireRequest) error {
+	if max := c.srv.cfg.Locker.MaxTTL; req.Wait > max {
+		return &protocol.Error{Code: protocol.CodeErr, Msg: "WAIT must be at most max-ttl (" + max.String() + ")"}
+	}
+	w := &locker.Wait{TTL: req.TTL, Owner: req.Owner, Priority: req.Priority}
+	key := string(req.Key)
+	var grants chan uint64
+	if l := c.loop; l != nil {
+		w.Notify = func(token uint64) {
+			if !l.post(func() { l.granted(c, w, token) }) {
+				c.srv.table.Release([]byte(key), token) // the server is closing
+			}
+		}
+	} else {
+		grants = make(chan uint64, 1)
+		w.Notify = func(token uint64) { grants <- token }
+	}
+	token, granted, err := c.srv.table.AcquireWait(req.Key, w)
+	if err != nil || granted {
+		if err == nil {
+			protocol.WriteToken(c.wr, token, true)
+		}
+		return err
+	}
+	c.srv.stats.blocked.Add(1)
+	b := &blockState{wait: w, key: key, deadline: c.srv.monotonic() + int64(req.Wait)}
+	if c.loop != nil {
+		c.blocked = b // the loop parks the connection and replies later
+		c.loop.armWaitTimer(c, b)
+		return nil
+	}
+	c.waitInline(b, grants)
+	return nil
+}
+
+// unblock ends c's wait with token (granted) or nil, and writes the reply.
+func (c *conn) unblock(token uint64, granted bool) {
+	c.blocked = nil
+	c.srv.stats.blocked.Add(-1)
+	protocol.WriteToken(c.wr, token, granted)
+	c.unflushed = true
+}
+
+// waitInline is the goroutine transport's wait: the connection's goroutine
+// blocks until the grant, the timeout, the client's hang-up or the server's
+// Close. A client that pipelines more commands behind its waiting ACQUIRE is
+// not watched for hang-ups (the watch must not consume its bytes); a lease
+// granted to it after it left is released as soon as the reply fails.
+func (c *conn) waitInline(b *blockState, grants chan uint64) {
+	if c.unflushed {
+		c.unflushed = false
+		c.wr.Flush() // earlier pipelined replies should not wait with us
+	}
+	hangup, stopWatch := watchHangup(c.nc)
+	timer := time.NewTimer(time.Duration(b.deadline - c.srv.monotonic()))
+	var token uint64
+	var granted, gone bool
+	select {
+	case token = <-grants:
+		granted = true
+	case <-timer.C:
+		if token, granted = c.srv.table.CancelWait(b.wait); !granted {
+			c.srv.stats.waitTimeouts.Add(1)
+		}
+	case <-hangup:
+		gone = true
+	case <-c.srv.closing:
+		gone = true
+	}
+	timer.Stop()
+	stopWatch()
+	if gone {
+		if token, granted = c.srv.table.CancelWait(b.wait); granted {
+			c.srv.table.Release([]byte(b.key), token)
+		}
+		c.blocked = nil
+		c.srv.stats.blocked.Add(-1)
+		c.quit = true
+		return
+	}
+	c.unblock(token, granted)
+	c.unflushed = false
+	if err := c.wr.Flush(); err != nil && granted {
+		c.srv.table.Release([]byte(b.key), token) // nobody to hand it to
+	}
+}
+
+// waitTimer is one parked connection's deadline in its loop's timer heap.
+// Entries are not removed when a wait ends early; a popped entry whose wait
+// is no longer the connection's is skipped.
+type waitTimer struct {
+	deadline int64
+	c        *conn
+	b        *blockState
+}
+
+type waitTimers []waitTimer
+
+func (h waitTimers) Len() int           { return len(h) }
+func (h waitTimers) Less(i, j int) bool { return h[i].deadline < h[j].deadline }
+func (h waitTimers) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *waitTimers) Push(x any)        { *h = append(*h, x.(waitTimer)) }
+func (h *waitTimers) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	old[len(old)-1] = waitTimer{}
+	*h = old[:len(old)-1]
+	return x
+}
+
+func (h *waitTimers) add(t waitTimer) { heap.Push(h, t) }
