@@ -11,7 +11,7 @@ FUZZTIME  ?= 30s
 REDIS_PKGS := redis-tools redis-server
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build run test deps check-tools vet fmt-check fuzz bench docs clean
+.PHONY: all build run test deps vet fmt-check fuzz bench bench-quick docs clean
 
 all: build
 
@@ -50,11 +50,12 @@ fuzz:
 	$(GO) test ./protocol -run '^$$' -fuzz '^FuzzReaderRoundTrip$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/glob -run '^$$' -fuzz '^FuzzMatch$$' -fuzztime $(FUZZTIME)
 
-## bench: Go benchmarks of the lock table and the RESP reader, then leasehold
+## bench: Go benchmarks of the lock table, the RESP reader, the server's hot
+## path and the hand-off of a lock to a waiter (p50/p99), then leasehold
 ## side by side with Redis (scripts/bench.sh; ROUNDS=3, about 10 minutes).
 ## Results in bench-results/; see docs/performance.md.
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchmem ./locker ./protocol ./internal/glob
+	$(GO) test -run '^$$' -bench . -benchmem ./locker ./protocol ./internal/glob ./server
 	bash scripts/bench.sh
 
 ## bench-quick: the side-by-side run with small counts, a smoke test (< 1 minute).

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/protocol"
 	"github.com/rs/zerolog"
@@ -78,4 +80,48 @@ func (r *replay) Read(p []byte) (int, error) {
 	n := copy(p[:min(len(p), 16<<10)], r.data[r.off:])
 	r.off += n
 	return n, nil
+}
+
+// BenchmarkHandOff measures a lock passing from one client to a waiting one
+// over real loopback connections: from the holder's RELEASE leaving to the
+// waiter's token arriving. Each iteration the two swap roles.
+func BenchmarkHandOff(b *testing.B) {
+	ts := startServer(b)
+	x, y := ts.dial(), ts.dial()
+	x.send("ACQUIRE h 60000\r\n")
+	tok := x.reply().(int64)
+	holder, waiter := x, y
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		waiter.send("ACQUIRE h 60000 WAIT 60000\r\n")
+		waitForWaitersB(b, ts, "h")
+		start := time.Now()
+		holder.send(fmt.Sprintf("RELEASE h %d\r\n", tok))
+		next, ok := waiter.reply().(int64)
+		lat = append(lat, time.Since(start))
+		if !ok {
+			b.Fatal("waiter got no token")
+		}
+		holder.reply() // the RELEASE's :1
+		tok = next
+		holder, waiter = waiter, holder
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
+
+// waitForWaitersB spins until key has a waiter, bounded in time.
+func waitForWaitersB(b *testing.B, ts *testServer, key string) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if st, _ := ts.Table().Status([]byte(key)); st.Waiters > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the waiter never queued")
+		}
+	}
 }
