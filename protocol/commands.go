@@ -92,7 +92,7 @@ var Commands = []Command{
 	{Name: "create", Arity: -2, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
 		Args: []Arg{key("key"), integer("ms").after("TTL").opt(), integer("ms").after("LOCKDELAY").opt()}, Summary: "Creates a named lock, optionally with a default lease ttl and a lock-delay; it stays when free, until DELETE."},
 	{Name: "acquire", Arity: -2, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
-		Args: []Arg{key("key"), integer("ttl-ms").opt(), str("id").after("OWNER").opt(), integer("ms").after("WAIT").opt(), integer("n").after("PRIORITY").opt()}, Summary: "Takes a lease on a lock and returns its fencing token; nil when another holder has it, at once or after waiting up to WAIT ms in a fair queue."},
+		Args: []Arg{key("key"), integer("ttl-ms").opt(), str("id").after("OWNER").opt(), integer("ms").after("WAIT").opt(), integer("n").after("PRIORITY").opt(), token("EPHEMERAL").opt()}, Summary: "Takes a lease on a lock and returns its fencing token; nil when another holder has it, at once or after waiting up to WAIT ms in a fair queue."},
 	{Name: "verify", Arity: 3, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
 		Args: []Arg{key("key"), integer("token")}, Summary: "Returns 1 when the token is the live lease of the lock, else 0."},
 	{Name: "release", Arity: 3, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,

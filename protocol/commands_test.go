@@ -164,7 +164,7 @@ func TestCheckArity(t *testing.T) {
 
 func TestUsage(t *testing.T) {
 	tests := []struct{ cmd, want string }{
-		{"acquire", "ACQUIRE key [ttl-ms] [OWNER id] [WAIT ms] [PRIORITY n]"},
+		{"acquire", "ACQUIRE key [ttl-ms] [OWNER id] [WAIT ms] [PRIORITY n] [EPHEMERAL]"},
 		{"extend", "EXTEND key token ttl-ms"},
 		{"quit", "QUIT"},
 	}

@@ -17,13 +17,15 @@ type CreateRequest struct {
 	LockDelaySet bool
 }
 
-// AcquireRequest is ACQUIRE key [ttl-ms] [OWNER id] [WAIT ms] [PRIORITY n].
+// AcquireRequest is ACQUIRE key [ttl-ms] [OWNER id] [WAIT ms] [PRIORITY n]
+// [EPHEMERAL].
 type AcquireRequest struct {
-	Key      []byte
-	TTL      time.Duration // 0: the lock's default
-	Owner    []byte        // nil: anonymous
-	Wait     time.Duration // 0: try once
-	Priority int           // among waiters, higher first
+	Key       []byte
+	TTL       time.Duration // 0: the lock's default
+	Owner     []byte        // nil: anonymous
+	Wait      time.Duration // 0: try once
+	Priority  int           // among waiters, higher first
+	Ephemeral bool          // released when the connection closes
 }
 
 // TokenRequest is VERIFY or RELEASE key token.
@@ -100,6 +102,11 @@ func ParseAcquire(args [][]byte) (AcquireRequest, error) {
 	}
 	seenWait, seenPriority := false, false
 	for ; i < len(args); i += 2 {
+		if bytes.EqualFold(args[i], []byte("ephemeral")) && !req.Ephemeral {
+			req.Ephemeral = true
+			i-- // a flag: no value follows
+			continue
+		}
 		if i+1 >= len(args) {
 			return req, ErrSyntax
 		}

@@ -120,6 +120,18 @@ func TestParseAcquire(t *testing.T) {
 		err  error
 	}{
 		{"key only", "ACQUIRE k", AcquireRequest{Key: k}, nil},
+		{"wait and priority", "ACQUIRE k 100 WAIT 5000 PRIORITY -3",
+			AcquireRequest{Key: k, TTL: 100 * time.Millisecond, Wait: 5 * time.Second, Priority: -3}, nil},
+		{"ephemeral among options", "ACQUIRE k 100 EPHEMERAL OWNER me wait 1",
+			AcquireRequest{Key: k, TTL: 100 * time.Millisecond, Ephemeral: true, Owner: []byte("me"), Wait: time.Millisecond}, nil},
+		{"ephemeral last", "ACQUIRE k ephemeral", AcquireRequest{Key: k, Ephemeral: true}, nil},
+		{"repeated ephemeral", "ACQUIRE k 1 EPHEMERAL EPHEMERAL", AcquireRequest{}, ErrSyntax},
+		{"wait negative", "ACQUIRE k 1 WAIT -1", AcquireRequest{}, ErrBadWait},
+		{"wait not a number", "ACQUIRE k 1 WAIT x", AcquireRequest{}, ErrNotInteger},
+		{"wait without value", "ACQUIRE k 1 WAIT", AcquireRequest{}, ErrSyntax},
+		{"priority too big", "ACQUIRE k 1 PRIORITY 2147483648", AcquireRequest{}, ErrBadPriority},
+		{"priority smallest", "ACQUIRE k 1 PRIORITY -2147483648", AcquireRequest{Key: k, TTL: time.Millisecond, Priority: -2147483648}, nil},
+		{"repeated priority", "ACQUIRE k 1 PRIORITY 1 PRIORITY 2", AcquireRequest{}, ErrSyntax},
 		{"ttl", "ACQUIRE k 30000", AcquireRequest{Key: k, TTL: 30 * time.Second}, nil},
 		{"owner", "ACQUIRE k OWNER me", AcquireRequest{Key: k, Owner: []byte("me")}, nil},
 		{"ttl and owner", "ACQUIRE k 5 OWNER me", AcquireRequest{Key: k, TTL: 5 * time.Millisecond, Owner: []byte("me")}, nil},

@@ -35,14 +35,15 @@ type conn struct {
 
 	// Owned by whoever runs the connection's commands.
 	name, libName, libVer string
-	quit                  bool        // reply, flush, then close
-	unflushed             bool        // replies are waiting in wr
-	pending               []byte      // event loop: reply bytes the socket has not taken yet
-	sockErr               error       // event loop: the socket refused a write
-	lastRead              int64       // event loop: monotonic ns of the last read, for the idle timeout
-	drained               bool        // event loop: the last read emptied the socket
-	blocked               *blockState // parked in ACQUIRE ... WAIT
-	watching              uint32      // event loop: the epoll events registered
+	quit                  bool              // reply, flush, then close
+	unflushed             bool              // replies are waiting in wr
+	pending               []byte            // event loop: reply bytes the socket has not taken yet
+	sockErr               error             // event loop: the socket refused a write
+	lastRead              int64             // event loop: monotonic ns of the last read, for the idle timeout
+	drained               bool              // event loop: the last read emptied the socket
+	blocked               *blockState       // parked in ACQUIRE ... WAIT
+	ephemeral             map[string]uint64 // EPHEMERAL leases by key, released on close
+	watching              uint32            // event loop: the epoll events registered
 }
 
 func newConn(s *Server, remote, local string) *conn {
@@ -85,6 +86,7 @@ func (c *conn) serve() {
 	defer func() {
 		c.recoverPanic(recover())
 		c.nc.Close()
+		c.releaseEphemeral()
 		c.log.Debug().Uint64("commands", c.commands.Load()).Msg("disconnected")
 	}()
 	c.runCommands()

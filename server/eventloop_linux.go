@@ -347,6 +347,7 @@ func (l *ioLoop) closeConn(c *conn) {
 	}
 	unix.Close(c.fd)
 	c.fd = -1
+	c.releaseEphemeral()
 	l.srv.dropConn(c)
 	c.log.Debug().Uint64("commands", c.commands.Load()).Msg("disconnected")
 }

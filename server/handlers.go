@@ -69,12 +69,20 @@ func handleAcquire(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
+	if req.Ephemeral {
+		if err := c.roomForEphemeral(); err != nil {
+			return err
+		}
+	}
 	if req.Wait > 0 {
 		return acquireWaiting(c, req)
 	}
 	token, granted, err := c.srv.table.Acquire(req.Key, req.TTL, req.Owner)
 	if err != nil {
 		return err
+	}
+	if granted && req.Ephemeral {
+		c.holdEphemeral(string(req.Key), token)
 	}
 	protocol.WriteToken(c.wr, token, granted)
 	return nil
@@ -94,7 +102,11 @@ func handleRelease(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	protocol.WriteBool(c.wr, c.srv.table.Release(req.Key, req.Token))
+	released := c.srv.table.Release(req.Key, req.Token)
+	if released {
+		c.releasedEphemeral(req.Key, req.Token)
+	}
+	protocol.WriteBool(c.wr, released)
 	return nil
 }
 

@@ -11,9 +11,10 @@ import (
 // blockState is a connection parked in ACQUIRE ... WAIT: it runs no further
 // command until the lease is handed to it or the wait ends.
 type blockState struct {
-	wait     *locker.Wait
-	key      string
-	deadline int64 // Server.monotonic() ns
+	wait      *locker.Wait
+	key       string
+	deadline  int64 // Server.monotonic() ns
+	ephemeral bool  // the lease, once granted, is released when c closes
 }
 
 // acquireWaiting serves ACQUIRE with WAIT: granted at once, or parked until
@@ -38,15 +39,18 @@ func acquireWaiting(c *conn, req protocol.AcquireRequest) error {
 	token, granted, err := c.srv.table.AcquireWait(req.Key, w)
 	if err != nil || granted {
 		if err == nil {
+			if req.Ephemeral {
+				c.holdEphemeral(key, token)
+			}
 			protocol.WriteToken(c.wr, token, true)
 		}
 		return err
 	}
 	c.srv.stats.blocked.Add(1)
-	b := &blockState{wait: w, key: key, deadline: c.srv.monotonic() + int64(req.Wait)}
+	b := &blockState{wait: w, key: key, deadline: c.srv.monotonic() + int64(req.Wait), ephemeral: req.Ephemeral}
+	c.blocked = b
 	if c.loop != nil {
-		c.blocked = b // the loop parks the connection and replies later
-		c.loop.armWaitTimer(c, b)
+		c.loop.armWaitTimer(c, b) // the loop parks the connection and replies later
 		return nil
 	}
 	c.waitInline(b, grants)
@@ -55,6 +59,9 @@ func acquireWaiting(c *conn, req protocol.AcquireRequest) error {
 
 // unblock ends c's wait with token (granted) or nil, and writes the reply.
 func (c *conn) unblock(token uint64, granted bool) {
+	if b := c.blocked; b != nil && granted && b.ephemeral {
+		c.holdEphemeral(b.key, token)
+	}
 	c.blocked = nil
 	c.srv.stats.blocked.Add(-1)
 	protocol.WriteToken(c.wr, token, granted)
