@@ -36,6 +36,8 @@ type Config struct {
 	FirstToken uint64
 	// Clock reads monotonic time; tests pass a *ManualClock.
 	Clock Clock
+	// Events, when set, receives lock events (see EventSink); nil for none.
+	Events EventSink
 }
 
 // DefaultShards returns the default shard count: the power of two at or above

@@ -59,7 +59,9 @@ type shard struct {
 	waiters  map[uint32]*waitQueue   // locks with requests waiting for them
 	waitSeq  uint64                  // arrival order of waiters
 	granted  []*Wait                 // handed a lease under this lock hold; notified by Table.unlock
-	delay    int64                   // the table's default lock-delay, ns
+	events   []Event                 // to publish once unlocked; collected only while sink is active
+	sink     EventSink
+	delay    int64 // the table's default lock-delay, ns
 
 	lastToken uint64 // tokens granted by this shard only grow from here
 
@@ -76,8 +78,9 @@ type shardCounts struct {
 	waits, waitGrants, waitCancels               atomic.Uint64
 }
 
-func newShard(seed maphash.Seed, firstToken uint64, now, tick, lockDelay int64) *shard {
+func newShard(seed maphash.Seed, firstToken uint64, now, tick, lockDelay int64, sink EventSink) *shard {
 	s := &shard{
+		sink:      sink,
 		seed:      seed,
 		top:       1,
 		lastToken: firstToken,
@@ -198,6 +201,7 @@ func (s *shard) grant(i uint32, now, ttl int64, owner []byte) uint64 {
 	s.wheel.schedule(i, s.wheelDue(i))
 	s.counts.held.Add(1)
 	s.counts.granted.Add(1)
+	s.emit(EventAcquired, i)
 	return e.token
 }
 
@@ -207,6 +211,7 @@ func (s *shard) renew(i uint32, now, ttl int64) {
 	e.deadline = now + ttl
 	s.wheel.schedule(i, s.wheelDue(i))
 	s.counts.renewed.Add(1)
+	s.emit(EventExtended, i)
 }
 
 // endLease frees entry i's lease.
@@ -242,6 +247,7 @@ func (s *shard) settle(i uint32, now int64) uint32 {
 	e := s.at(i)
 	if e.flags&flagHeld != 0 && e.deadline <= now {
 		s.counts.expired.Add(1)
+		s.emit(EventExpired, i)
 		s.endLease(i)
 		if d := s.lockDelay(i); d > 0 {
 			// The delay runs from the deadline, not from whenever this

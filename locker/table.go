@@ -43,7 +43,7 @@ func New(cfg Config) (*Table, error) {
 	}
 	now := int64(cfg.Clock.Now())
 	for i := range t.shards {
-		t.shards[i] = newShard(t.seed, cfg.FirstToken, now, t.tick, int64(cfg.LockDelay))
+		t.shards[i] = newShard(t.seed, cfg.FirstToken, now, t.tick, int64(cfg.LockDelay), cfg.Events)
 	}
 	return t, nil
 }
@@ -266,6 +266,7 @@ func (t *Table) Release(key []byte, token uint64) bool {
 		return false
 	}
 	s.counts.released.Add(1)
+	s.emit(EventReleased, i)
 	s.endLease(i) // released, not expired: no lock-delay
 	s.handOff(i, now)
 	s.removeIfUnused(i)
@@ -362,6 +363,7 @@ func (t *Table) Delete(key []byte) (bool, error) {
 		// there to stop exactly that.
 		return false, &KeyError{Key: string(key), Err: ErrInLockDelay}
 	}
+	s.emit(EventDeleted, i)
 	s.remove(i)
 	return true, nil
 }

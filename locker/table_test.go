@@ -492,7 +492,7 @@ func TestKeyIndexCollisions(t *testing.T) {
 }
 
 func TestSameHashKeys(t *testing.T) {
-	s := newShard(maphash.MakeSeed(), 1, 0, int64(time.Millisecond), 0)
+	s := newShard(maphash.MakeSeed(), 1, 0, int64(time.Millisecond), 0, nil)
 	const h = 42
 	keys := []string{"a", "b", "c"}
 	idx := map[string]uint32{}

@@ -111,19 +111,23 @@ func (s *shard) waiterCount(i uint32) int {
 	return len(s.waiters[i].items)
 }
 
-// unlock releases s and then notifies the waiters granted while it was held.
+// unlock releases s and then notifies the waiters granted, and publishes the
+// events that happened, while it was held.
 // Every Table method unlocks a shard through it, since any of them may expire
 // a lease on the way and hand the lock to a waiter.
 func (t *Table) unlock(s *shard) {
-	if len(s.granted) == 0 {
+	if len(s.granted) == 0 && len(s.events) == 0 {
 		s.mu.Unlock()
 		return
 	}
-	granted := s.granted
-	s.granted = nil
+	granted, events := s.granted, s.events
+	s.granted, s.events = nil, nil
 	s.mu.Unlock()
 	for _, w := range granted {
 		w.Notify(w.token)
+	}
+	for _, ev := range events {
+		s.sink.Publish(ev)
 	}
 }
 
