@@ -85,6 +85,7 @@ const (
 	GroupLock       = "lock"
 	GroupConnection = "connection"
 	GroupServer     = "server"
+	GroupPubSub     = "pubsub"
 )
 
 // Commands is the command table, in the order the docs list them.
@@ -105,6 +106,15 @@ var Commands = []Command{
 		Args: []Arg{key("key")}, Summary: "Removes a free lock; INUSE while a lease holds it."},
 	{Name: "locks", Arity: -2, Flags: []string{"readonly"}, Group: GroupLock,
 		Args: []Arg{integer("cursor"), Arg{Name: "pattern", Type: "pattern", Token: "MATCH", Optional: true}, integer("count").after("COUNT").opt()}, Summary: "Iterates over lock names, SCAN-style."},
+
+	{Name: "subscribe", Arity: -2, Flags: []string{"pubsub", "fast"}, Group: GroupPubSub,
+		Args: []Arg{str("channel").many()}, Summary: "Listens for lock events on channels named __lock__:<key>."},
+	{Name: "psubscribe", Arity: -2, Flags: []string{"pubsub", "fast"}, Group: GroupPubSub,
+		Args: []Arg{Arg{Name: "pattern", Type: "pattern"}.many()}, Summary: "Listens for lock events on channels matching glob patterns, such as __lock__:jobs:*."},
+	{Name: "unsubscribe", Arity: -1, Flags: []string{"pubsub", "fast"}, Group: GroupPubSub,
+		Args: []Arg{str("channel").many().opt()}, Summary: "Stops listening on channels; all of them without arguments."},
+	{Name: "punsubscribe", Arity: -1, Flags: []string{"pubsub", "fast"}, Group: GroupPubSub,
+		Args: []Arg{Arg{Name: "pattern", Type: "pattern"}.many().opt()}, Summary: "Stops listening on patterns; all of them without arguments."},
 
 	{Name: "ping", Arity: -1, Flags: []string{"fast", "stale"}, Group: GroupConnection,
 		Args: []Arg{str("message").opt()}, Summary: "Returns PONG, or the message."},

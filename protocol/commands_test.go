@@ -76,7 +76,7 @@ func TestLookupIndexDoesNotAllocate(t *testing.T) {
 }
 
 func TestCommandTable(t *testing.T) {
-	groups := map[string]bool{GroupLock: true, GroupConnection: true, GroupServer: true}
+	groups := map[string]bool{GroupLock: true, GroupConnection: true, GroupServer: true, GroupPubSub: true}
 	seen := map[string]bool{}
 	for i := range Commands {
 		c := &Commands[i]

@@ -18,6 +18,18 @@ import (
 // without flags.
 
 func handlePing(c *conn, args [][]byte) error {
+	if len(args) <= 2 && c.subscriptions() > 0 {
+		// In RESP2 a listening connection's PING is answered in the
+		// message shape, as Redis does.
+		c.wr.WriteArray(2)
+		c.wr.WriteBulkString("pong")
+		if len(args) == 2 {
+			c.wr.WriteBulk(args[1])
+		} else {
+			c.wr.WriteBulkString("")
+		}
+		return nil
+	}
 	switch len(args) {
 	case 1:
 		c.wr.WriteString("PONG")
@@ -391,6 +403,11 @@ func (s *Server) infoStats(b *strings.Builder) {
 	infoLine(b, "rejected_connections", s.stats.connectionsRejected.Load())
 	infoLine(b, "total_protocol_errors", s.stats.protocolErrors.Load())
 	infoLine(b, "total_handler_panics", s.stats.panics.Load())
+	s.hub.mu.RLock()
+	infoLine(b, "pubsub_channels", len(s.hub.channels))
+	infoLine(b, "pubsub_patterns", len(s.hub.patterns))
+	s.hub.mu.RUnlock()
+	infoLine(b, "pubsub_slow_subscribers_closed", s.hub.dropped.Load())
 }
 
 func (s *Server) infoLocks(b *strings.Builder) {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,7 +44,14 @@ type conn struct {
 	drained               bool              // event loop: the last read emptied the socket
 	blocked               *blockState       // parked in ACQUIRE ... WAIT
 	ephemeral             map[string]uint64 // EPHEMERAL leases by key, released on close
-	watching              uint32            // event loop: the epoll events registered
+	sub                   *subscription     // pub/sub channels and patterns, when listening
+
+	// Goroutine transport with subscriptions: a writer goroutine sends
+	// messages, and wmu orders its writes with the connection's own.
+	wmu              sync.Mutex
+	out              chan []byte
+	outStop, outDone chan struct{}
+	watching         uint32 // event loop: the epoll events registered
 }
 
 func newConn(s *Server, remote, local string) *conn {
@@ -56,7 +64,7 @@ func newConn(s *Server, remote, local string) *conn {
 func newGoroutineConn(s *Server, nc net.Conn) *conn {
 	c := newConn(s, nc.RemoteAddr().String(), nc.LocalAddr().String())
 	c.nc = nc
-	c.wr = redcon.NewWriter(nc)
+	c.wr = redcon.NewWriter(lockedWriter{c})
 	c.rd = protocol.NewReader(flushBeforeRead{c}, s.cfg.Limits)
 	return c
 }
@@ -86,6 +94,7 @@ func (c *conn) serve() {
 	defer func() {
 		c.recoverPanic(recover())
 		c.nc.Close()
+		c.unsubscribeAll()
 		c.releaseEphemeral()
 		c.log.Debug().Uint64("commands", c.commands.Load()).Msg("disconnected")
 	}()
@@ -153,6 +162,10 @@ func (c *conn) dispatch(args [][]byte) {
 		return
 	}
 	cmd := &protocol.Commands[i]
+	if c.subscriptions() > 0 && !allowedWhileSubscribed[cmd.Name] {
+		c.writeErr(subscribedOnlyError(cmd.Name))
+		return
+	}
 	if err := cmd.CheckArity(len(args)); err != nil {
 		c.writeErr(err)
 		return

@@ -254,6 +254,25 @@ func (l *ioLoop) granted(c *conn, w *locker.Wait, token uint64) {
 	l.serveReadable(c)
 }
 
+// deliver writes a pub/sub message to c; it runs on the loop.
+func (l *ioLoop) deliver(c *conn, frame []byte) {
+	if c.fd < 0 {
+		return
+	}
+	c.wr.WriteRaw(frame)
+	c.wr.Flush()
+	switch {
+	case c.sockErr != nil:
+		l.closeConn(c)
+	case len(c.pending) > maxSubscriberBacklog:
+		l.srv.hub.dropped.Add(1)
+		c.log.Warn().Msg("subscriber too slow; closing its connection")
+		l.closeConn(c)
+	default:
+		l.rewatch(c)
+	}
+}
+
 // expireWaits ends the waits whose deadline has passed.
 func (l *ioLoop) expireWaits() {
 	now := l.srv.monotonic()
@@ -347,6 +366,7 @@ func (l *ioLoop) closeConn(c *conn) {
 	}
 	unix.Close(c.fd)
 	c.fd = -1
+	c.unsubscribeAll()
 	c.releaseEphemeral()
 	l.srv.dropConn(c)
 	c.log.Debug().Uint64("commands", c.commands.Load()).Msg("disconnected")

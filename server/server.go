@@ -21,6 +21,7 @@ type Server struct {
 	cfg      Config
 	log      zerolog.Logger
 	table    *locker.Table
+	hub      *hub      // pub/sub of lock events
 	handlers []handler // by index in protocol.Commands
 	started  time.Time
 
@@ -52,11 +53,15 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	table, err := locker.New(cfg.Locker)
+	hub := newHub()
+	lockerCfg := cfg.Locker
+	lockerCfg.Events = hub
+	table, err := locker.New(lockerCfg)
 	if err != nil {
 		return nil, err
 	}
 	return &Server{
+		hub:      hub,
 		cfg:      cfg,
 		log:      log,
 		table:    table,

@@ -1,0 +1,290 @@
+package server
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/leasehold/leasehold/internal/glob"
+	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/protocol"
+	"github.com/tidwall/redcon"
+)
+
+// EventChannelPrefix starts the pub/sub channel of every lock's events:
+// __lock__:<key>, as Redis names keyspace channels __keyspace@0__:<key>.
+const EventChannelPrefix = "__lock__:"
+
+// maxSubscriberBacklog is how many bytes of messages a subscriber may leave
+// unread before it is disconnected, as Redis's client-output-buffer-limit
+// for pubsub does: a slow reader must not make the server buffer forever.
+const maxSubscriberBacklog = 32 << 20
+
+// hub routes lock events to subscribed connections. It is the lock table's
+// EventSink: with no subscriber, Active is false and the table builds no
+// event at all.
+type hub struct {
+	mu       sync.RWMutex // guards channels, patterns
+	channels map[string]map[*conn]struct{}
+	patterns map[string]map[*conn]struct{}
+	subs     atomic.Int64 // subscriptions, channels and patterns together
+	dropped  atomic.Uint64
+}
+
+func newHub() *hub {
+	return &hub{channels: map[string]map[*conn]struct{}{}, patterns: map[string]map[*conn]struct{}{}}
+}
+
+func (h *hub) Active() bool { return h.subs.Load() > 0 }
+
+// Publish sends ev to the subscribers of its lock's channel and of every
+// matching pattern. It never blocks on a subscriber.
+func (h *hub) Publish(ev locker.Event) {
+	channel := EventChannelPrefix + ev.Key
+	msg := string(ev.Kind) + " " + strconv.FormatUint(ev.Token, 10)
+	if ev.Owner != "" {
+		msg += " " + ev.Owner
+	}
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if subs := h.channels[channel]; len(subs) > 0 {
+		frame := redcon.AppendArray(nil, 3)
+		frame = redcon.AppendBulkString(frame, "message")
+		frame = redcon.AppendBulkString(frame, channel)
+		frame = redcon.AppendBulkString(frame, msg)
+		for c := range subs {
+			c.deliver(frame)
+		}
+	}
+	for pattern, subs := range h.patterns {
+		if !glob.Match([]byte(pattern), []byte(channel)) {
+			continue
+		}
+		frame := redcon.AppendArray(nil, 4)
+		frame = redcon.AppendBulkString(frame, "pmessage")
+		frame = redcon.AppendBulkString(frame, pattern)
+		frame = redcon.AppendBulkString(frame, channel)
+		frame = redcon.AppendBulkString(frame, msg)
+		for c := range subs {
+			c.deliver(frame)
+		}
+	}
+}
+
+// set returns the channel or pattern table.
+func (h *hub) set(pattern bool) map[string]map[*conn]struct{} {
+	if pattern {
+		return h.patterns
+	}
+	return h.channels
+}
+
+func (h *hub) add(c *conn, name string, pattern bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := h.set(pattern)
+	if m[name] == nil {
+		m[name] = map[*conn]struct{}{}
+	}
+	if _, ok := m[name][c]; !ok {
+		m[name][c] = struct{}{}
+		h.subs.Add(1)
+	}
+}
+
+func (h *hub) remove(c *conn, name string, pattern bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := h.set(pattern)
+	if _, ok := m[name][c]; ok {
+		delete(m[name], c)
+		if len(m[name]) == 0 {
+			delete(m, name)
+		}
+		h.subs.Add(-1)
+	}
+}
+
+// subscription is a connection's own record of what it listens to; it is
+// touched only by whoever runs the connection's commands.
+type subscription struct {
+	channels map[string]bool
+	patterns map[string]bool
+}
+
+func (c *conn) subscriptions() int {
+	if c.sub == nil {
+		return 0
+	}
+	return len(c.sub.channels) + len(c.sub.patterns)
+}
+
+func handleSubscribe(c *conn, args [][]byte) error  { return subscribe(c, args[1:], false) }
+func handlePSubscribe(c *conn, args [][]byte) error { return subscribe(c, args[1:], true) }
+
+func subscribe(c *conn, names [][]byte, pattern bool) error {
+	if c.sub == nil {
+		c.sub = &subscription{channels: map[string]bool{}, patterns: map[string]bool{}}
+		c.startDelivery()
+	}
+	kind, m := "subscribe", c.sub.channels
+	if pattern {
+		kind, m = "psubscribe", c.sub.patterns
+	}
+	var added []string
+	for _, n := range names {
+		name := string(n)
+		if !m[name] {
+			m[name] = true
+			added = append(added, name)
+		}
+		c.wr.WriteArray(3)
+		c.wr.WriteBulkString(kind)
+		c.wr.WriteBulkString(name)
+		c.wr.WriteInt(c.subscriptions())
+	}
+	// The confirmation goes out before the first message can.
+	c.unflushed = false
+	c.wr.Flush()
+	for _, name := range added {
+		c.srv.hub.add(c, name, pattern)
+	}
+	return nil
+}
+
+func handleUnsubscribe(c *conn, args [][]byte) error  { return unsubscribe(c, args[1:], false) }
+func handlePUnsubscribe(c *conn, args [][]byte) error { return unsubscribe(c, args[1:], true) }
+
+func unsubscribe(c *conn, names [][]byte, pattern bool) error {
+	kind := "unsubscribe"
+	if pattern {
+		kind = "punsubscribe"
+	}
+	var m map[string]bool
+	if c.sub != nil {
+		m = c.sub.channels
+		if pattern {
+			m = c.sub.patterns
+		}
+	}
+	var list []string
+	if len(names) == 0 {
+		for name := range m {
+			list = append(list, name)
+		}
+	} else {
+		for _, n := range names {
+			list = append(list, string(n))
+		}
+	}
+	if len(list) == 0 {
+		// Redis's reply when there was nothing to leave.
+		c.wr.WriteArray(3)
+		c.wr.WriteBulkString(kind)
+		c.wr.WriteNull()
+		c.wr.WriteInt(c.subscriptions())
+		return nil
+	}
+	for _, name := range list {
+		if m[name] {
+			delete(m, name)
+			c.srv.hub.remove(c, name, pattern)
+		}
+		c.wr.WriteArray(3)
+		c.wr.WriteBulkString(kind)
+		c.wr.WriteBulkString(name)
+		c.wr.WriteInt(c.subscriptions())
+	}
+	return nil
+}
+
+// unsubscribeAll drops every subscription of a closing connection.
+func (c *conn) unsubscribeAll() {
+	if c.sub == nil {
+		return
+	}
+	for name := range c.sub.channels {
+		c.srv.hub.remove(c, name, false)
+	}
+	for name := range c.sub.patterns {
+		c.srv.hub.remove(c, name, true)
+	}
+	c.sub = nil
+	c.stopDelivery()
+}
+
+// allowedWhileSubscribed are the commands a RESP2 connection may send while
+// it listens, as in Redis.
+var allowedWhileSubscribed = map[string]bool{
+	"subscribe": true, "psubscribe": true, "unsubscribe": true, "punsubscribe": true, "ping": true, "quit": true,
+}
+
+func subscribedOnlyError(cmd string) error {
+	return &protocol.Error{Code: protocol.CodeErr, Msg: "Can't execute '" + strings.ToLower(cmd) +
+		"': only (P)SUBSCRIBE / (P)UNSUBSCRIBE / PING / QUIT are allowed in this context"}
+}
+
+// deliver queues a message frame for c without blocking the publisher.
+func (c *conn) deliver(frame []byte) {
+	if l := c.loop; l != nil {
+		l.post(func() { l.deliver(c, frame) })
+		return
+	}
+	select {
+	case c.out <- frame:
+	default:
+		// The subscriber is not reading: disconnect it rather than buffer.
+		c.srv.hub.dropped.Add(1)
+		c.log.Warn().Msg("subscriber too slow; closing its connection")
+		c.nc.Close()
+	}
+}
+
+// startDelivery starts the goroutine transport's message writer, owned by
+// the connection: messages arrive from other goroutines while the
+// connection's own goroutine waits in Read.
+func (c *conn) startDelivery() {
+	if c.loop != nil {
+		return
+	}
+	c.out = make(chan []byte, 1024)
+	c.outStop = make(chan struct{})
+	c.outDone = make(chan struct{})
+	go func() {
+		defer close(c.outDone)
+		for {
+			select {
+			case frame := <-c.out:
+				c.wmu.Lock()
+				_, err := c.nc.Write(frame)
+				c.wmu.Unlock()
+				if err != nil {
+					return
+				}
+			case <-c.outStop:
+				return
+			}
+		}
+	}()
+}
+
+// stopDelivery stops the message writer and waits for it.
+func (c *conn) stopDelivery() {
+	if c.outStop == nil {
+		return
+	}
+	close(c.outStop)
+	<-c.outDone
+	c.outStop = nil
+}
+
+// lockedWriter is the goroutine transport's socket writer: the connection's
+// own replies and the message writer's frames take turns.
+type lockedWriter struct{ c *conn }
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.c.wmu.Lock()
+	defer w.c.wmu.Unlock()
+	return w.c.nc.Write(p)
+}
