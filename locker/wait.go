@@ -16,7 +16,9 @@ type Wait struct {
 	Priority int
 	// Notify is called once when the lease is granted, with its token, on
 	// whatever goroutine freed the lock and after the table's locks are
-	// released. It must not block: hand the token over and return.
+	// released. It must not block: hand the token over and return. A token
+	// of 0 means the wait was superseded: a later AcquireWait with the same
+	// Owner took its place in the queue.
 	Notify func(token uint64)
 
 	// Guarded by the shard's mutex.
@@ -136,7 +138,9 @@ func (t *Table) unlock(s *shard) {
 // granted=false. w.Notify is then called when the lease is handed to it, or
 // never if CancelWait takes it out first. A request that could be granted
 // at once is granted at once (and Notify is not called), unless others are
-// already waiting: it never overtakes them.
+// already waiting: it never overtakes them. A request whose Owner is already
+// queued takes that request's place instead of queueing twice, and the older
+// one is notified with token 0.
 func (t *Table) AcquireWait(key []byte, w *Wait) (token uint64, granted bool, err error) {
 	if err := t.CheckKey(key); err != nil {
 		return 0, false, err
@@ -183,8 +187,33 @@ func (t *Table) AcquireWait(key []byte, w *Wait) (token uint64, granted bool, er
 		}
 		return s.grant(i, now, ttl, w.Owner), true, nil
 	}
+	if len(w.Owner) > 0 && s.takeOwnersPlace(i, w) {
+		return 0, false, nil
+	}
 	s.enqueue(i, w)
 	return 0, false, nil
+}
+
+// takeOwnersPlace puts w where a queued request of the same owner stands (a
+// retry from a new connection, say), so that the owner never queues twice;
+// the old request is told it was superseded. It reports whether it did.
+func (s *shard) takeOwnersPlace(i uint32, w *Wait) bool {
+	if s.waiterCount(i) == 0 {
+		return false
+	}
+	q := s.waiters[i]
+	for n, old := range q.items {
+		if string(old.Owner) != string(w.Owner) {
+			continue
+		}
+		w.Priority = old.Priority // the place in the queue is the old one's
+		w.state, w.seq, w.entry, w.shard = waitQueued, old.seq, i, s
+		q.items[n] = w
+		old.state, old.token = waitCancelled, 0
+		s.granted = append(s.granted, old) // Notify(0) once unlocked
+		return true
+	}
+	return false
 }
 
 // CancelWait takes w out of its queue, as when its wait times out or its

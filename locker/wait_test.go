@@ -253,3 +253,36 @@ func TestWaitersUnderConcurrency(t *testing.T) {
 		t.Fatalf("left behind: %+v", st)
 	}
 }
+
+// TestOwnerRetryTakesItsPlaceInTheQueue: a waiting request retried with the
+// same OWNER (from a new connection, say) does not queue twice.
+func TestOwnerRetryTakesItsPlaceInTheQueue(t *testing.T) {
+	tb, _ := newTestTable(t)
+	k := []byte("r")
+	tok := mustAcquire(t, tb, "r", time.Second, "")
+	first, firstCh := waiter(time.Second, 0, "")
+	mustQueue(t, tb, "r", first)
+	old, oldCh := waiter(time.Second, 0, "job-42")
+	mustQueue(t, tb, "r", old)
+	last, lastCh := waiter(time.Second, 0, "")
+	mustQueue(t, tb, "r", last)
+	retry, retryCh := waiter(time.Second, 9, "job-42")
+	mustQueue(t, tb, "r", retry)
+	if got := granted(t, oldCh); got != 0 {
+		t.Fatalf("the superseded wait was notified with %d, want 0", got)
+	}
+	if st, _ := tb.Status(k); st.Waiters != 3 {
+		t.Fatalf("%d waiters, want 3: the retry took the old place", st.Waiters)
+	}
+	tb.Release(k, tok)
+	t1 := granted(t, firstCh)
+	notGranted(t, retryCh) // its place is the old one's, behind first, despite PRIORITY 9
+	tb.Release(k, t1)
+	t2 := granted(t, retryCh)
+	notGranted(t, lastCh)
+	// Granted, the owner's retry returns the same token.
+	again, _ := waiter(time.Second, 0, "job-42")
+	if tok, ok, _ := tb.AcquireWait(k, again); !ok || tok != t2 {
+		t.Fatalf("retry of the holder = %d, %v; want %d", tok, ok, t2)
+	}
+}

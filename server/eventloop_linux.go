@@ -250,7 +250,7 @@ func (l *ioLoop) granted(c *conn, w *locker.Wait, token uint64) {
 	if c.fd < 0 || c.blocked == nil || c.blocked.wait != w {
 		return // the wait already ended, and CancelWait reported this grant
 	}
-	c.unblock(token, true)
+	c.unblock(token, token != 0) // 0: superseded by the owner's retry
 	l.serveReadable(c)
 }
 

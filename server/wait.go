@@ -84,7 +84,7 @@ func (c *conn) waitInline(b *blockState, grants chan uint64) {
 	var granted, gone bool
 	select {
 	case token = <-grants:
-		granted = true
+		granted = token != 0 // 0: superseded by the owner's retry
 	case <-timer.C:
 		if token, granted = c.srv.table.CancelWait(b.wait); !granted {
 			c.srv.stats.waitTimeouts.Add(1)

@@ -156,3 +156,31 @@ func TestWaitErrors(t *testing.T) {
 	do(t, rdb, "ACQUIRE", "k", 1000, "WAIT", 0).Nil()
 	do(t, rdb, "RELEASE", "k", tok).Is(1)
 }
+
+// TestOwnerRetryOnANewConnection: a client whose connection broke while it
+// waited retries with the same OWNER on a new one; it takes the old place,
+// and the old connection's wait ends with nil.
+func TestOwnerRetryOnANewConnection(t *testing.T) {
+	ts := startServer(t)
+	holder := ts.dial()
+	holder.send("ACQUIRE r 30000\r\n")
+	tok := token(t, holder)
+	old := ts.dial()
+	old.send("ACQUIRE r 30000 OWNER job-9 WAIT 20000\r\n")
+	waitForWaiters(t, ts, "r", 1)
+	retry := ts.dial()
+	retry.send("ACQUIRE r 30000 OWNER job-9 WAIT 20000\r\n")
+	if got := old.reply(); got != nil {
+		t.Fatalf("superseded wait got %#v, want nil", got)
+	}
+	waitForWaiters(t, ts, "r", 1)
+	holder.send(fmt.Sprintf("RELEASE r %d\r\n", tok))
+	holder.reply()
+	got := token(t, retry)
+	// Retried again once granted, it gets the same token back.
+	again := ts.dial()
+	again.send("ACQUIRE r 30000 OWNER job-9 WAIT 20000\r\n")
+	if same := token(t, again); same != got {
+		t.Fatalf("retry after the grant got %d, want %d", same, got)
+	}
+}
