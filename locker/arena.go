@@ -44,6 +44,11 @@ func (a *arena) put(b []byte) uint32 {
 		cl.free = cl.free[:n-1]
 	} else {
 		if !cl.started || cl.next+size > arenaPageSize {
+			if len(a.pages) >= 1<<(32-arenaPageBits) {
+				// A ref has 16 bits of page: 4 GiB of keys and owners in
+				// one shard. Refuse loudly rather than wrap around.
+				panic("locker: a shard's key arena is full (4 GiB); use more shards")
+			}
 			cl.page = uint32(len(a.pages))
 			cl.next = 0
 			cl.started = true

@@ -57,6 +57,7 @@ func (q *waitQueue) remove(w *Wait) {
 	for i, x := range q.items {
 		if x == w {
 			q.items = append(q.items[:i], q.items[i+1:]...)
+			q.items[:len(q.items)+1][len(q.items)] = nil
 			return
 		}
 	}
@@ -85,6 +86,7 @@ func (s *shard) handOff(i uint32, now int64) {
 	}
 	q := s.waiters[i]
 	w := q.items[0]
+	q.items[0] = nil // the backing array must not pin a finished wait
 	q.items = q.items[1:]
 	if len(q.items) == 0 {
 		s.dropQueue(i)
@@ -125,11 +127,13 @@ func (t *Table) unlock(s *shard) {
 	granted, events := s.granted, s.events
 	s.granted, s.events = nil, nil
 	s.mu.Unlock()
-	for _, w := range granted {
-		w.Notify(w.token)
-	}
+	// Events first: a waiter may act on its grant at once (release it, say),
+	// and its own events must not overtake the ones that led to the grant.
 	for _, ev := range events {
 		s.sink.Publish(ev)
+	}
+	for _, w := range granted {
+		w.Notify(w.token)
 	}
 }
 
@@ -225,8 +229,14 @@ func (t *Table) CancelWait(w *Wait) (token uint64, granted bool) {
 	if s == nil {
 		return 0, false
 	}
+	now := int64(t.cfg.Clock.Now())
 	s.mu.Lock()
 	defer t.unlock(s)
+	if w.state == waitQueued {
+		// As every operation does: a lease past its deadline is expired
+		// now, and may hand the lock to this very waiter.
+		s.settle(w.entry, now)
+	}
 	switch w.state {
 	case waitGranted:
 		return w.token, true

@@ -129,9 +129,13 @@ func (w *timerWheel) advance(to int64, fire func(id uint32)) {
 		for l := 1; l < len(w.levels) && w.now&(1<<(wheelBits*l)-1) == 0; l++ {
 			w.cascade(l, int(w.now>>(wheelBits*l))&wheelMask)
 		}
-		head := &w.levels[0][w.now&wheelMask]
-		for *head != 0 {
-			id := *head
+		// Re-read the slot's head every time: fire may schedule a timer
+		// that needs a new level, and growing w.levels moves the array.
+		for {
+			id := w.levels[0][w.now&wheelMask]
+			if id == 0 {
+				break
+			}
 			w.unlink(id, w.nodes.wheelNode(id))
 			w.pending--
 			fire(id)
