@@ -36,20 +36,28 @@ type conn struct {
 
 	// Owned by whoever runs the connection's commands.
 	name, libName, libVer string
-	quit                  bool              // reply, flush, then close
-	unflushed             bool              // replies are waiting in wr
-	pending               []byte            // event loop: reply bytes the socket has not taken yet
-	sockErr               error             // event loop: the socket refused a write
-	lastRead              int64             // event loop: monotonic ns of the last read, for the idle timeout
-	drained               bool              // event loop: the last read emptied the socket
-	blocked               *blockState       // parked in ACQUIRE ... WAIT
-	ephemeral             map[string]uint64 // EPHEMERAL leases by key, released on close
-	sub                   *subscription     // pub/sub channels and patterns, when listening
+	quit                  bool                // reply, flush, then close
+	unflushed             bool                // replies are waiting in wr
+	pending               []byte              // event loop: reply bytes the socket has not taken yet
+	sockErr               error               // event loop: the socket refused a write
+	lastRead              int64               // event loop: monotonic ns of the last read, for the idle timeout
+	drained               bool                // event loop: the last read emptied the socket
+	closeWhenFlushed      bool                // event loop: close once pending is written (QUIT, protocol error)
+	blocked               *blockState         // parked in ACQUIRE ... WAIT
+	ephemeral             map[string]struct{} // keys this connection tied EPHEMERAL leases to (see ephemeralTies)
+	sub                   *subscription       // pub/sub channels and patterns, when listening
 
 	// Goroutine transport with subscriptions: a writer goroutine sends
 	// messages, and wmu orders its writes with the connection's own.
-	wmu              sync.Mutex
-	out              chan []byte
+	wmu   sync.Mutex
+	subMu sync.Mutex // guards sub (see subscription)
+	// Pub/sub messages on their way (see deliver); guarded by outMu.
+	outMu            sync.Mutex
+	outbox           []outFrame
+	outBytes         int
+	outScheduled     bool
+	outDropped       bool
+	outSignal        chan struct{} // goroutine transport: wakes the message writer
 	outStop, outDone chan struct{}
 	watching         uint32 // event loop: the epoll events registered
 }
@@ -83,7 +91,13 @@ func (f flushBeforeRead) Read(p []byte) (int, error) {
 		}
 	}
 	if t := c.srv.cfg.IdleTimeout; t > 0 {
-		c.nc.SetReadDeadline(time.Now().Add(t))
+		if c.subscriptions() > 0 {
+			// As in Redis, a listening client has nothing to say: the idle
+			// timeout spares it.
+			c.nc.SetReadDeadline(time.Time{})
+		} else {
+			c.nc.SetReadDeadline(time.Now().Add(t))
+		}
 	}
 	return c.nc.Read(p)
 }

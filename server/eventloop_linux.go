@@ -20,6 +20,10 @@ import (
 // defaultIOLoops is the number of epoll event loops a server runs by default.
 const defaultIOLoops = 1
 
+// maxEpollWaitMs caps one epoll_wait, whose timeout is a 32-bit count of ms;
+// a longer wait just wakes and sleeps again.
+const maxEpollWaitMs = int64(time.Hour / time.Millisecond)
+
 // ioLoop is an epoll event loop that owns a set of connections: it reads
 // from a socket only when epoll says it is readable and writes replies when
 // a batch of commands is done, so a request costs one read and one write, as
@@ -149,7 +153,7 @@ func (l *ioLoop) run() {
 		timeout := sweep
 		if len(l.waitTimers) > 0 {
 			// Wake for the earliest wait deadline, rounded up to a whole ms.
-			ms := int((l.waitTimers[0].deadline - l.srv.monotonic() + int64(time.Millisecond) - 1) / int64(time.Millisecond))
+			ms := int(min((l.waitTimers[0].deadline-l.srv.monotonic()+int64(time.Millisecond)-1)/int64(time.Millisecond), maxEpollWaitMs))
 			if ms = max(ms, 0); timeout < 0 || ms < timeout {
 				timeout = ms
 			}
@@ -218,6 +222,10 @@ func (l *ioLoop) handle(c *conn, events uint32) {
 		if len(c.pending) > 0 {
 			return // still waiting for the client to read
 		}
+		if c.closeWhenFlushed {
+			l.closeConn(c) // QUIT or a protocol error: its replies are out
+			return
+		}
 		l.rewatch(c)
 	}
 	if len(c.pending) == 0 && c.blocked == nil && events&(unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR|unix.EPOLLRDHUP) != 0 {
@@ -231,7 +239,9 @@ func (l *ioLoop) rewatch(c *conn) {
 	want := uint32(unix.EPOLLIN | unix.EPOLLRDHUP)
 	switch {
 	case len(c.pending) > 0:
-		want = unix.EPOLLOUT | unix.EPOLLRDHUP
+		// Not EPOLLRDHUP: a client that half-closed may still read its
+		// replies, and a level-triggered RDHUP nobody consumes would spin.
+		want = unix.EPOLLOUT
 	case c.blocked != nil:
 		want = unix.EPOLLRDHUP
 	}
@@ -242,7 +252,7 @@ func (l *ioLoop) rewatch(c *conn) {
 
 // armWaitTimer schedules the end of c's wait.
 func (l *ioLoop) armWaitTimer(c *conn, b *blockState) {
-	l.waitTimers.add(waitTimer{deadline: b.deadline, c: c, b: b})
+	l.waitTimers.add(c, b)
 }
 
 // granted delivers a lease handed to a parked connection; it runs on the loop.
@@ -250,16 +260,21 @@ func (l *ioLoop) granted(c *conn, w *locker.Wait, token uint64) {
 	if c.fd < 0 || c.blocked == nil || c.blocked.wait != w {
 		return // the wait already ended, and CancelWait reported this grant
 	}
+	l.waitTimers.disarm(c.blocked)
 	c.unblock(token, token != 0) // 0: superseded by the owner's retry
 	l.serveReadable(c)
 }
 
-// deliver writes a pub/sub message to c; it runs on the loop.
-func (l *ioLoop) deliver(c *conn, frame []byte) {
+// drainOutbox writes c's queued pub/sub messages; it runs on the loop.
+func (l *ioLoop) drainOutbox(c *conn) {
 	if c.fd < 0 {
 		return
 	}
-	c.wr.WriteRaw(frame)
+	out := c.takeOutbox()
+	if len(out) == 0 {
+		return
+	}
+	c.wr.WriteRaw(out)
 	c.wr.Flush()
 	switch {
 	case c.sockErr != nil:
@@ -280,7 +295,7 @@ func (l *ioLoop) expireWaits() {
 		t := heap.Pop(&l.waitTimers).(waitTimer)
 		c := t.c
 		if c.fd < 0 || c.blocked != t.b {
-			continue // ended early: granted, or the connection closed
+			continue // defensive: waits that end early are disarmed
 		}
 		token, granted := l.srv.table.CancelWait(t.b.wait)
 		if !granted {
@@ -307,9 +322,14 @@ func (l *ioLoop) serveReadable(c *conn) {
 		c.unflushed = false
 		c.wr.Flush()
 	}
-	if !open || c.sockErr != nil {
+	if c.sockErr != nil || !open && len(c.pending) == 0 {
 		l.closeConn(c)
 		return
+	}
+	if !open {
+		// QUIT or a protocol error with replies the socket has not taken:
+		// send them, then close.
+		c.closeWhenFlushed = true
 	}
 	// Stop reading while replies wait for the client, or while it is parked.
 	l.rewatch(c)
@@ -332,7 +352,8 @@ func (l *ioLoop) sweepIdle() {
 	}
 	l.lastSweep = now
 	for _, c := range l.conns {
-		if c.blocked == nil && now-c.lastRead >= idle {
+		// As in Redis, the idle timeout spares waiting and listening clients.
+		if c.blocked == nil && c.subscriptions() == 0 && now-c.lastRead >= idle {
 			c.log.Debug().Msg("idle timeout")
 			l.closeConn(c)
 		}
@@ -354,6 +375,7 @@ func (l *ioLoop) closeConn(c *conn) {
 	if b := c.blocked; b != nil {
 		// Nothing is granted to a closed connection: leave the queue, and
 		// hand back a lease that won the race.
+		l.waitTimers.disarm(b)
 		c.blocked = nil
 		l.srv.stats.blocked.Add(-1)
 		if token, granted := l.srv.table.CancelWait(b.wait); granted {

@@ -25,4 +25,5 @@ func (l *ioLoop) adopt(net.Conn) (*conn, error)       { return nil, errNoEventLo
 func (l *ioLoop) closeUnregistered(*conn)             {}
 func (l *ioLoop) armWaitTimer(*conn, *blockState)     {}
 func (l *ioLoop) granted(*conn, *locker.Wait, uint64) {}
-func (l *ioLoop) deliver(*conn, []byte)               {}
+func (l *ioLoop) drainOutbox(*conn)                   {}
+func (l *ioLoop) closeConn(*conn)                     {}

@@ -85,8 +85,8 @@ func handleAcquire(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	if granted && req.Ephemeral {
-		c.holdEphemeral(string(req.Key), token)
+	if granted {
+		c.srv.ties.granted(c, string(req.Key), token, req.Ephemeral)
 	}
 	protocol.WriteToken(c.wr, token, granted)
 	return nil
@@ -108,7 +108,7 @@ func handleRelease(c *conn, args [][]byte) error {
 	}
 	released := c.srv.table.Release(req.Key, req.Token)
 	if released {
-		c.releasedEphemeral(req.Key, req.Token)
+		c.srv.ties.untie(c, string(req.Key), req.Token)
 	}
 	protocol.WriteBool(c.wr, released)
 	return nil

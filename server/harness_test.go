@@ -26,6 +26,9 @@ type testServer struct {
 
 type option func(*Config)
 
+// withIdleTimeout sets the server's idle timeout.
+func withIdleTimeout(d time.Duration) option { return func(c *Config) { c.IdleTimeout = d } }
+
 // withManualClock drives lease expiry by hand instead of by the system clock.
 func withManualClock(clock *locker.ManualClock) option {
 	return func(c *Config) { c.Locker.Clock = clock }

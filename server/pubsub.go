@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/leasehold/leasehold/internal/glob"
 	"github.com/leasehold/leasehold/locker"
@@ -54,7 +55,7 @@ func (h *hub) Publish(ev locker.Event) {
 		frame = redcon.AppendBulkString(frame, channel)
 		frame = redcon.AppendBulkString(frame, msg)
 		for c := range subs {
-			c.deliver(frame)
+			c.deliver(channel, false, frame)
 		}
 	}
 	for pattern, subs := range h.patterns {
@@ -67,7 +68,7 @@ func (h *hub) Publish(ev locker.Event) {
 		frame = redcon.AppendBulkString(frame, channel)
 		frame = redcon.AppendBulkString(frame, msg)
 		for c := range subs {
-			c.deliver(frame)
+			c.deliver(pattern, true, frame)
 		}
 	}
 }
@@ -106,18 +107,37 @@ func (h *hub) remove(c *conn, name string, pattern bool) {
 	}
 }
 
-// subscription is a connection's own record of what it listens to; it is
-// touched only by whoever runs the connection's commands.
+// subscription is a connection's own record of what it listens to. It is
+// changed only by whoever runs the connection's commands, under c.subMu,
+// which the goroutine transport's message writer also takes to drop a
+// message for a channel the client has left: after an UNSUBSCRIBE reply no
+// message of that channel may follow, or the client's replies fall out of
+// step.
 type subscription struct {
 	channels map[string]bool
 	patterns map[string]bool
 }
 
 func (c *conn) subscriptions() int {
+	c.subMu.Lock()
+	defer c.subMu.Unlock()
 	if c.sub == nil {
 		return 0
 	}
 	return len(c.sub.channels) + len(c.sub.patterns)
+}
+
+// listening reports whether c still listens to name.
+func (c *conn) listening(name string, pattern bool) bool {
+	c.subMu.Lock()
+	defer c.subMu.Unlock()
+	if c.sub == nil {
+		return false
+	}
+	if pattern {
+		return c.sub.patterns[name]
+	}
+	return c.sub.channels[name]
 }
 
 func handleSubscribe(c *conn, args [][]byte) error  { return subscribe(c, args[1:], false) }
@@ -125,7 +145,9 @@ func handlePSubscribe(c *conn, args [][]byte) error { return subscribe(c, args[1
 
 func subscribe(c *conn, names [][]byte, pattern bool) error {
 	if c.sub == nil {
+		c.subMu.Lock()
 		c.sub = &subscription{channels: map[string]bool{}, patterns: map[string]bool{}}
+		c.subMu.Unlock()
 		c.startDelivery()
 	}
 	kind, m := "subscribe", c.sub.channels
@@ -135,10 +157,12 @@ func subscribe(c *conn, names [][]byte, pattern bool) error {
 	var added []string
 	for _, n := range names {
 		name := string(n)
+		c.subMu.Lock()
 		if !m[name] {
 			m[name] = true
 			added = append(added, name)
 		}
+		c.subMu.Unlock()
 		c.wr.WriteArray(3)
 		c.wr.WriteBulkString(kind)
 		c.wr.WriteBulkString(name)
@@ -187,8 +211,11 @@ func unsubscribe(c *conn, names [][]byte, pattern bool) error {
 		return nil
 	}
 	for _, name := range list {
-		if m[name] {
-			delete(m, name)
+		c.subMu.Lock()
+		was := m[name]
+		delete(m, name)
+		c.subMu.Unlock()
+		if was {
 			c.srv.hub.remove(c, name, pattern)
 		}
 		c.wr.WriteArray(3)
@@ -210,7 +237,9 @@ func (c *conn) unsubscribeAll() {
 	for name := range c.sub.patterns {
 		c.srv.hub.remove(c, name, true)
 	}
+	c.subMu.Lock()
 	c.sub = nil
+	c.subMu.Unlock()
 	c.stopDelivery()
 }
 
@@ -225,20 +254,69 @@ func subscribedOnlyError(cmd string) error {
 		"': only (P)SUBSCRIBE / (P)UNSUBSCRIBE / PING / QUIT are allowed in this context"}
 }
 
-// deliver queues a message frame for c without blocking the publisher.
-func (c *conn) deliver(frame []byte) {
+// outFrame is a message on its way to a subscriber, with the channel or
+// pattern it was sent for.
+type outFrame struct {
+	name    string
+	pattern bool
+	frame   []byte
+}
+
+// deliver queues a message frame for c without blocking the publisher: it
+// goes to c's outbox, and one drain is scheduled on whoever writes for c (its
+// event loop, or its message writer goroutine), however many messages pile
+// up meanwhile. A subscriber whose outbox passes maxSubscriberBacklog is
+// disconnected instead.
+func (c *conn) deliver(name string, pattern bool, frame []byte) {
+	c.outMu.Lock()
+	if c.outBytes+len(frame) > maxSubscriberBacklog {
+		overflow := !c.outDropped
+		c.outDropped = true
+		c.outMu.Unlock()
+		if overflow {
+			c.srv.hub.dropped.Add(1)
+			c.log.Warn().Msg("subscriber too slow; closing its connection")
+			if l := c.loop; l != nil {
+				l.post(func() { l.closeConn(c) })
+			} else {
+				c.nc.Close()
+			}
+		}
+		return
+	}
+	c.outbox = append(c.outbox, outFrame{name, pattern, frame})
+	c.outBytes += len(frame)
+	schedule := !c.outScheduled
+	c.outScheduled = true
+	c.outMu.Unlock()
+	if !schedule {
+		return
+	}
 	if l := c.loop; l != nil {
-		l.post(func() { l.deliver(c, frame) })
+		l.post(func() { l.drainOutbox(c) })
 		return
 	}
 	select {
-	case c.out <- frame:
+	case c.outSignal <- struct{}{}:
 	default:
-		// The subscriber is not reading: disconnect it rather than buffer.
-		c.srv.hub.dropped.Add(1)
-		c.log.Warn().Msg("subscriber too slow; closing its connection")
-		c.nc.Close()
 	}
+}
+
+// takeOutbox returns the queued messages c still listens for, oldest first;
+// one for a channel or pattern c has left since is dropped, since after an
+// UNSUBSCRIBE reply no message of it may follow.
+func (c *conn) takeOutbox() []byte {
+	c.outMu.Lock()
+	frames := c.outbox
+	c.outbox, c.outBytes, c.outScheduled = nil, 0, false
+	c.outMu.Unlock()
+	var out []byte
+	for _, f := range frames {
+		if c.listening(f.name, f.pattern) {
+			out = append(out, f.frame...)
+		}
+	}
+	return out
 }
 
 // startDelivery starts the goroutine transport's message writer, owned by
@@ -248,16 +326,21 @@ func (c *conn) startDelivery() {
 	if c.loop != nil {
 		return
 	}
-	c.out = make(chan []byte, 1024)
+	c.outSignal = make(chan struct{}, 1)
 	c.outStop = make(chan struct{})
 	c.outDone = make(chan struct{})
 	go func() {
 		defer close(c.outDone)
 		for {
 			select {
-			case frame := <-c.out:
+			case <-c.outSignal:
+				// Under wmu, so that an UNSUBSCRIBE reply flushed after the
+				// client left a channel cannot be overtaken by its messages.
 				c.wmu.Lock()
-				_, err := c.nc.Write(frame)
+				var err error
+				if out := c.takeOutbox(); len(out) > 0 {
+					_, err = c.writeSocket(out)
+				}
 				c.wmu.Unlock()
 				if err != nil {
 					return
@@ -286,5 +369,16 @@ type lockedWriter struct{ c *conn }
 func (w lockedWriter) Write(p []byte) (int, error) {
 	w.c.wmu.Lock()
 	defer w.c.wmu.Unlock()
-	return w.c.nc.Write(p)
+	return w.c.writeSocket(p)
+}
+
+// writeSocket writes p to the goroutine transport's socket; the caller holds
+// wmu.
+func (c *conn) writeSocket(p []byte) (int, error) {
+	if t := c.srv.cfg.IdleTimeout; t > 0 {
+		// A client that stops reading is as idle as one that stops
+		// sending: it must not hold a goroutine in Write for ever.
+		c.nc.SetWriteDeadline(time.Now().Add(t))
+	}
+	return c.nc.Write(p)
 }

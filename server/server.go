@@ -21,7 +21,8 @@ type Server struct {
 	cfg      Config
 	log      zerolog.Logger
 	table    *locker.Table
-	hub      *hub      // pub/sub of lock events
+	hub      *hub // pub/sub of lock events
+	ties     ephemeralTies
 	handlers []handler // by index in protocol.Commands
 	started  time.Time
 

@@ -11,6 +11,7 @@ import (
 // blockState is a connection parked in ACQUIRE ... WAIT: it runs no further
 // command until the lease is handed to it or the wait ends.
 type blockState struct {
+	timer     int // index in the loop's wait heap; -1 when not in it
 	wait      *locker.Wait
 	key       string
 	deadline  int64 // Server.monotonic() ns
@@ -39,15 +40,13 @@ func acquireWaiting(c *conn, req protocol.AcquireRequest) error {
 	token, granted, err := c.srv.table.AcquireWait(req.Key, w)
 	if err != nil || granted {
 		if err == nil {
-			if req.Ephemeral {
-				c.holdEphemeral(key, token)
-			}
+			c.srv.ties.granted(c, key, token, req.Ephemeral)
 			protocol.WriteToken(c.wr, token, true)
 		}
 		return err
 	}
 	c.srv.stats.blocked.Add(1)
-	b := &blockState{wait: w, key: key, deadline: c.srv.monotonic() + int64(req.Wait), ephemeral: req.Ephemeral}
+	b := &blockState{timer: -1, wait: w, key: key, deadline: c.srv.monotonic() + int64(req.Wait), ephemeral: req.Ephemeral}
 	c.blocked = b
 	if c.loop != nil {
 		c.loop.armWaitTimer(c, b) // the loop parks the connection and replies later
@@ -59,11 +58,12 @@ func acquireWaiting(c *conn, req protocol.AcquireRequest) error {
 
 // unblock ends c's wait with token (granted) or nil, and writes the reply.
 func (c *conn) unblock(token uint64, granted bool) {
-	if b := c.blocked; b != nil && granted && b.ephemeral {
-		c.holdEphemeral(b.key, token)
+	if b := c.blocked; b != nil && granted {
+		c.srv.ties.granted(c, b.key, token, b.ephemeral)
 	}
 	c.blocked = nil
 	c.srv.stats.blocked.Add(-1)
+	c.lastRead = c.srv.monotonic() // the idle clock restarts when the wait ends
 	protocol.WriteToken(c.wr, token, granted)
 	c.unflushed = true
 }
@@ -78,6 +78,9 @@ func (c *conn) waitInline(b *blockState, grants chan uint64) {
 		c.unflushed = false
 		c.wr.Flush() // earlier pipelined replies should not wait with us
 	}
+	// The idle timeout does not apply while waiting (nor may its deadline cut
+	// the hang-up watch short); the next read arms it again.
+	c.nc.SetReadDeadline(time.Time{})
 	hangup, stopWatch := watchHangup(c.nc)
 	timer := time.NewTimer(time.Duration(b.deadline - c.srv.monotonic()))
 	var token uint64
@@ -96,8 +99,16 @@ func (c *conn) waitInline(b *blockState, grants chan uint64) {
 	}
 	timer.Stop()
 	stopWatch()
+	if granted && !gone && peerClosed(c.nc) {
+		// The watch stops at pipelined bytes; a FIN behind them still
+		// means nobody will read this grant.
+		gone = true
+	}
 	if gone {
-		if token, granted = c.srv.table.CancelWait(b.wait); granted {
+		if !granted {
+			token, granted = c.srv.table.CancelWait(b.wait)
+		}
+		if granted {
 			c.srv.table.Release([]byte(b.key), token)
 		}
 		c.blocked = nil
@@ -113,26 +124,44 @@ func (c *conn) waitInline(b *blockState, grants chan uint64) {
 }
 
 // waitTimer is one parked connection's deadline in its loop's timer heap.
-// Entries are not removed when a wait ends early; a popped entry whose wait
-// is no longer the connection's is skipped.
 type waitTimer struct {
 	deadline int64
 	c        *conn
 	b        *blockState
 }
 
+// waitTimers is a min-heap of deadlines. Each blockState knows its index, so
+// a wait that ends early (granted, connection closed) leaves the heap at once
+// rather than pinning its connection until the deadline.
 type waitTimers []waitTimer
 
 func (h waitTimers) Len() int           { return len(h) }
 func (h waitTimers) Less(i, j int) bool { return h[i].deadline < h[j].deadline }
-func (h waitTimers) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *waitTimers) Push(x any)        { *h = append(*h, x.(waitTimer)) }
+func (h waitTimers) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].b.timer, h[j].b.timer = i, j
+}
+func (h *waitTimers) Push(x any) {
+	t := x.(waitTimer)
+	t.b.timer = len(*h)
+	*h = append(*h, t)
+}
 func (h *waitTimers) Pop() any {
 	old := *h
 	x := old[len(old)-1]
 	old[len(old)-1] = waitTimer{}
 	*h = old[:len(old)-1]
+	x.b.timer = -1
 	return x
 }
 
-func (h *waitTimers) add(t waitTimer) { heap.Push(h, t) }
+func (h *waitTimers) add(c *conn, b *blockState) {
+	heap.Push(h, waitTimer{deadline: b.deadline, c: c, b: b})
+}
+
+// disarm takes b's deadline out of the heap, if it is there.
+func (h *waitTimers) disarm(b *blockState) {
+	if b.timer >= 0 && b.timer < len(*h) && (*h)[b.timer].b == b {
+		heap.Remove(h, b.timer)
+	}
+}

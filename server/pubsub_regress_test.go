@@ -1,0 +1,87 @@
+package server
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// A message queued for a subscriber before it unsubscribed (a task posted to
+// its loop, or a frame in c.out on the goroutine transport) is still written
+// after the UNSUBSCRIBE confirmation. Once the connection has left every
+// channel it is a normal connection again, so that stray "message" array is
+// read by the client as the reply to its next command: the stream is
+// desynchronised. Redis never sends a message for a channel after confirming
+// the unsubscribe.
+func TestNoMessageAfterUnsubscribeReply(t *testing.T) {
+	ts := startServer(t)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // a busy lock
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			tok, ok, _ := ts.Table().Acquire([]byte("k"), 30*time.Second, nil)
+			if ok {
+				ts.Table().Release([]byte("k"), tok)
+			}
+			// A busy lock, not a flood: the subscriber must read every
+			// message before its UNSUBSCRIBE confirmation.
+			time.Sleep(20 * time.Microsecond)
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+
+	rc := ts.dial()
+	for i := 0; i < 500; i++ {
+		rc.send("SUBSCRIBE __lock__:k\r\n")
+		if got := rc.reply(); fmt.Sprint(got) != "[subscribe __lock__:k 1]" {
+			t.Fatalf("iteration %d: subscribe confirmation: %v", i, got)
+		}
+		rc.send("UNSUBSCRIBE\r\nPING\r\n")
+		// Messages before the unsubscribe confirmation are fine.
+		for {
+			got := rc.reply()
+			if fmt.Sprint(got) == "[unsubscribe __lock__:k 0]" {
+				break
+			}
+			if a, ok := got.([]any); !ok || a[0] != "message" {
+				t.Fatalf("iteration %d: before the unsubscribe confirmation: %#v", i, got)
+			}
+		}
+		// Now a normal connection: the next reply must be PING's.
+		if got := rc.reply(); got != "PONG" {
+			t.Fatalf("iteration %d: reply to PING after UNSUBSCRIBE is %#v: a message for a channel already left", i, got)
+		}
+		rc.send("PING\r\n")
+		if got := rc.reply(); got != "PONG" {
+			t.Fatalf("iteration %d: reply to a later PING is %#v: a message for a channel already left", i, got)
+		}
+	}
+}
+
+// --idle-timeout closes a connection that only listens (both transports:
+// sweepIdle exempts only parked connections; the goroutine transport's read
+// deadline applies to every read). Redis exempts pub/sub clients from its
+// timeout, as a subscriber has nothing to send; here a redis-cli SUBSCRIBE
+// on a quiet lock is dropped every idle-timeout.
+func TestIdleTimeoutSparesSubscribers(t *testing.T) {
+	ts := startServer(t, withIdleTimeout(300*time.Millisecond))
+	sub := ts.dial()
+	sub.send("SUBSCRIBE __lock__:quiet\r\n")
+	sub.reply()
+	time.Sleep(time.Second)
+	if _, _, err := ts.Table().Acquire([]byte("quiet"), 30*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	sub.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if l, err := sub.r.ReadString('\n'); err != nil {
+		t.Errorf("subscriber was disconnected by the idle timeout: %v (%q)", err, l)
+	}
+}
