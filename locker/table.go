@@ -198,6 +198,12 @@ func (t *Table) Create(key []byte, opts CreateOptions) (bool, error) {
 // unknown key is created on the fly (and removed again once free) unless
 // Config.RequireCreate is set.
 func (t *Table) Acquire(key []byte, ttl time.Duration, owner []byte) (token uint64, ok bool, err error) {
+	return t.acquire(key, ttl, owner, nil)
+}
+
+// acquire grants key's lease if it can, and otherwise queues w (when not
+// nil) for it: Acquire and AcquireWait in one.
+func (t *Table) acquire(key []byte, ttl time.Duration, owner []byte, w *Wait) (token uint64, ok bool, err error) {
 	if err := t.CheckKey(key); err != nil {
 		return 0, false, err
 	}
@@ -229,20 +235,22 @@ func (t *Table) Acquire(key []byte, ttl time.Duration, owner []byte) (token uint
 		}
 	}
 	e := s.at(i)
-	if e.flags&flagDelayed != 0 {
-		return 0, false, nil // a lease expired here moments ago
-	}
-	if e.flags&flagHeld == 0 && s.waiterCount(i) > 0 {
-		return 0, false, nil // never overtake the queue
-	}
-	if e.flags&flagHeld != 0 {
-		if s.ownerIs(e, owner) {
-			s.renew(i, now, int64(ttl))
-			return e.token, true, nil
-		}
+	switch {
+	case e.flags&flagHeld != 0 && s.ownerIs(e, owner):
+		s.renew(i, now, int64(ttl))
+		return e.token, true, nil
+	case e.flags&(flagHeld|flagDelayed) == 0 && s.waiterCount(i) == 0:
+		// Free, out of any lock-delay, and nobody queued ahead.
+		return s.grant(i, now, int64(ttl), owner), true, nil
+	case w == nil:
 		return 0, false, nil
 	}
-	return s.grant(i, now, int64(ttl), owner), true, nil
+	w.Owner = append([]byte(nil), owner...) // owner may alias a network buffer
+	if len(w.Owner) > 0 && s.takeOwnersPlace(i, w) {
+		return 0, false, nil
+	}
+	s.enqueue(i, w)
+	return 0, false, nil
 }
 
 // Verify reports whether token is the live lease of key.

@@ -146,56 +146,7 @@ func (t *Table) unlock(s *shard) {
 // queued takes that request's place instead of queueing twice, and the older
 // one is notified with token 0.
 func (t *Table) AcquireWait(key []byte, w *Wait) (token uint64, granted bool, err error) {
-	if err := t.CheckKey(key); err != nil {
-		return 0, false, err
-	}
-	if len(w.Owner) > t.cfg.MaxKeyLen {
-		return 0, false, ErrOwnerTooLong
-	}
-	if w.TTL != 0 {
-		if err := t.checkTTL(w.TTL); err != nil {
-			return 0, false, err
-		}
-	}
-	w.Owner = append([]byte(nil), w.Owner...)
-	h, s := t.locate(key)
-	now := int64(t.cfg.Clock.Now())
-	s.mu.Lock()
-	defer t.unlock(s)
-	i := s.find(h, key, now)
-	if i == 0 {
-		if t.cfg.RequireCreate {
-			return 0, false, &KeyError{Key: string(key), Err: ErrNoSuchLock}
-		}
-		if w.TTL == 0 {
-			return 0, false, ErrNoTTL
-		}
-		i = s.insert(h, key)
-	}
-	if w.TTL == 0 && s.defaultTTL(i) == 0 {
-		return 0, false, ErrNoTTL
-	}
-	e := s.at(i)
-	switch {
-	case e.flags&flagHeld != 0 && s.ownerIs(e, w.Owner):
-		ttl := int64(w.TTL)
-		if ttl == 0 {
-			ttl = s.defaultTTL(i)
-		}
-		s.renew(i, now, ttl)
-		return e.token, true, nil
-	case e.flags&(flagHeld|flagDelayed) == 0 && s.waiterCount(i) == 0:
-		ttl := int64(w.TTL)
-		if ttl == 0 {
-			ttl = s.defaultTTL(i)
-		}
-		return s.grant(i, now, ttl, w.Owner), true, nil
-	}
-	if len(w.Owner) > 0 && s.takeOwnersPlace(i, w) {
-		return 0, false, nil
-	}
-	s.enqueue(i, w)
-	return 0, false, nil
+	return t.acquire(key, w.TTL, w.Owner, w)
 }
 
 // takeOwnersPlace puts w where a queued request of the same owner stands (a
