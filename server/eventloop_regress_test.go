@@ -31,7 +31,8 @@ func (ts *testServer) dialSmallRcvbuf(t *testing.T) *net.TCPConn {
 	return nc.(*net.TCPConn)
 }
 
-// onLoop runs fn on the server's first event loop and waits for it.
+// onLoop runs fn on each of the server's event loops in turn and waits for
+// it: a connection may live on any of them.
 func (ts *testServer) onLoop(t *testing.T, fn func(l *ioLoop)) {
 	t.Helper()
 	ts.mu.Lock()
@@ -40,15 +41,16 @@ func (ts *testServer) onLoop(t *testing.T, fn func(l *ioLoop)) {
 	if len(loops) == 0 {
 		t.Skip("event-loop transport only")
 	}
-	done := make(chan struct{})
-	l := loops[0]
-	if !l.post(func() { fn(l); close(done) }) {
-		t.Fatal("loop gone")
-	}
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("loop did not run the task")
+	for _, l := range loops {
+		done := make(chan struct{})
+		if !l.post(func() { fn(l); close(done) }) {
+			t.Fatal("loop gone")
+		}
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("loop did not run the task")
+		}
 	}
 }
 
