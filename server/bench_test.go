@@ -125,3 +125,44 @@ func waitForWaitersB(b *testing.B, ts *testServer, key string) {
 		}
 	}
 }
+
+// BenchmarkHotPathCycle dispatches granted ACQUIREs and the RELEASEs of their
+// tokens, the path a lock cycle takes; it must not allocate.
+func BenchmarkHotPathCycle(b *testing.B) {
+	srv, err := New(DefaultConfig(), zerolog.Nop())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	var out bytes.Buffer
+	c := newConn(srv, "bench", "bench")
+	c.wr = redcon.NewWriter(&out)
+	keys := make([][]byte, 1024)
+	for i := range keys {
+		keys[i] = []byte(fmt.Sprintf("lock:%07d", i))
+	}
+	acquire := [][]byte{[]byte("ACQUIRE"), nil, []byte("30000")}
+	release := [][]byte{[]byte("RELEASE"), nil, nil}
+	var tok []byte
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		k := keys[i&(len(keys)-1)]
+		acquire[1] = k
+		c.dispatch(acquire)
+		c.wr.Flush()
+		reply := out.Bytes()
+		if len(reply) < 4 || reply[0] != ':' {
+			b.Fatalf("ACQUIRE answered %q", reply)
+		}
+		tok = append(tok[:0], reply[1:len(reply)-2]...)
+		out.Reset()
+		release[1], release[2] = k, tok
+		c.dispatch(release)
+		c.wr.Flush()
+		if out.String() != ":1\r\n" {
+			b.Fatalf("RELEASE answered %q", out.String())
+		}
+		out.Reset()
+	}
+}

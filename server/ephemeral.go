@@ -3,6 +3,7 @@ package server
 import (
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/leasehold/leasehold/protocol"
 )
@@ -21,6 +22,10 @@ var errTooManyEphemeral = &protocol.Error{Code: protocol.CodeErr,
 type ephemeralTies struct {
 	mu    sync.Mutex // guards byKey
 	byKey map[string]tie
+	// count mirrors len(byKey) so that the hot path, grants and releases
+	// with no EPHEMERAL lease anywhere, takes neither the lock nor a copy of
+	// the key.
+	count atomic.Int64
 }
 
 type tie struct {
@@ -31,31 +36,47 @@ type tie struct {
 // granted records that c was granted key's lease token. An EPHEMERAL grant
 // ties the lease to c; any other grant of the same token (the owner's retry
 // without EPHEMERAL) unties it.
-func (t *ephemeralTies) granted(c *conn, key string, token uint64, ephemeral bool) {
+func (t *ephemeralTies) granted(c *conn, key []byte, token uint64, ephemeral bool) {
+	if !ephemeral && t.count.Load() == 0 {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	old, tied := t.byKey[key]
+	old, tied := t.byKey[string(key)]
 	switch {
 	case ephemeral:
 		if t.byKey == nil {
 			t.byKey = make(map[string]tie)
 		}
-		t.byKey[key] = tie{c, token}
+		k := string(key)
+		if !tied {
+			t.count.Add(1)
+		}
+		t.byKey[k] = tie{c, token}
 		if c.ephemeral == nil {
 			c.ephemeral = make(map[string]struct{})
 		}
-		c.ephemeral[key] = struct{}{}
+		c.ephemeral[k] = struct{}{}
 	case tied && old.token == token:
-		delete(t.byKey, key)
+		t.drop(string(key))
 	}
 }
 
+// drop deletes key's tie; the caller holds mu.
+func (t *ephemeralTies) drop(key string) {
+	delete(t.byKey, key)
+	t.count.Add(-1)
+}
+
 // untie forgets key's tie to c, if it is c's and for token.
-func (t *ephemeralTies) untie(c *conn, key string, token uint64) {
+func (t *ephemeralTies) untie(c *conn, key []byte, token uint64) {
+	if t.count.Load() == 0 {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if old, ok := t.byKey[key]; ok && old.c == c && old.token == token {
-		delete(t.byKey, key)
+	if old, ok := t.byKey[string(key)]; ok && old.c == c && old.token == token {
+		t.drop(string(key))
 	}
 }
 
@@ -70,7 +91,7 @@ func (t *ephemeralTies) closed(c *conn) map[string]uint64 {
 				leases = make(map[string]uint64)
 			}
 			leases[key] = old.token
-			delete(t.byKey, key)
+			t.drop(key)
 		}
 	}
 	return leases

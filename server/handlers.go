@@ -86,7 +86,7 @@ func handleAcquire(c *conn, args [][]byte) error {
 		return err
 	}
 	if granted {
-		c.srv.ties.granted(c, string(req.Key), token, req.Ephemeral)
+		c.srv.ties.granted(c, req.Key, token, req.Ephemeral)
 	}
 	protocol.WriteToken(c.wr, token, granted)
 	return nil
@@ -108,7 +108,7 @@ func handleRelease(c *conn, args [][]byte) error {
 	}
 	released := c.srv.table.Release(req.Key, req.Token)
 	if released {
-		c.srv.ties.untie(c, string(req.Key), req.Token)
+		c.srv.ties.untie(c, req.Key, req.Token)
 	}
 	protocol.WriteBool(c.wr, released)
 	return nil

@@ -118,12 +118,15 @@ type subscription struct {
 	patterns map[string]bool
 }
 
+// subscriptions counts what c listens to. Only c's own command runner calls
+// it, and only that runner assigns c.sub, so the nil check needs no lock:
+// the common case, a connection that never subscribed, costs nothing.
 func (c *conn) subscriptions() int {
-	c.subMu.Lock()
-	defer c.subMu.Unlock()
 	if c.sub == nil {
 		return 0
 	}
+	c.subMu.Lock()
+	defer c.subMu.Unlock()
 	return len(c.sub.channels) + len(c.sub.patterns)
 }
 

@@ -40,7 +40,7 @@ func acquireWaiting(c *conn, req protocol.AcquireRequest) error {
 	token, granted, err := c.srv.table.AcquireWait(req.Key, w)
 	if err != nil || granted {
 		if err == nil {
-			c.srv.ties.granted(c, key, token, req.Ephemeral)
+			c.srv.ties.granted(c, req.Key, token, req.Ephemeral)
 			protocol.WriteToken(c.wr, token, true)
 		}
 		return err
@@ -59,7 +59,7 @@ func acquireWaiting(c *conn, req protocol.AcquireRequest) error {
 // unblock ends c's wait with token (granted) or nil, and writes the reply.
 func (c *conn) unblock(token uint64, granted bool) {
 	if b := c.blocked; b != nil && granted {
-		c.srv.ties.granted(c, b.key, token, b.ephemeral)
+		c.srv.ties.granted(c, []byte(b.key), token, b.ephemeral)
 	}
 	c.blocked = nil
 	c.srv.stats.blocked.Add(-1)
@@ -71,8 +71,9 @@ func (c *conn) unblock(token uint64, granted bool) {
 // waitInline is the goroutine transport's wait: the connection's goroutine
 // blocks until the grant, the timeout, the client's hang-up or the server's
 // Close. A client that pipelines more commands behind its waiting ACQUIRE is
-// not watched for hang-ups (the watch must not consume its bytes); a lease
-// granted to it after it left is released as soon as the reply fails.
+// not watched for hang-ups once its bytes arrive (the watch must not consume
+// them); a lease granted to it after it left is released at once, found by a
+// check for the peer's FIN before the reply (Linux) or by the failed reply.
 func (c *conn) waitInline(b *blockState, grants chan uint64) {
 	if c.unflushed {
 		c.unflushed = false
