@@ -23,7 +23,6 @@ type arenaClass struct {
 type arena struct {
 	pages   [][]byte
 	classes [arenaClassCount]arenaClass
-	used    int // bytes in live slots, for memory stats
 }
 
 func classOf(n int) int {
@@ -58,7 +57,6 @@ func (a *arena) put(b []byte) uint32 {
 		cl.next += size
 	}
 	copy(a.get(ref, len(b)), b)
-	a.used += int(size)
 	return ref
 }
 
@@ -72,7 +70,6 @@ func (a *arena) get(ref uint32, n int) []byte {
 func (a *arena) release(ref uint32, n int) {
 	c := classOf(n)
 	a.classes[c].free = append(a.classes[c].free, ref)
-	a.used -= 1 << (c + arenaMinBits)
 }
 
 // footprint is the bytes the arena holds from the heap.

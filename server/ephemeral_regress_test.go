@@ -5,12 +5,10 @@ import (
 	"testing"
 )
 
-// The documented OWNER retry: the client's first connection broke (the
-// server has not noticed yet), it reconnects and retries with the same OWNER
-// and EPHEMERAL, and gets its lease (same token) back on the new connection.
-// When the server later notices the old connection is gone, closeConn /
-// serve's defer releases that token, taking the lease from the live
-// connection that now holds it.
+// Regression: after the documented OWNER retry (the first connection broke
+// unnoticed; the client retries with the same OWNER and EPHEMERAL on a new
+// one and gets the same token back), the old connection's close released
+// the lease the live connection now held. The tie must move with the retry.
 func TestEphemeralTieMovesWithOwnerRetry(t *testing.T) {
 	ts := startServer(t)
 	old := ts.dial()

@@ -92,10 +92,10 @@ func TestHalfClosedClientWithPendingRepliesIsNotWatchedForRDHUP(t *testing.T) {
 	io.Copy(io.Discard, nc)
 }
 
-// QUIT at the end of a pipeline whose replies the socket cannot take at
-// once: serveReadable sees !open and closeConn drops c.pending, so the tail
-// of the replies (and QUIT's +OK) never reaches the client. Redis flushes
-// before closing (CLIENT_CLOSE_AFTER_REPLY), and so does --io-loops 0.
+// Regression: QUIT at the end of a pipeline whose replies the socket could
+// not take at once made the event loop close with replies still pending, so
+// their tail and QUIT's +OK never arrived. As in Redis (and --io-loops 0),
+// the replies must go out before the close.
 func TestQuitSendsPendingRepliesFirst(t *testing.T) {
 	ts := startServer(t)
 	nc := ts.dialSmallRcvbuf(t)

@@ -7,13 +7,10 @@ import (
 	"time"
 )
 
-// A message queued for a subscriber before it unsubscribed (a task posted to
-// its loop, or a frame in c.out on the goroutine transport) is still written
-// after the UNSUBSCRIBE confirmation. Once the connection has left every
-// channel it is a normal connection again, so that stray "message" array is
-// read by the client as the reply to its next command: the stream is
-// desynchronised. Redis never sends a message for a channel after confirming
-// the unsubscribe.
+// Regression: a message queued for a subscriber before it unsubscribed was
+// still written after the UNSUBSCRIBE confirmation, where the client, a
+// normal connection again, read it as the reply to its next command. As in
+// Redis, no message for a channel may follow its unsubscribe reply.
 func TestNoMessageAfterUnsubscribeReply(t *testing.T) {
 	ts := startServer(t)
 	stop := make(chan struct{})
@@ -66,11 +63,8 @@ func TestNoMessageAfterUnsubscribeReply(t *testing.T) {
 	}
 }
 
-// --idle-timeout closes a connection that only listens (both transports:
-// sweepIdle exempts only parked connections; the goroutine transport's read
-// deadline applies to every read). Redis exempts pub/sub clients from its
-// timeout, as a subscriber has nothing to send; here a redis-cli SUBSCRIBE
-// on a quiet lock is dropped every idle-timeout.
+// Regression: --idle-timeout closed connections that only listen. As in
+// Redis, a subscriber has nothing to send and is spared.
 func TestIdleTimeoutSparesSubscribers(t *testing.T) {
 	ts := startServer(t, withIdleTimeout(300*time.Millisecond))
 	sub := ts.dial()

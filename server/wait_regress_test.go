@@ -9,10 +9,10 @@ import (
 	"time"
 )
 
-// Event loop: a parked connection is exempt from the idle sweep, but its
-// lastRead is not refreshed when the wait ends. The next sweep (within
-// idle/4) closes it right after it was handed the lease, before the client
-// could send anything, and closeConn releases its EPHEMERAL lease.
+// Regression (event loop): a parked connection is spared by the idle sweep,
+// but its idle clock did not restart when the wait ended, so the next sweep
+// closed it right after it was handed the lease (releasing an EPHEMERAL
+// one) before the client could send anything.
 func TestIdleClockRestartsAfterWait(t *testing.T) {
 	ts := startServer(t, withIdleTimeout(400*time.Millisecond))
 	held, ok, err := ts.Table().Acquire([]byte("k"), 30*time.Second, nil)
@@ -36,11 +36,10 @@ func TestIdleClockRestartsAfterWait(t *testing.T) {
 	}
 }
 
-// Goroutine transport: watchHangup's raw.Read obeys the read deadline that
-// flushBeforeRead armed for the idle timeout before the ACQUIRE was read.
-// When it passes, the watcher returns silently (hup is never closed), so a
-// hang-up after that point goes unnoticed for the rest of the wait, and a
-// lease handed over meanwhile goes to the dead connection.
+// Regression (goroutine transport): the hang-up watch obeyed the idle read
+// deadline armed before the ACQUIRE was read; once it passed, a hang-up went
+// unnoticed for the rest of the wait and a lease handed over meanwhile went
+// to the dead connection.
 func TestHangupNoticedPastIdleDeadline(t *testing.T) {
 	ts := startServer(t, withIdleTimeout(300*time.Millisecond))
 	holder := ts.dial()
@@ -69,11 +68,9 @@ func TestHangupNoticedPastIdleDeadline(t *testing.T) {
 	}
 }
 
-// Goroutine transport, pipelined command behind the waiting ACQUIRE: the
-// docs promise "a lease granted meanwhile is released when its reply cannot
-// be written". But the first write to a socket whose peer has closed
-// succeeds (the peer answers it with RST), so Flush returns nil and the
-// lease stays held by the dead connection until its ttl.
+// Regression (goroutine transport): with a command pipelined behind the
+// waiting ACQUIRE, a lease granted after the client hung up was kept, since
+// the first write to a closed peer succeeds. It must be released at once.
 func TestPipelinedWaiterHangupGetsNoLease(t *testing.T) {
 	ts := startServer(t)
 	holder := ts.dial()
@@ -84,6 +81,8 @@ func TestPipelinedWaiterHangupGetsNoLease(t *testing.T) {
 	waiter.send("ACQUIRE k 30000 WAIT 20000\r\n")
 	waitForWaiters(t, ts, "k", 1)
 	waiter.send("PING\r\n") // pipelined behind the waiting ACQUIRE: stops the hang-up watch
+	// Scenario, not synchronisation: let the PING arrive before the FIN, and
+	// the FIN before the grant.
 	time.Sleep(100 * time.Millisecond)
 	waiter.Close()
 	time.Sleep(100 * time.Millisecond)
@@ -92,16 +91,22 @@ func TestPipelinedWaiterHangupGetsNoLease(t *testing.T) {
 	if got := holder.reply(); got != int64(1) {
 		t.Fatalf("release: %#v", got)
 	}
-	time.Sleep(300 * time.Millisecond)
-	st, _ := ts.Table().Status([]byte("k"))
-	if st.Held {
-		t.Errorf("lease %d was handed to a connection closed before the grant, and kept (ttl %v)", st.Token, st.TTL)
+	// The grant goes to the waiter, which must hand it straight back.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		st, _ := ts.Table().Status([]byte("k"))
+		if !st.Held {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lease %d was handed to a connection closed before the grant, and kept (ttl %v)", st.Token, st.TTL)
+		}
+		ts.Table().ExpireDue()
 	}
 }
 
-// Event loop: a wait that ends early leaves its entry in the loop's timer
-// heap until its original deadline (up to max-ttl, 24h by default), holding
-// the *conn (reader and writer buffers) and the blockState alive.
+// Regression (event loop): a wait that ended early stayed in the loop's
+// timer heap until its original deadline (up to max-ttl), pinning its
+// connection and wait state.
 func TestFinishedWaitsLeaveTimerHeap(t *testing.T) {
 	ts := startServer(t)
 	holder := ts.dial()
@@ -125,20 +130,20 @@ func TestFinishedWaitsLeaveTimerHeap(t *testing.T) {
 	}
 }
 
-// Goroutine transport: the idle timeout is only a read deadline. A client
-// that pipelines requests with large replies and then neither reads nor
-// sends leaves the connection's goroutine blocked in Flush (no write
-// deadline) for ever, holding its buffers and a max-clients slot, although
-// it has sent nothing for far longer than --idle-timeout. The event loop's
-// sweep does close it.
+// Regression (goroutine transport): the idle timeout was only a read
+// deadline, so a client that pipelined requests with large replies and then
+// neither read nor sent held its goroutine in Flush for ever. Like the event
+// loop's sweep, the transport must close it.
 func TestIdleTimeoutClosesClientThatDoesNotRead(t *testing.T) {
 	ts := startServer(t, withIdleTimeout(300*time.Millisecond))
 	nc := ts.dialSmallRcvbuf(t)
 	if _, err := nc.Write([]byte(strings.Repeat("COMMAND DOCS\r\n", 2000))); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond)
-	if n := ts.clientCount(); n != 0 {
-		t.Errorf("%d connection(s) still open 1.5s after sending anything, with a 300ms idle timeout", n)
+	for deadline := time.Now().Add(5 * time.Second); ts.clientCount() != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connection(s) still open 5s after the client last sent, with a 300ms idle timeout", ts.clientCount())
+		}
+		ts.Table().ExpireDue() // a harmless call between polls
 	}
 }

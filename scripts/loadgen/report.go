@@ -156,7 +156,7 @@ func buildRows(recs []record) ([]row, []string) {
 	type group struct {
 		lh, rd           side
 		unit, goal, note string
-		derive, dTarget  string
+		derive           string
 		rounds           map[int]bool
 	}
 	groups := map[string]*group{}
