@@ -220,6 +220,10 @@ func unsubscribe(c *conn, names [][]byte, pattern bool) error {
 		c.subMu.Unlock()
 		if was {
 			c.srv.hub.remove(c, name, pattern)
+			// No message for it can arrive now; drop the ones still queued,
+			// or a later SUBSCRIBE to the same name would let them through,
+			// perhaps ahead of its own confirmation.
+			c.dropQueued(name, pattern)
 		}
 		c.wr.WriteArray(3)
 		c.wr.WriteBulkString(kind)
@@ -303,6 +307,22 @@ func (c *conn) deliver(name string, pattern bool, frame []byte) {
 	case c.outSignal <- struct{}{}:
 	default:
 	}
+}
+
+// dropQueued forgets the queued messages sent for name.
+func (c *conn) dropQueued(name string, pattern bool) {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	kept := c.outbox[:0]
+	for _, f := range c.outbox {
+		if f.name == name && f.pattern == pattern {
+			c.outBytes -= len(f.frame)
+			continue
+		}
+		kept = append(kept, f)
+	}
+	clear(c.outbox[len(kept):])
+	c.outbox = kept
 }
 
 // takeOutbox returns the queued messages c still listens for, oldest first;
