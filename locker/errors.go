@@ -28,6 +28,17 @@ var (
 	ErrKeyTooLong = errors.New("locker: key too long")
 	// ErrOwnerTooLong is returned for an owner id longer than Config.MaxKeyLen.
 	ErrOwnerTooLong = errors.New("locker: owner too long")
+	// ErrLimitRange is returned by Create for a semaphore limit out of range.
+	ErrLimitRange = errors.New("locker: limit out of range")
+	// ErrSharedSemaphore is returned by AcquireShared on a semaphore, whose
+	// permits are all alike.
+	ErrSharedSemaphore = errors.New("locker: a semaphore has no shared leases")
+	// ErrOwnerMode is returned when an owner that holds a lock asks for it
+	// again in the other mode (shared or exclusive): a retry names the same
+	// mode, and an upgrade or downgrade in place is not offered.
+	ErrOwnerMode = errors.New("locker: owner holds the lock in the other mode")
+	// ErrDuplicateKey is returned by AcquireAll for a key named twice.
+	ErrDuplicateKey = errors.New("locker: a key is named more than once")
 	// ErrClosed is returned by Start after Close.
 	ErrClosed = errors.New("locker: table closed")
 )

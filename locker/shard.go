@@ -28,17 +28,20 @@ type entry struct {
 const inlineKeyMax = 27
 
 const (
-	flagLive    uint8 = 1 << iota // the slot holds a lock
-	flagCreated                   // made by Create: stays when free
-	flagHeld                      // a lease is live (until its deadline)
-	flagDelayed                   // a lease expired; no grant until deadline (lock-delay)
-	flagWaiters                   // shard.waiters has a queue for this lock
+	flagLive      uint8 = 1 << iota // the slot holds a lock
+	flagCreated                     // made by Create: stays when free
+	flagHeld                        // a lease is live (until its deadline)
+	flagDelayed                     // a lease expired; no grant until deadline (lock-delay)
+	flagWaiters                     // shard.waiters has a queue for this lock
+	flagMulti                       // shard.holderSets has leases of this lock (see holders.go)
+	flagSemaphore                   // created with a limit: every lease is a permit in the holder set
 )
 
 // lockSettings are a created lock's own settings.
 type lockSettings struct {
 	defaultTTL int64 // ns; 0 for none
 	lockDelay  int64 // ns; inheritDelay for the table's default
+	limit      int32 // a semaphore's permits; 0 for a lock
 }
 
 const inheritDelay = -1
@@ -57,11 +60,13 @@ type shard struct {
 	tick     int64                   // the wheel's tick, ns
 	settings map[uint32]lockSettings // created locks that have settings of their own
 	waiters  map[uint32]*waitQueue   // locks with requests waiting for them
-	waitSeq  uint64                  // arrival order of waiters
-	granted  []*Wait                 // handed a lease under this lock hold; notified by Table.unlock
-	events   []Event                 // to publish once unlocked; collected only while sink is active
-	sink     EventSink
-	delay    int64 // the table's default lock-delay, ns
+	// holderSets has the leases of read-held locks and semaphores.
+	holderSets map[uint32]*holderSet
+	waitSeq    uint64  // arrival order of waiters
+	granted    []*Wait // handed a lease under this lock hold; notified by Table.unlock
+	events     []Event // to publish once unlocked; collected only while sink is active
+	sink       EventSink
+	delay      int64 // the table's default lock-delay, ns
 
 	lastToken uint64 // tokens granted by this shard only grow from here
 
@@ -80,14 +85,15 @@ type shardCounts struct {
 
 func newShard(seed maphash.Seed, firstToken uint64, now, tick, lockDelay int64, sink EventSink) *shard {
 	s := &shard{
-		sink:      sink,
-		seed:      seed,
-		top:       1,
-		lastToken: firstToken,
-		tick:      tick,
-		settings:  make(map[uint32]lockSettings),
-		waiters:   make(map[uint32]*waitQueue),
-		delay:     lockDelay,
+		sink:       sink,
+		seed:       seed,
+		top:        1,
+		lastToken:  firstToken,
+		tick:       tick,
+		settings:   make(map[uint32]lockSettings),
+		waiters:    make(map[uint32]*waitQueue),
+		holderSets: make(map[uint32]*holderSet),
+		delay:      lockDelay,
 	}
 	s.wheel = newTimerWheel(now/tick, s)
 	s.entries.grow(0)
@@ -229,7 +235,7 @@ func (s *shard) endLease(i uint32) {
 // removeIfUnused removes entry i if nothing keeps it: it is free, out of its
 // lock-delay, nobody waits for it, and it was not made by Create. It reports whether it did.
 func (s *shard) removeIfUnused(i uint32) bool {
-	if s.at(i).flags&(flagCreated|flagHeld|flagDelayed|flagWaiters) != 0 {
+	if s.at(i).flags&(flagCreated|flagHeld|flagDelayed|flagWaiters|flagMulti) != 0 {
 		return false
 	}
 	s.remove(i)
@@ -262,6 +268,9 @@ func (s *shard) settle(i uint32, now int64) uint32 {
 		e.flags &^= flagDelayed
 		s.wheel.cancel(i)
 	}
+	if e.flags&flagMulti != 0 && e.deadline <= now {
+		s.settleHolders(i, now)
+	}
 	s.handOff(i, now)
 	if s.removeIfUnused(i) {
 		return 0
@@ -274,7 +283,8 @@ func (s *shard) find(h uint32, key []byte, now int64) uint32 {
 	return s.settle(s.lookup(h, key), now)
 }
 
-// heldBy reports whether entry i is held by token. Call after settle.
+// heldBy reports whether entry i's exclusive lease has token. Call after
+// settle. Leases in a holder set are found by liveHolder.
 func (s *shard) heldBy(i uint32, token uint64) bool {
 	if i == 0 {
 		return false
@@ -286,22 +296,19 @@ func (s *shard) heldBy(i uint32, token uint64) bool {
 // expireDue advances the wheel to now, expiring the leases and ending the
 // lock-delays it hands back, and returns how many leases it expired.
 func (s *shard) expireDue(now int64) int {
-	expired := 0
+	before := s.counts.expired.Load()
 	s.wheel.advance(now/s.tick, func(i uint32) {
 		e := s.at(i)
-		if e.flags&(flagHeld|flagDelayed) == 0 {
+		if e.flags&(flagHeld|flagDelayed|flagMulti) == 0 {
 			return
 		}
 		if e.deadline > now { // a fired wheel slot is a hint; the deadline rules
 			s.wheel.schedule(i, s.wheelDue(i))
 			return
 		}
-		if e.flags&flagHeld != 0 {
-			expired++
-		}
 		s.settle(i, now)
 	})
-	return expired
+	return int(s.counts.expired.Load() - before)
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

@@ -115,8 +115,15 @@ func (t *Table) ExpireDue() int {
 // locate hashes key once: the top bits pick its shard, the low 32 bits are
 // its hash within the shard's index.
 func (t *Table) locate(key []byte) (uint32, *shard) {
+	h, si := t.place(key)
+	return h, t.shards[si]
+}
+
+// place is locate with the shard's index, the order in which AcquireAll
+// locks shards.
+func (t *Table) place(key []byte) (uint32, int) {
 	h := maphash.Bytes(t.seed, key)
-	return uint32(h), t.shards[h>>(64-t.shardBits)&uint64(len(t.shards)-1)]
+	return uint32(h), int(h >> (64 - t.shardBits) & uint64(len(t.shards)-1))
 }
 
 // CheckKey returns the error any operation would give for key's length:
@@ -152,7 +159,14 @@ type CreateOptions struct {
 	// LockDelay, when LockDelaySet, replaces Config.LockDelay for this lock.
 	LockDelay    time.Duration
 	LockDelaySet bool
+	// Limit, when positive, makes the lock a semaphore: up to Limit leases
+	// (permits) at once, each with its own token, queued as a lock is.
+	Limit int
 }
+
+// MaxLimit bounds a semaphore's permits. Its holders are kept in a list
+// that expiry and release walk, so the bound keeps those walks short.
+const MaxLimit = 1 << 16
 
 // Create makes a lock with its own settings and reports whether it was
 // made. A lock that exists only because Acquire made it on the fly is
@@ -167,7 +181,10 @@ func (t *Table) Create(key []byte, opts CreateOptions) (bool, error) {
 			return false, err
 		}
 	}
-	st := lockSettings{defaultTTL: int64(opts.DefaultTTL), lockDelay: inheritDelay}
+	if opts.Limit < 0 || opts.Limit > MaxLimit {
+		return false, fmt.Errorf("%w: must be between 1 and %d", ErrLimitRange, MaxLimit)
+	}
+	st := lockSettings{defaultTTL: int64(opts.DefaultTTL), lockDelay: inheritDelay, limit: int32(opts.Limit)}
 	if opts.LockDelaySet {
 		if err := t.checkLockDelay(opts.LockDelay); err != nil {
 			return false, err
@@ -179,12 +196,20 @@ func (t *Table) Create(key []byte, opts CreateOptions) (bool, error) {
 	s.mu.Lock()
 	defer t.unlock(s)
 	i := s.find(h, key, now)
-	if i == 0 {
+	switch {
+	case i == 0:
 		i = s.insert(h, key)
-	} else if s.at(i).flags&flagCreated != 0 {
+	case s.at(i).flags&flagCreated != 0:
 		return false, nil
+	case st.limit > 0 && s.at(i).flags&(flagHeld|flagDelayed|flagMulti) != 0:
+		// Its leases would have to become permits mid-flight.
+		return false, &KeyError{Key: string(key), Err: ErrInUse}
 	}
-	s.at(i).flags |= flagCreated
+	e := s.at(i)
+	e.flags |= flagCreated
+	if st.limit > 0 {
+		e.flags |= flagSemaphore
+	}
 	if st != (lockSettings{lockDelay: inheritDelay}) {
 		s.settings[i] = st
 	}
@@ -197,13 +222,24 @@ func (t *Table) Create(key []byte, opts CreateOptions) (bool, error) {
 // to ttl and its token returned again, so a retried Acquire is safe. An
 // unknown key is created on the fly (and removed again once free) unless
 // Config.RequireCreate is set.
+//
+// On a semaphore, Acquire takes one of its permits.
 func (t *Table) Acquire(key []byte, ttl time.Duration, owner []byte) (token uint64, ok bool, err error) {
-	return t.acquire(key, ttl, owner, nil)
+	return t.acquire(key, ttl, owner, false, nil)
+}
+
+// AcquireShared is Acquire for a read lease: any number of readers may hold
+// a lock at once, each with its own token, but never together with an
+// exclusive holder. A reader does not overtake anyone queued, so a writer
+// waiting for the readers to leave is not starved by new ones. Semaphores
+// have no shared leases (ErrSharedSemaphore).
+func (t *Table) AcquireShared(key []byte, ttl time.Duration, owner []byte) (token uint64, ok bool, err error) {
+	return t.acquire(key, ttl, owner, true, nil)
 }
 
 // acquire grants key's lease if it can, and otherwise queues w (when not
-// nil) for it: Acquire and AcquireWait in one.
-func (t *Table) acquire(key []byte, ttl time.Duration, owner []byte, w *Wait) (token uint64, ok bool, err error) {
+// nil) for it: Acquire, AcquireShared and AcquireWait in one.
+func (t *Table) acquire(key []byte, ttl time.Duration, owner []byte, shared bool, w *Wait) (token uint64, ok bool, err error) {
 	if err := t.CheckKey(key); err != nil {
 		return 0, false, err
 	}
@@ -215,6 +251,12 @@ func (t *Table) acquire(key []byte, ttl time.Duration, owner []byte, w *Wait) (t
 			return 0, false, err
 		}
 	}
+	return t.take(key, ttl, owner, shared, w)
+}
+
+// take is acquire without checking its arguments, for AcquireAll's leases
+// that are held longer than max-ttl while the rest are waited for.
+func (t *Table) take(key []byte, ttl time.Duration, owner []byte, shared bool, w *Wait) (token uint64, ok bool, err error) {
 	h, s := t.locate(key)
 	now := int64(t.cfg.Clock.Now())
 	s.mu.Lock()
@@ -235,13 +277,22 @@ func (t *Table) acquire(key []byte, ttl time.Duration, owner []byte, w *Wait) (t
 		}
 	}
 	e := s.at(i)
+	if shared && e.flags&flagSemaphore != 0 {
+		return 0, false, &KeyError{Key: string(key), Err: ErrSharedSemaphore}
+	}
+	if len(owner) > 0 {
+		// A retry: the owner's lease is renewed and its token returned again.
+		switch n, err := s.ownersLease(i, owner, shared); {
+		case err != nil:
+			return 0, false, err
+		case n != noLease:
+			return s.renewLease(i, n, now, int64(ttl)), true, nil
+		}
+	}
 	switch {
-	case e.flags&flagHeld != 0 && s.ownerIs(e, owner):
-		s.renew(i, now, int64(ttl))
-		return e.token, true, nil
-	case e.flags&(flagHeld|flagDelayed) == 0 && s.waiterCount(i) == 0:
-		// Free, out of any lock-delay, and nobody queued ahead.
-		return s.grant(i, now, int64(ttl), owner), true, nil
+	case s.waiterCount(i) == 0 && s.grantable(i, shared):
+		// Nobody queued ahead, and no holder in the way.
+		return s.grantMode(i, now, int64(ttl), owner, shared), true, nil
 	case w == nil:
 		return 0, false, nil
 	}
@@ -253,13 +304,48 @@ func (t *Table) acquire(key []byte, ttl time.Duration, owner []byte, w *Wait) (t
 	return 0, false, nil
 }
 
-// Verify reports whether token is the live lease of key.
+// ownersLease finds owner's live lease of entry i: the entry's own
+// (entryLease), the n-th of its holder set (n >= 0), or none (noLease). A
+// lease of the other mode than asked for is ErrOwnerMode: a retry names the
+// same mode.
+func (s *shard) ownersLease(i uint32, owner []byte, shared bool) (int, error) {
+	e := s.at(i)
+	n := noLease
+	if e.flags&flagHeld != 0 && s.ownerIs(e, owner) {
+		n = entryLease
+	} else if n = s.ownersHolder(i, owner); n < 0 {
+		return noLease, nil
+	}
+	if isShared := n >= 0 && e.flags&flagSemaphore == 0; isShared != shared {
+		return noLease, &KeyError{Key: string(s.key(e)), Err: ErrOwnerMode}
+	}
+	return n, nil
+}
+
+const (
+	entryLease = -1
+	noLease    = -2
+)
+
+// renewLease moves the deadline of the lease ownersLease found, and returns
+// its token.
+func (s *shard) renewLease(i uint32, n int, now, ttl int64) uint64 {
+	if n == entryLease {
+		s.renew(i, now, ttl)
+		return s.at(i).token
+	}
+	s.renewHolder(i, n, now, ttl)
+	return s.holders(i).items[n].token
+}
+
+// Verify reports whether token is a live lease of key.
 func (t *Table) Verify(key []byte, token uint64) bool {
 	h, s := t.locate(key)
 	now := int64(t.cfg.Clock.Now())
 	s.mu.Lock()
 	defer t.unlock(s)
-	return s.heldBy(s.find(h, key, now), token)
+	i := s.find(h, key, now)
+	return s.heldBy(i, token) || i != 0 && s.liveHolder(i, token) >= 0
 }
 
 // Release ends the lease of key if token holds it and reports whether it did.
@@ -270,12 +356,20 @@ func (t *Table) Release(key []byte, token uint64) bool {
 	s.mu.Lock()
 	defer t.unlock(s)
 	i := s.find(h, key, now)
-	if !s.heldBy(i, token) {
+	switch {
+	case s.heldBy(i, token):
+		s.counts.released.Add(1)
+		s.emit(EventReleased, i)
+		s.endLease(i) // released, not expired: no lock-delay
+	case i == 0:
 		return false
+	default:
+		n := s.liveHolder(i, token)
+		if n < 0 {
+			return false
+		}
+		s.releaseHolder(i, n)
 	}
-	s.counts.released.Add(1)
-	s.emit(EventReleased, i)
-	s.endLease(i) // released, not expired: no lock-delay
 	s.handOff(i, now)
 	s.removeIfUnused(i)
 	return true
@@ -292,26 +386,45 @@ func (t *Table) Extend(key []byte, token uint64, ttl time.Duration) (bool, error
 	s.mu.Lock()
 	defer t.unlock(s)
 	i := s.find(h, key, now)
-	if !s.heldBy(i, token) {
+	if s.heldBy(i, token) {
+		s.renew(i, now, int64(ttl))
+		return true, nil
+	}
+	if i == 0 {
 		return false, nil
 	}
-	s.renew(i, now, int64(ttl))
+	n := s.liveHolder(i, token)
+	if n < 0 {
+		return false, nil
+	}
+	s.renewHolder(i, n, now, int64(ttl))
 	return true, nil
 }
 
 // Status describes one lock.
 type Status struct {
 	Held       bool
-	Delayed    bool          // in its lock-delay: free, but not grantable yet
-	Token      uint64        // the live lease's token; 0 when free
-	Owner      string        // the live lease's owner, if it named one
-	TTL        time.Duration // time left on the live lease
+	Delayed    bool          // in its lock-delay: no lease, but not grantable yet
+	Token      uint64        // the exclusive lease's token; 0 when free or shared
+	Owner      string        // the exclusive lease's owner, if it named one
+	TTL        time.Duration // time left on the exclusive lease
 	LastToken  uint64        // the last token granted for this lock
 	DefaultTTL time.Duration // from Create; 0 for none
 	Created    bool          // made by Create (stays when free) rather than on the fly
 	LockDelay  time.Duration // how long the lock stays ungrantable after a lease expires
-	DelayLeft  time.Duration // time left of the current lock-delay
+	DelayLeft  time.Duration // time until every lock-delay of the lock has ended
 	Waiters    int           // requests queued by AcquireWait
+	Limit      int           // a semaphore's permits; 0 for a lock
+	Shared     bool          // held by readers (AcquireShared)
+	Holders    []Holder      // every live lease, exclusive or not, oldest first
+}
+
+// Holder is one live lease of a lock.
+type Holder struct {
+	Token  uint64
+	Owner  string
+	TTL    time.Duration
+	Shared bool
 }
 
 // Status returns key's state, and false for an unknown key.
@@ -331,6 +444,7 @@ func (t *Table) Status(key []byte) (Status, bool) {
 		Created:    e.flags&flagCreated != 0,
 		LockDelay:  time.Duration(s.lockDelay(i)),
 		Waiters:    s.waiterCount(i),
+		Limit:      s.limit(i),
 	}
 	if e.flags&flagDelayed != 0 {
 		st.Delayed = true
@@ -343,6 +457,20 @@ func (t *Table) Status(key []byte) (Status, bool) {
 		if e.ownerLen > 0 {
 			st.Owner = string(s.strings.get(e.ownerRef, int(e.ownerLen)))
 		}
+		st.Holders = []Holder{{Token: st.Token, Owner: st.Owner, TTL: st.TTL}}
+	}
+	if hs := s.holders(i); hs != nil {
+		shared := e.flags&flagSemaphore == 0
+		for _, h := range hs.items {
+			if h.delayed {
+				st.DelayLeft = max(st.DelayLeft, time.Duration(h.deadline-now))
+				continue
+			}
+			st.Holders = append(st.Holders, Holder{Token: h.token, Owner: h.owner, TTL: time.Duration(h.deadline - now), Shared: shared})
+		}
+		st.Held = hs.live > 0
+		st.Shared = st.Held && shared
+		st.Delayed = !st.Held
 	}
 	return st, true
 }
@@ -362,11 +490,11 @@ func (t *Table) Delete(key []byte) (bool, error) {
 		return false, nil
 	}
 	switch e := s.at(i); {
-	case e.flags&flagHeld != 0:
+	case e.flags&flagHeld != 0, s.holders(i) != nil && s.holders(i).live > 0:
 		return false, &KeyError{Key: string(key), Err: ErrInUse}
 	case s.waiterCount(i) > 0:
 		return false, &KeyError{Key: string(key), Err: ErrInUse}
-	case e.flags&flagDelayed != 0:
+	case e.flags&(flagDelayed|flagMulti) != 0:
 		// Deleting would let the next Acquire in at once: the delay is
 		// there to stop exactly that.
 		return false, &KeyError{Key: string(key), Err: ErrInLockDelay}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -208,19 +209,20 @@ func TestStatus(t *testing.T) {
 	}
 	tb.Create([]byte("c"), CreateOptions{DefaultTTL: 5 * time.Second})
 	st, ok := tb.Status([]byte("c"))
-	if want := (Status{DefaultTTL: 5 * time.Second, Created: true, LastToken: 0}); !ok || st != want {
+	if want := (Status{DefaultTTL: 5 * time.Second, Created: true, LastToken: 0}); !ok || !reflect.DeepEqual(st, want) {
 		t.Fatalf("free created lock: %+v, want %+v", st, want)
 	}
 	tok := mustAcquire(t, tb, "c", 0, "me")
 	clock.Advance(time.Second)
 	st, _ = tb.Status([]byte("c"))
-	want := Status{Held: true, Token: tok, Owner: "me", TTL: 4 * time.Second, LastToken: tok, DefaultTTL: 5 * time.Second, Created: true}
-	if st != want {
+	want := Status{Held: true, Token: tok, Owner: "me", TTL: 4 * time.Second, LastToken: tok, DefaultTTL: 5 * time.Second, Created: true,
+		Holders: []Holder{{Token: tok, Owner: "me", TTL: 4 * time.Second}}}
+	if !reflect.DeepEqual(st, want) {
 		t.Fatalf("held: %+v, want %+v", st, want)
 	}
 	clock.Advance(4 * time.Second)
 	st, _ = tb.Status([]byte("c"))
-	if want := (Status{LastToken: tok, DefaultTTL: 5 * time.Second, Created: true}); st != want {
+	if want := (Status{LastToken: tok, DefaultTTL: 5 * time.Second, Created: true}); !reflect.DeepEqual(st, want) {
 		t.Fatalf("expired: %+v, want %+v", st, want)
 	}
 	// A lock made on the fly disappears once free.

@@ -14,6 +14,7 @@ type Wait struct {
 	TTL      time.Duration // lease ttl once granted; 0: the lock's default
 	Owner    []byte        // as Acquire's owner; copied by AcquireWait
 	Priority int
+	Shared   bool // a read lease (AcquireShared) rather than an exclusive one
 	// Notify is called once when the lease is granted, with its token, on
 	// whatever goroutine freed the lock and after the table's locks are
 	// released. It must not block: hand the token over and return. A token
@@ -36,6 +37,7 @@ const (
 	waitQueued
 	waitGranted
 	waitCancelled
+	waitSuperseded // by a later request of the same owner (takeOwnersPlace)
 )
 
 // waitQueue is one lock's waiters, highest priority first, then oldest first.
@@ -77,28 +79,32 @@ func (s *shard) enqueue(i uint32, w *Wait) {
 	s.counts.waits.Add(1)
 }
 
-// handOff grants entry i to the head of its queue if the lock is free and
-// out of any lock-delay. The waiter is notified once the shard is unlocked.
+// handOff grants entry i to the head of its queue for as long as the head's
+// request can be granted: one writer, or a run of readers, or permits while
+// a semaphore has them. A writer at the head stops readers behind it, so a
+// stream of readers cannot starve it. Waiters are notified once the shard is
+// unlocked.
 func (s *shard) handOff(i uint32, now int64) {
-	e := s.at(i)
-	if e.flags&(flagWaiters|flagHeld|flagDelayed) != flagWaiters {
-		return
+	for s.at(i).flags&flagWaiters != 0 {
+		q := s.waiters[i]
+		w := q.items[0]
+		if !s.grantable(i, w.Shared) {
+			return
+		}
+		q.items[0] = nil // the backing array must not pin a finished wait
+		q.items = q.items[1:]
+		if len(q.items) == 0 {
+			s.dropQueue(i)
+		}
+		ttl := int64(w.TTL)
+		if ttl == 0 {
+			ttl = s.defaultTTL(i)
+		}
+		w.token = s.grantMode(i, now, ttl, w.Owner, w.Shared)
+		w.state = waitGranted
+		s.granted = append(s.granted, w)
+		s.counts.waitGrants.Add(1)
 	}
-	q := s.waiters[i]
-	w := q.items[0]
-	q.items[0] = nil // the backing array must not pin a finished wait
-	q.items = q.items[1:]
-	if len(q.items) == 0 {
-		s.dropQueue(i)
-	}
-	ttl := int64(w.TTL)
-	if ttl == 0 {
-		ttl = s.defaultTTL(i)
-	}
-	w.token = s.grant(i, now, ttl, w.Owner)
-	w.state = waitGranted
-	s.granted = append(s.granted, w)
-	s.counts.waitGrants.Add(1)
 }
 
 // dropQueue forgets entry i's empty queue.
@@ -146,7 +152,7 @@ func (t *Table) unlock(s *shard) {
 // queued takes that request's place instead of queueing twice, and the older
 // one is notified with token 0.
 func (t *Table) AcquireWait(key []byte, w *Wait) (token uint64, granted bool, err error) {
-	return t.acquire(key, w.TTL, w.Owner, w)
+	return t.acquire(key, w.TTL, w.Owner, w.Shared, w)
 }
 
 // takeOwnersPlace puts w where a queued request of the same owner stands (a
@@ -164,7 +170,7 @@ func (s *shard) takeOwnersPlace(i uint32, w *Wait) bool {
 		w.Priority = old.Priority // the place in the queue is the old one's
 		w.state, w.seq, w.entry, w.shard = waitQueued, old.seq, i, s
 		q.items[n] = w
-		old.state, old.token = waitCancelled, 0
+		old.state, old.token = waitSuperseded, 0
 		s.granted = append(s.granted, old) // Notify(0) once unlocked
 		return true
 	}

@@ -141,13 +141,13 @@ var Commands = []Command{
 // maxNameLen is the longest command name; longer names cannot match.
 const maxNameLen = 16
 
-// commandSlots finds a command from its name's length, first and last letter
+// commandSlots finds a command from its name's length and first two letters
 // without hashing the name: every command in the table differs in one of the
 // three (init checks), so a lookup is one array read and one comparison.
 var commandSlots = func() (t [maxNameLen + 1][26][26]int8) {
 	for i, c := range Commands {
 		n := c.Name
-		slot := &t[len(n)][n[0]-'a'][n[len(n)-1]-'a']
+		slot := &t[len(n)][n[0]-'a'][n[1]-'a']
 		if *slot != 0 {
 			panic("protocol: commands " + n + " and " + Commands[*slot-1].Name + " share a lookup slot")
 		}
@@ -159,14 +159,14 @@ var commandSlots = func() (t [maxNameLen + 1][26][26]int8) {
 // LookupIndex finds a command by name, case-insensitively and without
 // allocating, and returns its index in Commands, or -1.
 func LookupIndex(name []byte) int {
-	if len(name) == 0 || len(name) > maxNameLen {
+	if len(name) < 2 || len(name) > maxNameLen {
 		return -1
 	}
-	first, last := name[0]|0x20, name[len(name)-1]|0x20 // ASCII lower case
-	if first < 'a' || first > 'z' || last < 'a' || last > 'z' {
+	first, second := name[0]|0x20, name[1]|0x20 // ASCII lower case
+	if first < 'a' || first > 'z' || second < 'a' || second > 'z' {
 		return -1
 	}
-	i := int(commandSlots[len(name)][first-'a'][last-'a']) - 1
+	i := int(commandSlots[len(name)][first-'a'][second-'a']) - 1
 	if i < 0 || !equalFoldASCII(name, Commands[i].Name) {
 		return -1
 	}

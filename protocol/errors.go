@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/leasehold/leasehold/locker"
@@ -50,6 +51,10 @@ var (
 	ErrBadWait = &Error{CodeErr, "WAIT must be a non-negative number of milliseconds"}
 	// ErrBadPriority is a PRIORITY outside the 32-bit range.
 	ErrBadPriority = &Error{CodeErr, "PRIORITY must be a 32-bit integer"}
+	// ErrBadLimit is a semaphore LIMIT out of range.
+	ErrBadLimit = &Error{CodeErr, "LIMIT must be between 1 and " + strconv.Itoa(locker.MaxLimit)}
+	// ErrBadNumKeys is a MACQUIRE numkeys out of range.
+	ErrBadNumKeys = &Error{CodeErr, "numkeys must be between 1 and " + strconv.Itoa(MaxMultiKeys)}
 	// ErrEmptyOwner is OWNER with an empty id.
 	ErrEmptyOwner = &Error{CodeErr, "OWNER must not be empty"}
 	// ErrNoProto is HELLO with a protocol version other than 2.
@@ -129,6 +134,10 @@ var lockerCodes = []struct {
 	{locker.ErrEmptyKey, CodeErr},
 	{locker.ErrKeyTooLong, CodeErr},
 	{locker.ErrOwnerTooLong, CodeErr},
+	{locker.ErrLimitRange, CodeErr},
+	{locker.ErrSharedSemaphore, CodeErr},
+	{locker.ErrOwnerMode, CodeErr},
+	{locker.ErrDuplicateKey, CodeErr},
 }
 
 // Reply turns any error a handler met into the text of its RESP error reply.

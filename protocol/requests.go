@@ -4,28 +4,54 @@ import (
 	"bytes"
 	"math"
 	"time"
+
+	"github.com/leasehold/leasehold/locker"
 )
 
 // The typed requests of the lock commands. Byte slices alias the reader's
 // buffer: they are valid until the next command is read.
 
-// CreateRequest is CREATE key [TTL ms] [LOCKDELAY ms].
+// CreateRequest is CREATE key [TTL ms] [LOCKDELAY ms] [LIMIT n].
 type CreateRequest struct {
 	Key          []byte
 	DefaultTTL   time.Duration // 0: none
 	LockDelay    time.Duration // with LockDelaySet; else the server's --lock-delay
 	LockDelaySet bool
+	Limit        int // a semaphore's permits; 0: a lock
 }
 
 // AcquireRequest is ACQUIRE key [ttl-ms] [OWNER id] [WAIT ms] [PRIORITY n]
-// [EPHEMERAL].
+// [SHARED] [EPHEMERAL].
 type AcquireRequest struct {
 	Key       []byte
 	TTL       time.Duration // 0: the lock's default
 	Owner     []byte        // nil: anonymous
 	Wait      time.Duration // 0: try once
 	Priority  int           // among waiters, higher first
+	Shared    bool          // a read lease
 	Ephemeral bool          // released when the connection closes
+}
+
+// MAcquireRequest is MACQUIRE ttl-ms numkeys key [key ...] followed by
+// ACQUIRE's options, which apply to every key.
+type MAcquireRequest struct {
+	Keys      [][]byte
+	TTL       time.Duration
+	Owner     []byte
+	Wait      time.Duration
+	Priority  int
+	Shared    bool
+	Ephemeral bool
+}
+
+// MaxMultiKeys bounds MACQUIRE's numkeys: an atomic attempt holds the
+// locks of every shard the keys fall in, so one call must stay short.
+const MaxMultiKeys = 1000
+
+// MReleaseRequest is MRELEASE key token [key token ...].
+type MReleaseRequest struct {
+	Keys   [][]byte
+	Tokens []uint64
 }
 
 // TokenRequest is VERIFY or RELEASE key token.
@@ -80,6 +106,15 @@ func ParseCreate(args [][]byte) (CreateRequest, error) {
 				return req, ErrBadLockDelay
 			}
 			req.LockDelay, req.LockDelaySet = time.Duration(ms)*time.Millisecond, true
+		case bytes.EqualFold(args[i], []byte("limit")) && req.Limit == 0:
+			n, ok := parseInt(args[i+1])
+			if !ok {
+				return req, ErrNotInteger
+			}
+			if n < 1 || n > locker.MaxLimit {
+				return req, ErrBadLimit
+			}
+			req.Limit = int(n)
 		default:
 			return req, ErrSyntax
 		}
@@ -100,46 +135,99 @@ func ParseAcquire(args [][]byte) (AcquireRequest, error) {
 		req.TTL = ttl
 		i++
 	}
+	return req, parseAcquireOptions(args[i:], &req)
+}
+
+// ParseMAcquire parses MACQUIRE.
+func ParseMAcquire(args [][]byte) (MAcquireRequest, error) {
+	var req MAcquireRequest
+	ttl, err := parseTTL("macquire", args[1])
+	if err != nil {
+		return req, err
+	}
+	n, ok := parseInt(args[2])
+	switch {
+	case !ok:
+		return req, ErrNotInteger
+	case n < 1 || n > MaxMultiKeys:
+		return req, ErrBadNumKeys
+	case n > int64(len(args)-3):
+		return req, ErrSyntax
+	}
+	var opts AcquireRequest
+	if err := parseAcquireOptions(args[3+n:], &opts); err != nil {
+		return req, err
+	}
+	return MAcquireRequest{Keys: args[3 : 3+n], TTL: ttl, Owner: opts.Owner, Wait: opts.Wait,
+		Priority: opts.Priority, Shared: opts.Shared, Ephemeral: opts.Ephemeral}, nil
+}
+
+// ParseMRelease parses MRELEASE.
+func ParseMRelease(args [][]byte) (MReleaseRequest, error) {
+	if len(args)%2 == 0 {
+		return MReleaseRequest{}, ArityError("mrelease")
+	}
+	req := MReleaseRequest{Keys: make([][]byte, 0, len(args)/2), Tokens: make([]uint64, 0, len(args)/2)}
+	for i := 1; i < len(args); i += 2 {
+		tok, ok := parseUint(args[i+1])
+		if !ok {
+			return req, ErrBadToken
+		}
+		req.Keys = append(req.Keys, args[i])
+		req.Tokens = append(req.Tokens, tok)
+	}
+	return req, nil
+}
+
+// parseAcquireOptions parses the options of ACQUIRE and MACQUIRE into req.
+func parseAcquireOptions(args [][]byte, req *AcquireRequest) error {
 	seenWait, seenPriority := false, false
-	for ; i < len(args); i += 2 {
-		if bytes.EqualFold(args[i], []byte("ephemeral")) && !req.Ephemeral {
-			req.Ephemeral = true
-			i-- // a flag: no value follows
+	for i := 0; i < len(args); i += 2 {
+		var flag *bool // the options without a value
+		switch {
+		case bytes.EqualFold(args[i], []byte("ephemeral")):
+			flag = &req.Ephemeral
+		case bytes.EqualFold(args[i], []byte("shared")):
+			flag = &req.Shared
+		}
+		if flag != nil && !*flag {
+			*flag = true
+			i-- // no value follows
 			continue
 		}
 		if i+1 >= len(args) {
-			return req, ErrSyntax
+			return ErrSyntax
 		}
 		v := args[i+1]
 		switch {
 		case bytes.EqualFold(args[i], []byte("owner")) && req.Owner == nil:
 			if len(v) == 0 {
-				return req, ErrEmptyOwner
+				return ErrEmptyOwner
 			}
 			req.Owner = v
 		case bytes.EqualFold(args[i], []byte("wait")) && !seenWait:
 			ms, ok := parseInt(v)
 			if !ok {
-				return req, ErrNotInteger
+				return ErrNotInteger
 			}
 			if ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
-				return req, ErrBadWait
+				return ErrBadWait
 			}
 			req.Wait, seenWait = time.Duration(ms)*time.Millisecond, true
 		case bytes.EqualFold(args[i], []byte("priority")) && !seenPriority:
 			n, ok := parseInt(v)
 			if !ok {
-				return req, ErrNotInteger
+				return ErrNotInteger
 			}
 			if n < math.MinInt32 || n > math.MaxInt32 {
-				return req, ErrBadPriority
+				return ErrBadPriority
 			}
 			req.Priority, seenPriority = int(n), true
 		default:
-			return req, ErrSyntax
+			return ErrSyntax
 		}
 	}
-	return req, nil
+	return nil
 }
 
 // ParseToken parses VERIFY and RELEASE.

@@ -1,0 +1,243 @@
+package locker
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func keysOf(names ...string) [][]byte {
+	out := make([][]byte, len(names))
+	for j, n := range names {
+		out[j] = []byte(n)
+	}
+	return out
+}
+
+// multiWaiter is a MultiWait whose progress reports land in a channel.
+func multiWaiter(ttl, wait time.Duration, owner string) (*MultiWait, chan struct{}) {
+	ch := make(chan struct{}, 1)
+	return &MultiWait{TTL: ttl, Wait: wait, Owner: []byte(owner), Notify: func() { ch <- struct{}{} }}, ch
+}
+
+func TestAcquireAllAtOnce(t *testing.T) {
+	tb, _ := newTestTable(t)
+	toks, ok, err := tb.AcquireAll(keysOf("c", "a", "b"), time.Second, nil, false)
+	if err != nil || !ok || len(toks) != 3 {
+		t.Fatalf("AcquireAll = %v, %v, %v", toks, ok, err)
+	}
+	for j, k := range []string{"c", "a", "b"} {
+		if !tb.Verify([]byte(k), toks[j]) {
+			t.Fatalf("token %d is not %q's", toks[j], k)
+		}
+	}
+	// One key taken: none is granted, and nothing is left held.
+	if _, ok, _ := tb.AcquireAll(keysOf("d", "a"), time.Second, nil, false); ok {
+		t.Fatal("granted with a key held")
+	}
+	if _, ok := tb.Status([]byte("d")); ok {
+		t.Fatal("a failed AcquireAll left a key behind")
+	}
+	if _, _, err := tb.AcquireAll(keysOf("x", "y", "x"), time.Second, nil, false); !errors.Is(err, ErrDuplicateKey) {
+		t.Fatalf("duplicate keys: %v", err)
+	}
+	if _, _, err := tb.AcquireAll(keysOf("x"), 0, nil, false); !errors.Is(err, ErrTTLRange) {
+		t.Fatalf("no ttl: %v", err)
+	}
+	// An owner's retry gets its tokens back.
+	first, _, _ := tb.AcquireAll(keysOf("p", "q"), time.Second, []byte("me"), false)
+	again, ok, _ := tb.AcquireAll(keysOf("q", "p"), time.Second, []byte("me"), false)
+	if !ok || again[0] != first[1] || again[1] != first[0] {
+		t.Fatalf("owner's retry: %v then %v", first, again)
+	}
+	// Readers share keys.
+	r1, ok1, _ := tb.AcquireAll(keysOf("r", "s"), time.Second, nil, true)
+	r2, ok2, _ := tb.AcquireAll(keysOf("s", "r"), time.Second, nil, true)
+	if !ok1 || !ok2 || r1[0] == r2[1] {
+		t.Fatalf("shared AcquireAll: %v %v", r1, r2)
+	}
+}
+
+func TestAcquireAllWaits(t *testing.T) {
+	tb, clock := newTestTable(t)
+	held := mustAcquire(t, tb, "b", time.Second, "")
+	mw, ch := multiWaiter(time.Second, 10*time.Second, "")
+	toks, done, err := tb.AcquireAllWait(keysOf("c", "b", "a"), mw)
+	if done || err != nil {
+		t.Fatalf("AcquireAllWait = %v, %v, %v; want parked", toks, done, err)
+	}
+	// "a" comes before "b" in the taking order: it is held while "b" is waited for.
+	if st, _ := tb.Status([]byte("a")); !st.Held || st.TTL != 11*time.Second {
+		t.Fatalf("a while waiting for b: %+v", st)
+	}
+	if _, ok := tb.Status([]byte("c")); ok {
+		t.Fatal("c taken before b")
+	}
+	if toks, done := tb.ContinueAll(mw); done {
+		t.Fatalf("ContinueAll before its turn: %v", toks)
+	}
+	clock.Advance(500 * time.Millisecond)
+	tb.Release([]byte("b"), held)
+	<-ch
+	toks, done = tb.ContinueAll(mw)
+	if !done || len(toks) != 3 {
+		t.Fatalf("ContinueAll = %v, %v", toks, done)
+	}
+	for j, k := range []string{"c", "b", "a"} {
+		st, _ := tb.Status([]byte(k))
+		if st.Token != toks[j] || st.TTL != time.Second {
+			t.Fatalf("%q after the grant: %+v, want token %d and 1s", k, st, toks[j])
+		}
+	}
+}
+
+func TestCancelAllReleasesWhatItTook(t *testing.T) {
+	tb, _ := newTestTable(t)
+	held := mustAcquire(t, tb, "m", time.Second, "")
+	mw, _ := multiWaiter(time.Second, time.Second, "")
+	if _, done, _ := tb.AcquireAllWait(keysOf("z", "m", "a"), mw); done {
+		t.Fatal("not parked")
+	}
+	tb.CancelAll(mw)
+	for _, k := range []string{"a", "z"} {
+		if _, ok := tb.Status([]byte(k)); ok {
+			t.Fatalf("%q still there after CancelAll", k)
+		}
+	}
+	if st, _ := tb.Status([]byte("m")); st.Waiters != 0 || st.Token != held {
+		t.Fatalf("m after CancelAll: %+v", st)
+	}
+	tb.CancelAll(mw) // twice is harmless
+}
+
+func TestCancelAllAfterAGrantItHadNotSeen(t *testing.T) {
+	tb, _ := newTestTable(t)
+	held := mustAcquire(t, tb, "b", time.Second, "")
+	mw, ch := multiWaiter(time.Second, time.Second, "")
+	tb.AcquireAllWait(keysOf("a", "b"), mw)
+	tb.Release([]byte("b"), held)
+	<-ch // granted, but the owner times out before it carries on
+	tb.CancelAll(mw)
+	for _, k := range []string{"a", "b"} {
+		if _, ok := tb.Status([]byte(k)); ok {
+			t.Fatalf("%q still held after CancelAll", k)
+		}
+	}
+}
+
+func TestAcquireAllOwnerRetryTakesOver(t *testing.T) {
+	tb, _ := newTestTable(t)
+	held := mustAcquire(t, tb, "b", time.Second, "")
+	old, oldCh := multiWaiter(time.Second, time.Minute, "job-7")
+	tb.AcquireAllWait(keysOf("a", "b"), old)
+	aTok, _ := tb.Status([]byte("a"))
+	// The client's connection broke; it retries with the same owner.
+	retry, retryCh := multiWaiter(time.Second, time.Minute, "job-7")
+	if _, done, _ := tb.AcquireAllWait(keysOf("b", "a"), retry); done {
+		t.Fatal("retry not parked")
+	}
+	<-oldCh
+	if toks, done := tb.ContinueAll(old); !done || toks != nil {
+		t.Fatalf("superseded request: %v, %v", toks, done)
+	}
+	tb.CancelAll(old) // must not release what the retry now holds
+	if st, _ := tb.Status([]byte("b")); st.Waiters != 1 {
+		t.Fatalf("the queue for b: %+v", st)
+	}
+	tb.Release([]byte("b"), held)
+	<-retryCh
+	toks, done := tb.ContinueAll(retry)
+	if !done || toks == nil || toks[1] != aTok.Token {
+		t.Fatalf("retry: %v, %v; want a's token %d", toks, done, aTok.Token)
+	}
+}
+
+// TestAcquireAllNoDeadlockNoOverlap has many goroutines take random sets of
+// keys, named in random orders, waiting for each other; no lease ever runs
+// out (the clock stands still), so a deadlock would hang until the watchdog
+// fails the test. Each holder marks its keys in a shared map, which must
+// never show two holders of one key.
+func TestAcquireAllNoDeadlockNoOverlap(t *testing.T) {
+	const workers, rounds, nkeys = 8, 200, 6
+	tb, _ := newTestTable(t)
+	var mu sync.Mutex
+	holder := map[string]int{}
+	var waited atomic.Int64
+	var wg sync.WaitGroup
+	finished := make(chan struct{})
+	for g := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			for r := range rounds {
+				names := []string{}
+				for k := range nkeys {
+					if rng.IntN(2) == 0 {
+						names = append(names, fmt.Sprint("k", k))
+					}
+				}
+				if len(names) == 0 {
+					continue
+				}
+				rng.Shuffle(len(names), func(a, b int) { names[a], names[b] = names[b], names[a] })
+				mw, ch := multiWaiter(time.Minute, time.Minute, "")
+				if r%5 == 0 {
+					mw.Owner = []byte(fmt.Sprint("w", g, "-", r))
+				}
+				toks, done, err := tb.AcquireAllWait(keysOf(names...), mw)
+				if !done {
+					waited.Add(1)
+				}
+				for !done && err == nil {
+					<-ch
+					toks, done = tb.ContinueAll(mw)
+				}
+				if err != nil || toks == nil {
+					t.Errorf("worker %d: %v, %v", g, toks, err)
+					return
+				}
+				mu.Lock()
+				for _, n := range names {
+					if other, ok := holder[n]; ok {
+						t.Errorf("%s held by %d and %d", n, other, g)
+					}
+					holder[n] = g
+				}
+				mu.Unlock()
+				for j, n := range names {
+					if !tb.Verify([]byte(n), toks[j]) {
+						t.Errorf("%s: token %d not live while held", n, toks[j])
+					}
+				}
+				runtime.Gosched()
+				mu.Lock()
+				for _, n := range names {
+					delete(holder, n)
+				}
+				mu.Unlock()
+				for j, n := range names {
+					if !tb.Release([]byte(n), toks[j]) {
+						t.Errorf("release of %s failed", n)
+					}
+				}
+			}
+		})
+	}
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(30 * time.Second):
+		t.Fatal("multi-lock workers deadlocked")
+	}
+	if st := tb.Stats(); st.Held != 0 || st.Locks != 0 {
+		t.Fatalf("left behind: %+v", st)
+	}
+	if waited.Load() == 0 {
+		t.Fatal("no request ever waited: the test did not exercise the ordered path")
+	}
+	t.Logf("%d of %d requests waited", waited.Load(), workers*rounds)
+}
