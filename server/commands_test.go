@@ -109,7 +109,8 @@ func (r reply) Slice() []any {
 }
 
 // Fields asserts a flat field/value array (STATUS, CONFIG GET) and returns
-// it as a map, checking that no field repeats.
+// it as a map, checking that no field repeats. STATUS's nested holders
+// become a string listing "token/owner" of each; holders() has them whole.
 func (r reply) Fields() map[string]string {
 	r.t.Helper()
 	s := r.Slice()
@@ -120,6 +121,9 @@ func (r reply) Fields() map[string]string {
 	for i := 0; i < len(s); i += 2 {
 		k, ok1 := s[i].(string)
 		v, ok2 := s[i+1].(string)
+		if k == "holders" {
+			v, ok2 = holderList(r.t, s[i+1]), true
+		}
 		if !ok1 || !ok2 {
 			r.t.Fatalf("element %d is not a string pair: %s", i, r)
 		}
@@ -164,6 +168,50 @@ func status(t testing.TB, rdb doer, key string) map[string]string {
 		t.Fatalf("STATUS %s has %d fields, want %d: %v", key, len(m), len(protocol.StatusFields), m)
 	}
 	return m
+}
+
+// holderList renders STATUS's holders as "token/owner" words, in order.
+func holderList(t testing.TB, v any) string {
+	t.Helper()
+	var words []string
+	for _, h := range holdersOf(t, v) {
+		words = append(words, h["token"]+"/"+h["owner"])
+	}
+	return strings.Join(words, " ")
+}
+
+// holdersOf checks the shape of STATUS's holders and returns them.
+func holdersOf(t testing.TB, v any) []map[string]string {
+	t.Helper()
+	list, ok := v.([]any)
+	if !ok {
+		t.Fatalf("holders is %#v, not an array", v)
+	}
+	var out []map[string]string
+	for _, e := range list {
+		fields, ok := e.([]any)
+		if !ok || len(fields) != 2*len(protocol.HolderFields) {
+			t.Fatalf("holder entry %#v", e)
+		}
+		h := map[string]string{}
+		for i := 0; i < len(fields); i += 2 {
+			k, _ := fields[i].(string)
+			v, ok := fields[i+1].(string)
+			if k != protocol.HolderFields[i/2] || !ok {
+				t.Fatalf("holder entry %#v", e)
+			}
+			h[k] = v
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// holders returns STATUS's holders of key.
+func holders(t testing.TB, rdb doer, key string) []map[string]string {
+	t.Helper()
+	st := do(t, rdb, "STATUS", key).Slice()
+	return holdersOf(t, st[len(st)-1])
 }
 
 func wantStatus(t testing.TB, got map[string]string, want map[string]string) {
@@ -562,7 +610,7 @@ func TestStatus(t *testing.T) {
 	for i := 0; i < len(fields); i += 2 {
 		names = append(names, fields[i].(string))
 	}
-	if want := []string{"state", "token", "owner", "ttl", "last-token", "default-ttl", "created", "lock-delay", "delay-left", "waiters"}; !slices.Equal(names, want) {
+	if want := []string{"state", "token", "owner", "ttl", "last-token", "default-ttl", "created", "lock-delay", "delay-left", "waiters", "limit", "mode", "holders"}; !slices.Equal(names, want) {
 		t.Fatalf("STATUS fields %v, want %v", names, want)
 	}
 	wantStatus(t, status(t, rdb, "c"), map[string]string{

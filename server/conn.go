@@ -36,16 +36,16 @@ type conn struct {
 
 	// Owned by whoever runs the connection's commands.
 	name, libName, libVer string
-	quit                  bool                // reply, flush, then close
-	unflushed             bool                // replies are waiting in wr
-	pending               []byte              // event loop: reply bytes the socket has not taken yet
-	sockErr               error               // event loop: the socket refused a write
-	lastRead              int64               // event loop: monotonic ns of the last read, for the idle timeout
-	drained               bool                // event loop: the last read emptied the socket
-	closeWhenFlushed      bool                // event loop: close once pending is written (QUIT, protocol error)
-	blocked               *blockState         // parked in ACQUIRE ... WAIT
-	ephemeral             map[string]struct{} // keys this connection tied EPHEMERAL leases to (see ephemeralTies)
-	sub                   *subscription       // pub/sub channels and patterns, when listening
+	quit                  bool               // reply, flush, then close
+	unflushed             bool               // replies are waiting in wr
+	pending               []byte             // event loop: reply bytes the socket has not taken yet
+	sockErr               error              // event loop: the socket refused a write
+	lastRead              int64              // event loop: monotonic ns of the last read, for the idle timeout
+	drained               bool               // event loop: the last read emptied the socket
+	closeWhenFlushed      bool               // event loop: close once pending is written (QUIT, protocol error)
+	blocked               *blockState        // parked in ACQUIRE ... WAIT
+	ephemeral             map[lease]struct{} // the EPHEMERAL leases tied to this connection (see ephemeralTies)
+	sub                   *subscription      // pub/sub channels and patterns, when listening
 
 	// Goroutine transport with subscriptions: a writer goroutine sends
 	// messages, and wmu orders its writes with the connection's own.

@@ -19,17 +19,21 @@ var errTooManyEphemeral = &protocol.Error{Code: protocol.CodeErr,
 // is the server's, not the connection's, because an OWNER retry can hand the
 // same lease to a new connection (after the old one broke, say): the tie
 // then moves with it, and the old connection's close must leave it alone.
+// A tie is per lease, not per key: the readers of a SHARED lock or the
+// holders of a semaphore's permits may each be tied to a connection of their
+// own.
 type ephemeralTies struct {
-	mu    sync.Mutex // guards byKey
-	byKey map[string]tie
-	// count mirrors len(byKey) so that the hot path, grants and releases
+	mu      sync.Mutex // guards byLease
+	byLease map[lease]*conn
+	// count mirrors len(byLease) so that the hot path, grants and releases
 	// with no EPHEMERAL lease anywhere, takes neither the lock nor a copy of
 	// the key.
 	count atomic.Int64
 }
 
-type tie struct {
-	c     *conn
+// lease names one lease: a lock and a token.
+type lease struct {
+	key   string
 	token uint64
 }
 
@@ -42,76 +46,74 @@ func (t *ephemeralTies) granted(c *conn, key []byte, token uint64, ephemeral boo
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	old, tied := t.byKey[string(key)]
+	l := lease{string(key), token}
+	_, tied := t.byLease[l]
 	switch {
 	case ephemeral:
-		if t.byKey == nil {
-			t.byKey = make(map[string]tie)
+		if t.byLease == nil {
+			t.byLease = make(map[lease]*conn)
 		}
-		k := string(key)
 		if !tied {
 			t.count.Add(1)
 		}
-		t.byKey[k] = tie{c, token}
+		t.byLease[l] = c
 		if c.ephemeral == nil {
-			c.ephemeral = make(map[string]struct{})
+			c.ephemeral = make(map[lease]struct{})
 		}
-		c.ephemeral[k] = struct{}{}
-	case tied && old.token == token:
-		t.drop(string(key))
+		c.ephemeral[l] = struct{}{}
+	case tied:
+		t.drop(l)
 	}
 }
 
-// drop deletes key's tie; the caller holds mu.
-func (t *ephemeralTies) drop(key string) {
-	delete(t.byKey, key)
+// drop deletes a lease's tie; the caller holds mu.
+func (t *ephemeralTies) drop(l lease) {
+	delete(t.byLease, l)
 	t.count.Add(-1)
 }
 
-// untie forgets key's tie to c, if it is c's and for token.
+// untie forgets the tie of key's lease token, if it is c's.
 func (t *ephemeralTies) untie(c *conn, key []byte, token uint64) {
 	if t.count.Load() == 0 {
 		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if old, ok := t.byKey[string(key)]; ok && old.c == c && old.token == token {
-		t.drop(string(key))
+	l := lease{string(key), token}
+	if t.byLease[l] == c {
+		t.drop(l)
 	}
 }
 
 // closed takes every lease still tied to c and returns them for release.
-func (t *ephemeralTies) closed(c *conn) map[string]uint64 {
+func (t *ephemeralTies) closed(c *conn) []lease {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var leases map[string]uint64
-	for key := range c.ephemeral {
-		if old, ok := t.byKey[key]; ok && old.c == c {
-			if leases == nil {
-				leases = make(map[string]uint64)
-			}
-			leases[key] = old.token
-			t.drop(key)
+	var leases []lease
+	for l := range c.ephemeral {
+		if t.byLease[l] == c {
+			leases = append(leases, l)
+			t.drop(l)
 		}
 	}
 	return leases
 }
 
-// roomForEphemeral makes sure c can tie one more lease, first forgetting
-// keys whose tie has moved on or whose lease has ended.
-func (c *conn) roomForEphemeral() error {
-	if len(c.ephemeral) < maxEphemeral {
+// roomForEphemeral makes sure c can tie n more leases, first forgetting
+// leases whose tie has moved on or that have ended.
+func (c *conn) roomForEphemeral(n int) error {
+	if len(c.ephemeral)+n <= maxEphemeral {
 		return nil
 	}
 	ties := &c.srv.ties
 	ties.mu.Lock()
-	for key := range c.ephemeral {
-		if t, ok := ties.byKey[key]; !ok || t.c != c || !c.srv.table.Verify([]byte(key), t.token) {
-			delete(c.ephemeral, key)
+	for l := range c.ephemeral {
+		if ties.byLease[l] != c || !c.srv.table.Verify([]byte(l.key), l.token) {
+			delete(c.ephemeral, l)
 		}
 	}
 	ties.mu.Unlock()
-	if len(c.ephemeral) >= maxEphemeral {
+	if len(c.ephemeral)+n > maxEphemeral {
 		return errTooManyEphemeral
 	}
 	return nil
@@ -121,8 +123,8 @@ func (c *conn) roomForEphemeral() error {
 // connection closes, however it closes. A lease that already ended, or
 // passed to someone else, is left alone: RELEASE checks the token.
 func (c *conn) releaseEphemeral() {
-	for key, token := range c.srv.ties.closed(c) {
-		c.srv.table.Release([]byte(key), token)
+	for _, l := range c.srv.ties.closed(c) {
+		c.srv.table.Release([]byte(l.key), l.token)
 	}
 	c.ephemeral = nil
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/protocol"
 	"github.com/tidwall/redcon"
 	"golang.org/x/sys/unix"
@@ -255,13 +254,18 @@ func (l *ioLoop) armWaitTimer(c *conn, b *blockState) {
 	l.waitTimers.add(c, b)
 }
 
-// granted delivers a lease handed to a parked connection; it runs on the loop.
-func (l *ioLoop) granted(c *conn, w *locker.Wait, token uint64) {
-	if c.fd < 0 || c.blocked == nil || c.blocked.wait != w {
-		return // the wait already ended, and CancelWait reported this grant
+// progressed carries a parked connection's wait on after its Notify; it
+// runs on the loop.
+func (l *ioLoop) progressed(c *conn, b *blockState, token uint64) {
+	if c.fd < 0 || c.blocked != b {
+		return // the wait already ended, and CancelWait or CancelAll saw to this grant
 	}
-	l.waitTimers.disarm(c.blocked)
-	c.unblock(token, token != 0) // 0: superseded by the owner's retry
+	out, done := c.resumeWait(token)
+	if !done {
+		return
+	}
+	l.waitTimers.disarm(b)
+	c.endWait(out)
 	l.serveReadable(c)
 }
 
@@ -297,11 +301,7 @@ func (l *ioLoop) expireWaits() {
 		if c.fd < 0 || c.blocked != t.b {
 			continue // defensive: waits that end early are disarmed
 		}
-		token, granted := l.srv.table.CancelWait(t.b.wait)
-		if !granted {
-			l.srv.stats.waitTimeouts.Add(1)
-		}
-		c.unblock(token, granted)
+		c.endWait(c.timeoutWait())
 		l.serveReadable(c)
 	}
 }
@@ -374,13 +374,9 @@ func (l *ioLoop) closeConn(c *conn) {
 	}
 	if b := c.blocked; b != nil {
 		// Nothing is granted to a closed connection: leave the queue, and
-		// hand back a lease that won the race.
+		// hand back what won the race.
 		l.waitTimers.disarm(b)
-		c.blocked = nil
-		l.srv.stats.blocked.Add(-1)
-		if token, granted := l.srv.table.CancelWait(b.wait); granted {
-			l.srv.table.Release([]byte(b.key), token)
-		}
+		c.abandonWait()
 	}
 	if l.conns[c.fd] == c {
 		delete(l.conns, c.fd)

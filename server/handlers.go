@@ -15,6 +15,8 @@ type handler func(c *conn, args [][]byte) error
 var handlersByName = map[string]handler{
 	"create":       handleCreate,
 	"acquire":      handleAcquire,
+	"macquire":     handleMAcquire,
+	"mrelease":     handleMRelease,
 	"verify":       handleVerify,
 	"release":      handleRelease,
 	"extend":       handleExtend,
@@ -60,6 +62,7 @@ func handleCreate(c *conn, args [][]byte) error {
 		DefaultTTL:   req.DefaultTTL,
 		LockDelay:    req.LockDelay,
 		LockDelaySet: req.LockDelaySet,
+		Limit:        req.Limit,
 	})
 	if err != nil {
 		return err
@@ -74,14 +77,18 @@ func handleAcquire(c *conn, args [][]byte) error {
 		return err
 	}
 	if req.Ephemeral {
-		if err := c.roomForEphemeral(); err != nil {
+		if err := c.roomForEphemeral(1); err != nil {
 			return err
 		}
 	}
 	if req.Wait > 0 {
 		return acquireWaiting(c, req)
 	}
-	token, granted, err := c.srv.table.Acquire(req.Key, req.TTL, req.Owner)
+	acquire := c.srv.table.Acquire
+	if req.Shared {
+		acquire = c.srv.table.AcquireShared
+	}
+	token, granted, err := acquire(req.Key, req.TTL, req.Owner)
 	if err != nil {
 		return err
 	}
@@ -89,6 +96,46 @@ func handleAcquire(c *conn, args [][]byte) error {
 		c.srv.ties.granted(c, req.Key, token, req.Ephemeral)
 	}
 	protocol.WriteToken(c.wr, token, granted)
+	return nil
+}
+
+func handleMAcquire(c *conn, args [][]byte) error {
+	req, err := protocol.ParseMAcquire(args)
+	if err != nil {
+		return err
+	}
+	if req.Ephemeral {
+		if err := c.roomForEphemeral(len(req.Keys)); err != nil {
+			return err
+		}
+	}
+	if req.Wait > 0 {
+		return macquireWaiting(c, req)
+	}
+	tokens, granted, err := c.srv.table.AcquireAll(req.Keys, req.TTL, req.Owner, req.Shared)
+	if err != nil {
+		return err
+	}
+	if granted {
+		c.tieAll(req.Keys, tokens, req.Ephemeral)
+	}
+	protocol.WriteTokens(c.wr, tokens)
+	return nil
+}
+
+func handleMRelease(c *conn, args [][]byte) error {
+	req, err := protocol.ParseMRelease(args)
+	if err != nil {
+		return err
+	}
+	released := 0
+	for j, key := range req.Keys {
+		if c.srv.table.Release(key, req.Tokens[j]) {
+			c.srv.ties.untie(c, key, req.Tokens[j])
+			released++
+		}
+	}
+	c.wr.WriteInt(released)
 	return nil
 }
 

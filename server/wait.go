@@ -8,35 +8,37 @@ import (
 	"github.com/leasehold/leasehold/protocol"
 )
 
-// blockState is a connection parked in ACQUIRE ... WAIT: it runs no further
-// command until the lease is handed to it or the wait ends.
+// blockState is a connection parked in ACQUIRE or MACQUIRE with WAIT: it
+// runs no further command until its leases are handed to it or the wait ends.
 type blockState struct {
-	timer     int // index in the loop's wait heap; -1 when not in it
-	wait      *locker.Wait
-	key       string
+	timer     int   // index in the loop's wait heap; -1 when not in it
 	deadline  int64 // Server.monotonic() ns
-	ephemeral bool  // the lease, once granted, is released when c closes
+	ephemeral bool  // the leases, once granted, are released when c closes
+	// One of the two:
+	wait  *locker.Wait      // ACQUIRE's
+	key   string            // ACQUIRE's key
+	multi *locker.MultiWait // MACQUIRE's
+	keys  []string          // MACQUIRE's keys, in the order given
+}
+
+// waitOutcome is how a wait ended: its grant, if any.
+type waitOutcome struct {
+	granted bool
+	token   uint64   // ACQUIRE's
+	tokens  []uint64 // MACQUIRE's, in the order of its keys
 }
 
 // acquireWaiting serves ACQUIRE with WAIT: granted at once, or parked until
 // the lock's queue hands it the lease or the wait times out.
 func acquireWaiting(c *conn, req protocol.AcquireRequest) error {
-	if max := c.srv.cfg.Locker.MaxTTL; req.Wait > max {
-		return &protocol.Error{Code: protocol.CodeErr, Msg: "WAIT must be at most max-ttl (" + max.String() + ")"}
+	if err := c.checkWait(req.Wait); err != nil {
+		return err
 	}
-	w := &locker.Wait{TTL: req.TTL, Owner: req.Owner, Priority: req.Priority}
+	w := &locker.Wait{TTL: req.TTL, Owner: req.Owner, Priority: req.Priority, Shared: req.Shared}
 	key := string(req.Key)
-	var grants chan uint64
-	if l := c.loop; l != nil {
-		w.Notify = func(token uint64) {
-			if !l.post(func() { l.granted(c, w, token) }) {
-				c.srv.table.Release([]byte(key), token) // the server is closing
-			}
-		}
-	} else {
-		grants = make(chan uint64, 1)
-		w.Notify = func(token uint64) { grants <- token }
-	}
+	b := &blockState{timer: -1, wait: w, key: key, deadline: c.srv.monotonic() + int64(req.Wait), ephemeral: req.Ephemeral}
+	notify, progress := c.progressFunc(b, func(token uint64) { c.srv.table.Release([]byte(key), token) })
+	w.Notify = notify
 	token, granted, err := c.srv.table.AcquireWait(req.Key, w)
 	if err != nil || granted {
 		if err == nil {
@@ -45,36 +47,169 @@ func acquireWaiting(c *conn, req protocol.AcquireRequest) error {
 		}
 		return err
 	}
-	c.srv.stats.blocked.Add(1)
-	b := &blockState{timer: -1, wait: w, key: key, deadline: c.srv.monotonic() + int64(req.Wait), ephemeral: req.Ephemeral}
-	c.blocked = b
-	if c.loop != nil {
-		c.loop.armWaitTimer(c, b) // the loop parks the connection and replies later
-		return nil
-	}
-	c.waitInline(b, grants)
+	c.park(b, progress)
 	return nil
 }
 
-// unblock ends c's wait with token (granted) or nil, and writes the reply.
-func (c *conn) unblock(token uint64, granted bool) {
-	if b := c.blocked; b != nil && granted {
-		c.srv.ties.granted(c, []byte(b.key), token, b.ephemeral)
+// macquireWaiting serves MACQUIRE with WAIT: all granted at once, or parked
+// while the table takes the keys in order, waiting in each lock's queue.
+func macquireWaiting(c *conn, req protocol.MAcquireRequest) error {
+	if err := c.checkWait(req.Wait); err != nil {
+		return err
 	}
+	mw := &locker.MultiWait{TTL: req.TTL, Owner: req.Owner, Priority: req.Priority, Shared: req.Shared, Wait: req.Wait}
+	b := &blockState{timer: -1, multi: mw, deadline: c.srv.monotonic() + int64(req.Wait), ephemeral: req.Ephemeral}
+	// When the server closes under a parked MACQUIRE, the loop's shutdown
+	// closes the connection, and that cancels the request.
+	notify, progress := c.progressFunc(b, func(uint64) {})
+	mw.Notify = func() { notify(0) }
+	tokens, done, err := c.srv.table.AcquireAllWait(req.Keys, mw)
+	switch {
+	case err != nil:
+		return err
+	case done:
+		c.tieAll(req.Keys, tokens, req.Ephemeral)
+		protocol.WriteTokens(c.wr, tokens)
+		return nil
+	}
+	b.keys = make([]string, len(req.Keys))
+	for j, k := range req.Keys {
+		b.keys[j] = string(k)
+	}
+	c.park(b, progress)
+	return nil
+}
+
+func (c *conn) checkWait(wait time.Duration) error {
+	if max := c.srv.cfg.Locker.MaxTTL; wait > max {
+		return &protocol.Error{Code: protocol.CodeErr, Msg: "WAIT must be at most max-ttl (" + max.String() + ")"}
+	}
+	return nil
+}
+
+// progressFunc returns the Notify for b's wait, which runs on whatever
+// goroutine moved the wait on: on the event loop it posts the progress to
+// c's loop (and calls orphaned with the token if the loop has stopped); on
+// the goroutine transport it hands it to the channel waitInline watches.
+func (c *conn) progressFunc(b *blockState, orphaned func(token uint64)) (notify func(uint64), progress chan uint64) {
+	if l := c.loop; l != nil {
+		return func(token uint64) {
+			if !l.post(func() { l.progressed(c, b, token) }) {
+				orphaned(token) // the server is closing
+			}
+		}, nil
+	}
+	// One slot is enough: a single wait is notified once, and a multi-lock
+	// is notified at most once per step, each step waiting for the last.
+	progress = make(chan uint64, 1)
+	return func(token uint64) { progress <- token }, progress
+}
+
+// park makes c wait: on the event loop until its timer or a Notify, on
+// the goroutine transport right here.
+func (c *conn) park(b *blockState, progress chan uint64) {
+	c.srv.stats.blocked.Add(1)
+	c.blocked = b
+	if c.loop != nil {
+		c.loop.armWaitTimer(c, b) // the loop replies later
+		return
+	}
+	c.waitInline(b, progress)
+}
+
+// resumeWait carries c's wait on after a Notify (token is a single wait's
+// grant, 0 when an owner's retry superseded it) and reports whether the
+// wait ended, and how.
+func (c *conn) resumeWait(token uint64) (out waitOutcome, done bool) {
+	b := c.blocked
+	if b.multi == nil {
+		return waitOutcome{granted: token != 0, token: token}, true
+	}
+	tokens, done := c.srv.table.ContinueAll(b.multi)
+	return waitOutcome{granted: tokens != nil, tokens: tokens}, done
+}
+
+// timeoutWait ends c's wait at its deadline. A single wait handed its lease
+// in the meantime takes it; a multi-lock gives back what it took.
+func (c *conn) timeoutWait() waitOutcome {
+	b := c.blocked
+	var out waitOutcome
+	if b.multi == nil {
+		out.token, out.granted = c.srv.table.CancelWait(b.wait)
+	} else {
+		c.srv.table.CancelAll(b.multi)
+	}
+	if !out.granted {
+		c.srv.stats.waitTimeouts.Add(1)
+	}
+	return out
+}
+
+// abandonWait ends c's wait without a reply, its connection gone: nothing is
+// granted to a closed connection.
+func (c *conn) abandonWait() {
+	b := c.blocked
+	c.blocked = nil
+	c.srv.stats.blocked.Add(-1)
+	if b.multi != nil {
+		c.srv.table.CancelAll(b.multi)
+		return
+	}
+	if token, granted := c.srv.table.CancelWait(b.wait); granted {
+		c.srv.table.Release([]byte(b.key), token)
+	}
+}
+
+// giveBack releases a grant that cannot be delivered.
+func (c *conn) giveBack(b *blockState, out waitOutcome) {
+	if !out.granted {
+		return
+	}
+	if b.multi == nil {
+		c.srv.table.Release([]byte(b.key), out.token)
+		return
+	}
+	for j, k := range b.keys {
+		c.srv.table.Release([]byte(k), out.tokens[j])
+	}
+}
+
+// endWait ends c's wait with its outcome and writes the reply.
+func (c *conn) endWait(out waitOutcome) {
+	b := c.blocked
 	c.blocked = nil
 	c.srv.stats.blocked.Add(-1)
 	c.lastRead = c.srv.monotonic() // the idle clock restarts when the wait ends
-	protocol.WriteToken(c.wr, token, granted)
+	if b.multi == nil {
+		if out.granted {
+			c.srv.ties.granted(c, []byte(b.key), out.token, b.ephemeral)
+		}
+		protocol.WriteToken(c.wr, out.token, out.granted)
+	} else {
+		if out.granted {
+			for j, k := range b.keys {
+				c.srv.ties.granted(c, []byte(k), out.tokens[j], b.ephemeral)
+			}
+		}
+		protocol.WriteTokens(c.wr, out.tokens)
+	}
 	c.unflushed = true
+}
+
+// tieAll records MACQUIRE's grants for EPHEMERAL.
+func (c *conn) tieAll(keys [][]byte, tokens []uint64, ephemeral bool) {
+	for j, k := range keys {
+		c.srv.ties.granted(c, k, tokens[j], ephemeral)
+	}
 }
 
 // waitInline is the goroutine transport's wait: the connection's goroutine
 // blocks until the grant, the timeout, the client's hang-up or the server's
-// Close. A client that pipelines more commands behind its waiting ACQUIRE is
+// Close. A client that pipelines more commands behind its waiting command is
 // not watched for hang-ups once its bytes arrive (the watch must not consume
-// them); a lease granted to it after it left is released at once, found by a
-// check for the peer's FIN before the reply (Linux) or by the failed reply.
-func (c *conn) waitInline(b *blockState, grants chan uint64) {
+// them); a grant made after it left is released at once, found by a check
+// for the peer's FIN before the reply (Linux) or by the failed reply.
+func (c *conn) waitInline(b *blockState, progress chan uint64) {
 	if c.unflushed {
 		c.unflushed = false
 		c.wr.Flush() // earlier pipelined replies should not wait with us
@@ -84,43 +219,47 @@ func (c *conn) waitInline(b *blockState, grants chan uint64) {
 	c.nc.SetReadDeadline(time.Time{})
 	hangup, stopWatch := watchHangup(c.nc)
 	timer := time.NewTimer(time.Duration(b.deadline - c.srv.monotonic()))
-	var token uint64
-	var granted, gone bool
-	select {
-	case token = <-grants:
-		granted = token != 0 // 0: superseded by the owner's retry
-	case <-timer.C:
-		if token, granted = c.srv.table.CancelWait(b.wait); !granted {
-			c.srv.stats.waitTimeouts.Add(1)
+	var out waitOutcome
+	gone := false
+wait:
+	for {
+		select {
+		case token := <-progress:
+			var done bool
+			if out, done = c.resumeWait(token); done {
+				break wait
+			}
+		case <-timer.C:
+			out = c.timeoutWait()
+			break wait
+		case <-hangup:
+			gone = true
+			break wait
+		case <-c.srv.closing:
+			gone = true
+			break wait
 		}
-	case <-hangup:
-		gone = true
-	case <-c.srv.closing:
-		gone = true
 	}
 	timer.Stop()
 	stopWatch()
-	if granted && !gone && peerClosed(c.nc) {
+	switch {
+	case gone:
+		c.abandonWait()
+		c.quit = true
+		return
+	case out.granted && peerClosed(c.nc):
 		// The watch stops at pipelined bytes; a FIN behind them still
 		// means nobody will read this grant.
-		gone = true
-	}
-	if gone {
-		if !granted {
-			token, granted = c.srv.table.CancelWait(b.wait)
-		}
-		if granted {
-			c.srv.table.Release([]byte(b.key), token)
-		}
+		c.giveBack(b, out)
 		c.blocked = nil
 		c.srv.stats.blocked.Add(-1)
 		c.quit = true
 		return
 	}
-	c.unblock(token, granted)
+	c.endWait(out)
 	c.unflushed = false
-	if err := c.wr.Flush(); err != nil && granted {
-		c.srv.table.Release([]byte(b.key), token) // nobody to hand it to
+	if err := c.wr.Flush(); err != nil {
+		c.giveBack(b, out) // nobody to hand it to
 	}
 }
 
