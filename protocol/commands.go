@@ -91,13 +91,17 @@ const (
 // Commands is the command table, in the order the docs list them.
 var Commands = []Command{
 	{Name: "create", Arity: -2, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
-		Args: []Arg{key("key"), integer("ms").after("TTL").opt(), integer("ms").after("LOCKDELAY").opt()}, Summary: "Creates a named lock, optionally with a default lease ttl and a lock-delay; it stays when free, until DELETE."},
+		Args: []Arg{key("key"), integer("ms").after("TTL").opt(), integer("ms").after("LOCKDELAY").opt(), integer("n").after("LIMIT").opt()}, Summary: "Creates a named lock, optionally with a default lease ttl and a lock-delay, or a semaphore of n permits with LIMIT; it stays when free, until DELETE."},
 	{Name: "acquire", Arity: -2, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
-		Args: []Arg{key("key"), integer("ttl-ms").opt(), str("id").after("OWNER").opt(), integer("ms").after("WAIT").opt(), integer("n").after("PRIORITY").opt(), token("EPHEMERAL").opt()}, Summary: "Takes a lease on a lock and returns its fencing token; nil when another holder has it, at once or after waiting up to WAIT ms in a fair queue."},
+		Args: []Arg{key("key"), integer("ttl-ms").opt(), str("id").after("OWNER").opt(), integer("ms").after("WAIT").opt(), integer("n").after("PRIORITY").opt(), token("SHARED").opt(), token("EPHEMERAL").opt()}, Summary: "Takes a lease on a lock (a read lease with SHARED, a permit of a semaphore) and returns its fencing token; nil when it is not free, at once or after waiting up to WAIT ms in a fair queue."},
+	{Name: "macquire", Arity: -4, Flags: []string{"write", "movablekeys"}, Group: GroupLock,
+		Args: []Arg{integer("ttl-ms"), integer("numkeys"), key("key").many(), str("id").after("OWNER").opt(), integer("ms").after("WAIT").opt(), integer("n").after("PRIORITY").opt(), token("SHARED").opt(), token("EPHEMERAL").opt()}, Summary: "Takes leases on several locks, all or none, and returns their tokens in the order given; deadlock-free whatever order clients name the keys in."},
 	{Name: "verify", Arity: 3, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
-		Args: []Arg{key("key"), integer("token")}, Summary: "Returns 1 when the token is the live lease of the lock, else 0."},
+		Args: []Arg{key("key"), integer("token")}, Summary: "Returns 1 when the token is a live lease of the lock, else 0."},
 	{Name: "release", Arity: 3, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
 		Args: []Arg{key("key"), integer("token")}, Summary: "Ends the lease the token holds; 0 when it does not hold the lock."},
+	{Name: "mrelease", Arity: -3, Flags: []string{"write"}, FirstKey: 1, LastKey: -1, Step: 2, Group: GroupLock,
+		Args: []Arg{block("lease", key("key"), integer("token")).many()}, Summary: "Ends several leases, as MACQUIRE returned them; returns how many it ended."},
 	{Name: "extend", Arity: 4, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
 		Args: []Arg{key("key"), integer("token"), integer("ttl-ms")}, Summary: "Moves the lease's deadline to now + ttl-ms; 0 when the token does not hold the lock."},
 	{Name: "status", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
@@ -147,6 +151,9 @@ const maxNameLen = 16
 var commandSlots = func() (t [maxNameLen + 1][26][26]int8) {
 	for i, c := range Commands {
 		n := c.Name
+		if len(n) < 2 || len(n) > maxNameLen || n[0] < 'a' || n[0] > 'z' || n[1] < 'a' || n[1] > 'z' {
+			panic("protocol: command name " + n + " does not fit the lookup table")
+		}
 		slot := &t[len(n)][n[0]-'a'][n[1]-'a']
 		if *slot != 0 {
 			panic("protocol: commands " + n + " and " + Commands[*slot-1].Name + " share a lookup slot")

@@ -27,6 +27,25 @@ func TestLookup(t *testing.T) {
 		{"a name padded past 16 bytes", "acquire" + strings.Repeat(" ", 10), ""},
 		{"very long", strings.Repeat("A", 4096), ""},
 		{"non-ASCII", "ACQUİRE", ""},
+
+		// macquire and mrelease share length and first letter (and last
+		// letter): the lookup keys on length and the first two letters.
+		{"macquire", "macquire", "macquire"},
+		{"MACQUIRE", "MACQUIRE", "macquire"},
+		{"MaCqUiRe", "MaCqUiRe", "macquire"},
+		{"mrelease", "mrelease", "mrelease"},
+		{"MRELEASE", "MRELEASE", "mrelease"},
+		{"mReLeAsE", "mReLeAsE", "mrelease"},
+		{"macquire's slot, other name", "maxquire", ""},
+		{"mrelease's slot, other name", "MRELAXED", ""},
+		{"acquire's slot, other name", "acquirz", ""},
+		{"one letter", "m", ""},
+		{"one letter upper case", "A", ""},
+		{"two letters, no command", "ma", ""},
+		{"digit as second letter", "m1cquire", ""},
+		{"NUL as second letter", "a\x00quire", ""},
+		{"high byte as first letter", "\xc1cquire", ""},
+		{"'@' folds to '`', not a letter", "@cquire", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,7 +84,7 @@ func TestLookupEveryCommand(t *testing.T) {
 }
 
 func TestLookupIndexDoesNotAllocate(t *testing.T) {
-	for _, in := range []string{"AcQuIrE", "status", "nope", "abcdefghijklmnop", strings.Repeat("x", 100)} {
+	for _, in := range []string{"AcQuIrE", "status", "MRELEASE", "maxquire", "m", "nope", "abcdefghijklmnop", strings.Repeat("x", 100)} {
 		t.Run(in, func(t *testing.T) {
 			name := []byte(in)
 			if n := testing.AllocsPerRun(100, func() { LookupIndex(name) }); n != 0 {
@@ -106,8 +125,33 @@ func TestCommandTable(t *testing.T) {
 			if (c.FirstKey == 0) != (c.Step == 0) {
 				t.Errorf("FirstKey %d and Step %d disagree about keys", c.FirstKey, c.Step)
 			}
-			if c.Group == GroupLock && c.Name != "locks" && (c.FirstKey != 1 || c.LastKey != 1 || c.Step != 1) {
-				t.Errorf("lock command keys = %d,%d,%d, want 1,1,1", c.FirstKey, c.LastKey, c.Step)
+			movable := false
+			for _, f := range c.Flags {
+				movable = movable || f == "movablekeys"
+			}
+			if movable && c.FirstKey != 0 {
+				// Redis reports 0,0,0 for a command whose keys only its
+				// arguments locate, as EVAL's numkeys does.
+				t.Errorf("movablekeys command with FirstKey %d, want 0", c.FirstKey)
+			}
+			if c.Group == GroupLock {
+				type keySpec struct {
+					first, last, step int
+					movable           bool
+				}
+				want := keySpec{1, 1, 1, false}
+				switch c.Name {
+				case "locks":
+					want = keySpec{0, 0, 0, false} // a cursor, no key
+				case "macquire":
+					want = keySpec{0, 0, 0, true} // numkeys says where the keys are
+				case "mrelease":
+					want = keySpec{1, -1, 2, false} // key token [key token ...]
+				}
+				if got := (keySpec{c.FirstKey, c.LastKey, c.Step, movable}); got != want {
+					t.Errorf("lock command keys = %d,%d,%d movablekeys=%v, want %d,%d,%d movablekeys=%v",
+						got.first, got.last, got.step, got.movable, want.first, want.last, want.step, want.movable)
+				}
 			}
 		})
 	}
@@ -144,6 +188,13 @@ func TestCheckArity(t *testing.T) {
 		{"ping", 1, ""},
 		{"ping", 2, ""},
 		{"echo", 1, "ERR wrong number of arguments for 'echo' command"},
+		{"macquire", 3, "ERR wrong number of arguments for 'macquire' command"},
+		{"macquire", 4, ""},
+		{"macquire", 1000, ""},
+		{"mrelease", 2, "ERR wrong number of arguments for 'mrelease' command"},
+		{"mrelease", 3, ""},
+		{"mrelease", 4, ""}, // odd pairing is ParseMRelease's to reject
+		{"mrelease", 5, ""},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s/%d", tt.cmd, tt.n), func(t *testing.T) {
@@ -164,7 +215,10 @@ func TestCheckArity(t *testing.T) {
 
 func TestUsage(t *testing.T) {
 	tests := []struct{ cmd, want string }{
-		{"acquire", "ACQUIRE key [ttl-ms] [OWNER id] [WAIT ms] [PRIORITY n] [EPHEMERAL]"},
+		{"acquire", "ACQUIRE key [ttl-ms] [OWNER id] [WAIT ms] [PRIORITY n] [SHARED] [EPHEMERAL]"},
+		{"create", "CREATE key [TTL ms] [LOCKDELAY ms] [LIMIT n]"},
+		{"macquire", "MACQUIRE ttl-ms numkeys key [key ...] [OWNER id] [WAIT ms] [PRIORITY n] [SHARED] [EPHEMERAL]"},
+		{"mrelease", "MRELEASE key token [key token ...]"},
 		{"extend", "EXTEND key token ttl-ms"},
 		{"quit", "QUIT"},
 	}

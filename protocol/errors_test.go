@@ -106,7 +106,8 @@ func TestWireErrorsFormat(t *testing.T) {
 	}
 	wire := []*Error{
 		ErrSyntax, ErrNotInteger, ErrBadToken, ErrBadCursor, ErrEmptyOwner, ErrNoProto, ErrInternal,
-		ArityError("ACQUIRE"),
+		ErrBadLockDelay, ErrBadWait, ErrBadPriority, ErrBadLimit, ErrBadNumKeys,
+		ArityError("ACQUIRE"), ArityError("mrelease"), InvalidExpireError("macquire"),
 		UnknownCommandError([][]byte{[]byte("foo\r\n"), []byte("a\nb")}),
 		UnknownSubcommandError("config", []byte("x\r\n")),
 		InvalidExpireError("extend"),

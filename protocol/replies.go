@@ -9,14 +9,20 @@ import (
 )
 
 // StatusFields are the field names of STATUS's reply, in order.
-var StatusFields = []string{"state", "token", "owner", "ttl", "last-token", "default-ttl", "created", "lock-delay", "delay-left", "waiters"}
+var StatusFields = []string{"state", "token", "owner", "ttl", "last-token", "default-ttl", "created",
+	"lock-delay", "delay-left", "waiters", "limit", "mode", "holders"}
 
-// WriteStatus writes STATUS's reply: field/value pairs, the shape of HGETALL.
+// HolderFields are the field names of each entry of STATUS's holders.
+var HolderFields = []string{"token", "owner", "ttl"}
+
+// WriteStatus writes STATUS's reply: field/value pairs, the shape of HGETALL,
+// every value a string except holders, the last, which is an array with one
+// entry per live lease, each its own field/value pairs (as XINFO nests).
 // ttl is the lease's remaining time in milliseconds, rounded up so that a
-// held lease never shows 0; it is 0 exactly when the lock is not held.
-// delay-left is the same for a lock-delay.
+// held lease never shows 0; it is 0 exactly when the lock is not held
+// exclusively. delay-left is the same for a lock-delay.
 func WriteStatus(w *redcon.Writer, st locker.Status) {
-	state, created := "free", "0"
+	state, created, mode := "free", "0", ""
 	switch {
 	case st.Held:
 		state = "held"
@@ -25,6 +31,15 @@ func WriteStatus(w *redcon.Writer, st locker.Status) {
 	}
 	if st.Created {
 		created = "1"
+	}
+	switch {
+	case !st.Held:
+	case st.Limit > 0:
+		mode = "permits"
+	case st.Shared:
+		mode = "shared"
+	default:
+		mode = "exclusive"
 	}
 	w.WriteArray(2 * len(StatusFields))
 	w.WriteBulkString("state")
@@ -47,6 +62,34 @@ func WriteStatus(w *redcon.Writer, st locker.Status) {
 	w.WriteBulkString(strconv.FormatInt(ceilMillis(st.DelayLeft), 10))
 	w.WriteBulkString("waiters")
 	w.WriteBulkString(strconv.Itoa(st.Waiters))
+	w.WriteBulkString("limit")
+	w.WriteBulkString(strconv.Itoa(st.Limit))
+	w.WriteBulkString("mode")
+	w.WriteBulkString(mode)
+	w.WriteBulkString("holders")
+	w.WriteArray(len(st.Holders))
+	for _, h := range st.Holders {
+		w.WriteArray(2 * len(HolderFields))
+		w.WriteBulkString("token")
+		w.WriteBulkString(strconv.FormatUint(h.Token, 10))
+		w.WriteBulkString("owner")
+		w.WriteBulkString(h.Owner)
+		w.WriteBulkString("ttl")
+		w.WriteBulkString(strconv.FormatInt(ceilMillis(h.TTL), 10))
+	}
+}
+
+// WriteTokens writes MACQUIRE's reply: the tokens in order, or a nil array
+// when not granted, as BLPOP answers a timeout.
+func WriteTokens(w *redcon.Writer, tokens []uint64) {
+	if tokens == nil {
+		w.WriteRaw(nullArray)
+		return
+	}
+	w.WriteArray(len(tokens))
+	for _, t := range tokens {
+		w.WriteUint64(t)
+	}
 }
 
 // WriteScan writes a SCAN-shaped reply: the next cursor and a list of names.
@@ -76,6 +119,8 @@ func WriteToken(w *redcon.Writer, token uint64, granted bool) {
 		w.WriteNull()
 	}
 }
+
+var nullArray = []byte("*-1\r\n")
 
 func ceilMillis(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)

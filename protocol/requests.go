@@ -158,7 +158,7 @@ func ParseMAcquire(args [][]byte) (MAcquireRequest, error) {
 	if err := parseAcquireOptions(args[3+n:], &opts); err != nil {
 		return req, err
 	}
-	return MAcquireRequest{Keys: args[3 : 3+n], TTL: ttl, Owner: opts.Owner, Wait: opts.Wait,
+	return MAcquireRequest{Keys: args[3 : 3+n : 3+n], TTL: ttl, Owner: opts.Owner, Wait: opts.Wait,
 		Priority: opts.Priority, Shared: opts.Shared, Ephemeral: opts.Ephemeral}, nil
 }
 

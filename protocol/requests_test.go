@@ -28,7 +28,8 @@ func cmdArgs(line string) [][]byte {
 }
 
 // requestSentinels are the parse errors that callers may compare with errors.Is.
-var requestSentinels = []error{ErrSyntax, ErrNotInteger, ErrBadToken, ErrBadCursor, ErrEmptyOwner}
+var requestSentinels = []error{ErrSyntax, ErrNotInteger, ErrBadToken, ErrBadCursor, ErrEmptyOwner,
+	ErrBadLockDelay, ErrBadWait, ErrBadPriority, ErrBadLimit, ErrBadNumKeys}
 
 // checkParseError fails unless got is the wire error want: the same reply
 // text, and the very sentinel when want is one.
@@ -96,6 +97,22 @@ func TestParseCreate(t *testing.T) {
 		{"ttl negative", "CREATE k TTL -5", CreateRequest{}, InvalidExpireError("create")},
 		{"ttl overflows Duration", "CREATE k TTL 9223372036854775807", CreateRequest{}, InvalidExpireError("create")},
 		{"ttl just past Duration", "CREATE k TTL 9223372036855", CreateRequest{}, InvalidExpireError("create")},
+
+		{"LIMIT", "CREATE k LIMIT 3", CreateRequest{Key: []byte("k"), Limit: 3}, nil},
+		{"limit lower case", "create k limit 1", CreateRequest{Key: []byte("k"), Limit: 1}, nil},
+		{"largest LIMIT", "CREATE k LIMIT 65536", CreateRequest{Key: []byte("k"), Limit: locker.MaxLimit}, nil},
+		{"LIMIT among the others", "CREATE k TTL 5 LIMIT 2 LOCKDELAY 0",
+			CreateRequest{Key: []byte("k"), DefaultTTL: 5 * time.Millisecond, LockDelaySet: true, Limit: 2}, nil},
+		{"LIMIT zero", "CREATE k LIMIT 0", CreateRequest{}, ErrBadLimit},
+		{"LIMIT negative", "CREATE k LIMIT -1", CreateRequest{}, ErrBadLimit},
+		{"LIMIT just past MaxLimit", "CREATE k LIMIT 65537", CreateRequest{}, ErrBadLimit},
+		{"LIMIT beyond int32", "CREATE k LIMIT 9223372036854775807", CreateRequest{}, ErrBadLimit},
+		{"LIMIT not a number", "CREATE k LIMIT many", CreateRequest{}, ErrNotInteger},
+		{"LIMIT fractional", "CREATE k LIMIT 1.5", CreateRequest{}, ErrNotInteger},
+		{"LIMIT beyond int64", "CREATE k LIMIT 9223372036854775808", CreateRequest{}, ErrNotInteger},
+		{"LIMIT without value", "CREATE k LIMIT", CreateRequest{}, ErrSyntax},
+		{"repeated LIMIT", "CREATE k LIMIT 2 LIMIT 3", CreateRequest{}, ErrSyntax},
+		{"repeated LIMIT same value other case", "CREATE k LIMIT 2 limit 2", CreateRequest{}, ErrSyntax},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -108,6 +125,9 @@ func TestParseCreate(t *testing.T) {
 	}
 	if got := InvalidExpireError("create").Error(); got != "ERR invalid expire time in 'create' command" {
 		t.Fatalf("InvalidExpireError text = %q", got)
+	}
+	if got := ErrBadLimit.Error(); got != "ERR LIMIT must be between 1 and 65536" {
+		t.Fatalf("ErrBadLimit text = %q", got)
 	}
 }
 
@@ -163,6 +183,19 @@ func TestParseAcquire(t *testing.T) {
 		{"ttl most negative", "ACQUIRE k -9223372036854775808", AcquireRequest{}, InvalidExpireError("acquire")},
 		{"ttl overflows Duration", "ACQUIRE k 9223372036854775807", AcquireRequest{}, InvalidExpireError("acquire")},
 		{"ttl just past Duration", "ACQUIRE k 9223372036855", AcquireRequest{}, InvalidExpireError("acquire")},
+
+		{"shared alone", "ACQUIRE k SHARED", AcquireRequest{Key: k, Shared: true}, nil},
+		{"shared lower case after ttl", "ACQUIRE k 100 shared", AcquireRequest{Key: k, TTL: 100 * time.Millisecond, Shared: true}, nil},
+		{"shared then ephemeral", "ACQUIRE k 100 SHARED EPHEMERAL",
+			AcquireRequest{Key: k, TTL: 100 * time.Millisecond, Shared: true, Ephemeral: true}, nil},
+		{"ephemeral then shared", "ACQUIRE k Ephemeral Shared", AcquireRequest{Key: k, Shared: true, Ephemeral: true}, nil},
+		{"shared among valued options", "ACQUIRE k 1 OWNER me SHARED WAIT 2 EPHEMERAL PRIORITY 3",
+			AcquireRequest{Key: k, TTL: time.Millisecond, Owner: []byte("me"), Wait: 2 * time.Millisecond, Priority: 3, Shared: true, Ephemeral: true}, nil},
+		{"owner named shared", "ACQUIRE k OWNER shared", AcquireRequest{Key: k, Owner: []byte("shared")}, nil},
+		{"repeated shared", "ACQUIRE k SHARED SHARED", AcquireRequest{}, ErrSyntax},
+		{"repeated shared other case", "ACQUIRE k 1 shared EPHEMERAL Shared", AcquireRequest{}, ErrSyntax},
+		{"repeated shared followed by a value", "ACQUIRE k SHARED SHARED 1", AcquireRequest{}, ErrSyntax},
+		{"shared given a value", "ACQUIRE k SHARED 1", AcquireRequest{}, ErrSyntax},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,6 +208,171 @@ func TestParseAcquire(t *testing.T) {
 	}
 	if got := InvalidExpireError("acquire").Error(); got != "ERR invalid expire time in 'acquire' command" {
 		t.Fatalf("InvalidExpireError text = %q", got)
+	}
+}
+
+func TestParseMAcquire(t *testing.T) {
+	ks := func(keys ...string) [][]byte {
+		out := make([][]byte, len(keys))
+		for i, k := range keys {
+			out[i] = []byte(k)
+		}
+		return out
+	}
+	ms := time.Millisecond
+	// numkeys at the limit, and one past it with enough keys present.
+	maxKeys := make([]string, MaxMultiKeys+1)
+	for i := range maxKeys {
+		maxKeys[i] = "k" + strconv.Itoa(i)
+	}
+	atLimit := strings.Join(maxKeys[:MaxMultiKeys], " ")
+	pastLimit := strings.Join(maxKeys, " ")
+
+	tests := []struct {
+		name string
+		line string
+		want MAcquireRequest
+		err  error
+	}{
+		{"one key", "MACQUIRE 100 1 a", MAcquireRequest{Keys: ks("a"), TTL: 100 * ms}, nil},
+		{"three keys", "MACQUIRE 30000 3 a b c", MAcquireRequest{Keys: ks("a", "b", "c"), TTL: 30 * time.Second}, nil},
+		{"lower case", "macquire 5 2 a b", MAcquireRequest{Keys: ks("a", "b"), TTL: 5 * ms}, nil},
+		{"every option after the keys", "MACQUIRE 100 2 a b OWNER me WAIT 5000 PRIORITY -3 SHARED EPHEMERAL",
+			MAcquireRequest{Keys: ks("a", "b"), TTL: 100 * ms, Owner: []byte("me"), Wait: 5 * time.Second,
+				Priority: -3, Shared: true, Ephemeral: true}, nil},
+		{"options in another order and case", "MACQUIRE 1 1 a ephemeral shared priority 2147483647 wait 0 owner x",
+			MAcquireRequest{Keys: ks("a"), TTL: ms, Owner: []byte("x"), Priority: math.MaxInt32, Shared: true, Ephemeral: true}, nil},
+		{"shared only", "MACQUIRE 1 2 a b SHARED", MAcquireRequest{Keys: ks("a", "b"), TTL: ms, Shared: true}, nil},
+		{"keys named like options are keys", "MACQUIRE 1 3 SHARED OWNER 5", MAcquireRequest{Keys: ks("SHARED", "OWNER", "5"), TTL: ms}, nil},
+		{"numkeys decides where the keys end", "MACQUIRE 1 1 a shared", MAcquireRequest{Keys: ks("a"), TTL: ms, Shared: true}, nil},
+		{"repeated key is the lock table's to reject", "MACQUIRE 1 2 a a", MAcquireRequest{Keys: ks("a", "a"), TTL: ms}, nil},
+		{"empty key is the lock table's to reject", `MACQUIRE 1 1 ""`, MAcquireRequest{Keys: ks(""), TTL: ms}, nil},
+		{"largest ttl a Duration holds", "MACQUIRE 9223372036854 1 a",
+			MAcquireRequest{Keys: ks("a"), TTL: 9223372036854 * ms}, nil},
+		{"numkeys at MaxMultiKeys", "MACQUIRE 1 1000 " + atLimit + " EPHEMERAL",
+			MAcquireRequest{Keys: ks(maxKeys[:MaxMultiKeys]...), TTL: ms, Ephemeral: true}, nil},
+
+		{"ttl zero", "MACQUIRE 0 1 a", MAcquireRequest{}, InvalidExpireError("macquire")},
+		{"ttl negative", "MACQUIRE -1 1 a", MAcquireRequest{}, InvalidExpireError("macquire")},
+		{"ttl overflows Duration", "MACQUIRE 9223372036855 1 a", MAcquireRequest{}, InvalidExpireError("macquire")},
+		{"ttl not a number", "MACQUIRE x 1 a", MAcquireRequest{}, ErrNotInteger},
+		{"ttl fractional", "MACQUIRE 1.5 1 a", MAcquireRequest{}, ErrNotInteger},
+		{"ttl empty", `MACQUIRE "" 1 a`, MAcquireRequest{}, ErrNotInteger},
+		{"ttl is not optional", "MACQUIRE 1 a b", MAcquireRequest{}, ErrNotInteger},
+		{"ttl checked before numkeys", "MACQUIRE 0 x a", MAcquireRequest{}, InvalidExpireError("macquire")},
+
+		{"numkeys not a number", "MACQUIRE 1 x a", MAcquireRequest{}, ErrNotInteger},
+		{"numkeys leading zero", "MACQUIRE 1 01 a", MAcquireRequest{}, ErrNotInteger},
+		{"numkeys plus sign", "MACQUIRE 1 +1 a", MAcquireRequest{}, ErrNotInteger},
+		{"numkeys beyond int64", "MACQUIRE 1 9223372036854775808 a", MAcquireRequest{}, ErrNotInteger},
+		{"numkeys zero", "MACQUIRE 1 0 a", MAcquireRequest{}, ErrBadNumKeys},
+		{"numkeys negative", "MACQUIRE 1 -1 a", MAcquireRequest{}, ErrBadNumKeys},
+		{"numkeys most negative", "MACQUIRE 1 -9223372036854775808 a", MAcquireRequest{}, ErrBadNumKeys},
+		{"numkeys past MaxMultiKeys", "MACQUIRE 1 1001 " + pastLimit, MAcquireRequest{}, ErrBadNumKeys},
+		{"numkeys largest int64", "MACQUIRE 1 9223372036854775807 a", MAcquireRequest{}, ErrBadNumKeys},
+		{"numkeys more than the keys", "MACQUIRE 1 3 a b", MAcquireRequest{}, ErrSyntax},
+		{"numkeys one more than the keys", "MACQUIRE 1 2 a", MAcquireRequest{}, ErrSyntax},
+		{"numkeys fewer than the keys", "MACQUIRE 1 1 a b", MAcquireRequest{}, ErrSyntax},
+
+		{"ttl among the options", "MACQUIRE 1 1 a 5", MAcquireRequest{}, ErrSyntax},
+		{"unknown option", "MACQUIRE 1 1 a NX", MAcquireRequest{}, ErrSyntax},
+		{"OWNER without value", "MACQUIRE 1 1 a OWNER", MAcquireRequest{}, ErrSyntax},
+		{"empty owner", `MACQUIRE 1 1 a OWNER ""`, MAcquireRequest{}, ErrEmptyOwner},
+		{"repeated OWNER", "MACQUIRE 1 1 a OWNER x owner y", MAcquireRequest{}, ErrSyntax},
+		{"wait negative", "MACQUIRE 1 1 a WAIT -1", MAcquireRequest{}, ErrBadWait},
+		{"wait not a number", "MACQUIRE 1 1 a WAIT x", MAcquireRequest{}, ErrNotInteger},
+		{"priority too big", "MACQUIRE 1 1 a PRIORITY 2147483648", MAcquireRequest{}, ErrBadPriority},
+		{"repeated shared", "MACQUIRE 1 2 a b SHARED SHARED", MAcquireRequest{}, ErrSyntax},
+		{"repeated ephemeral", "MACQUIRE 1 1 a EPHEMERAL shared ephemeral", MAcquireRequest{}, ErrSyntax},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := cmdArgs(tt.line)
+			got, err := ParseMAcquire(args)
+			checkParseError(t, err, tt.err)
+			if tt.err != nil {
+				return
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+			// The keys are the arguments after numkeys, not copies.
+			for i, k := range got.Keys {
+				if len(k) > 0 && &k[0] != &args[3+i][0] {
+					t.Fatalf("Keys[%d] does not alias args[%d]", i, 3+i)
+				}
+			}
+		})
+	}
+	if got := InvalidExpireError("macquire").Error(); got != "ERR invalid expire time in 'macquire' command" {
+		t.Fatalf("InvalidExpireError text = %q", got)
+	}
+	if got := ErrBadNumKeys.Error(); got != "ERR numkeys must be between 1 and 1000" {
+		t.Fatalf("ErrBadNumKeys text = %q", got)
+	}
+}
+
+func TestParseMRelease(t *testing.T) {
+	type pair struct {
+		key string
+		tok uint64
+	}
+	tests := []struct {
+		name string
+		args []string
+		want []pair
+		err  error
+	}{
+		{"one lease", []string{"MRELEASE", "a", "7"}, []pair{{"a", 7}}, nil},
+		{"three leases", []string{"MRELEASE", "a", "1", "b", "0", "c", "18446744073709551615"},
+			[]pair{{"a", 1}, {"b", 0}, {"c", math.MaxUint64}}, nil},
+		{"lower case", []string{"mrelease", "a", "1"}, []pair{{"a", 1}}, nil},
+		{"key that looks like a token", []string{"MRELEASE", "5", "6"}, []pair{{"5", 6}}, nil},
+		{"same key twice", []string{"MRELEASE", "a", "1", "a", "2"}, []pair{{"a", 1}, {"a", 2}}, nil},
+		{"empty key is the lock table's to reject", []string{"MRELEASE", "", "1"}, []pair{{"", 1}}, nil},
+
+		{"key without token", []string{"MRELEASE", "a", "1", "b"}, nil, ArityError("mrelease")},
+		{"three without tokens", []string{"MRELEASE", "a", "b", "c"}, nil, ArityError("mrelease")},
+		{"pairing checked before tokens", []string{"MRELEASE", "a", "x", "b"}, nil, ArityError("mrelease")},
+		{"bad token in a later pair", []string{"MRELEASE", "a", "1", "b", "x"}, nil, ErrBadToken},
+		{"keys and tokens swapped", []string{"MRELEASE", "1", "a"}, nil, ErrBadToken},
+	}
+	for _, tok := range badTokens {
+		tests = append(tests, struct {
+			name string
+			args []string
+			want []pair
+			err  error
+		}{"bad token " + tok.name, []string{"MRELEASE", "a", "1", "b", tok.arg}, nil, ErrBadToken})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := make([][]byte, len(tt.args))
+			for i, a := range tt.args {
+				args[i] = []byte(a)
+			}
+			got, err := ParseMRelease(args)
+			checkParseError(t, err, tt.err)
+			if tt.err != nil {
+				return
+			}
+			want := MReleaseRequest{Keys: [][]byte{}, Tokens: []uint64{}}
+			for _, p := range tt.want {
+				want.Keys = append(want.Keys, []byte(p.key))
+				want.Tokens = append(want.Tokens, p.tok)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("got %+v, want %+v", got, want)
+			}
+			for i, k := range got.Keys {
+				if len(k) > 0 && &k[0] != &args[1+2*i][0] {
+					t.Fatalf("Keys[%d] does not alias args[%d]", i, 1+2*i)
+				}
+			}
+		})
+	}
+	if got := ArityError("mrelease").Error(); got != "ERR wrong number of arguments for 'mrelease' command" {
+		t.Fatalf("ArityError text = %q", got)
 	}
 }
 
@@ -381,9 +579,23 @@ func written(t *testing.T, write func(w *redcon.Writer)) string {
 	return buf.String()
 }
 
+// statusReply is the RESP encoding of STATUS's reply: pairs, the field/value
+// pairs before holders, as bulk strings, then the holders field and an array
+// of the entries, each encoded by holderEntry.
+func statusReply(pairs []string, holders ...string) string {
+	_, body, _ := strings.Cut(respBulks(pairs...), "\r\n") // without the count
+	return "*" + strconv.Itoa(len(pairs)+2) + "\r\n" + body + "$7\r\nholders\r\n" +
+		"*" + strconv.Itoa(len(holders)) + "\r\n" + strings.Join(holders, "")
+}
+
+// holderEntry is the RESP encoding of one entry of STATUS's holders.
+func holderEntry(token, owner, ttl string) string {
+	return respBulks("token", token, "owner", owner, "ttl", ttl)
+}
+
 func TestWriteStatus(t *testing.T) {
-	// Spelled out once, to pin the encoding the helper reproduces.
-	const heldLiteral = "*20\r\n" +
+	// Spelled out once, to pin the encoding the helpers reproduce.
+	const heldLiteral = "*26\r\n" +
 		"$5\r\nstate\r\n$4\r\nheld\r\n" +
 		"$5\r\ntoken\r\n$1\r\n7\r\n" +
 		"$5\r\nowner\r\n$2\r\nme\r\n" +
@@ -393,14 +605,23 @@ func TestWriteStatus(t *testing.T) {
 		"$7\r\ncreated\r\n$1\r\n0\r\n" +
 		"$10\r\nlock-delay\r\n$1\r\n0\r\n" +
 		"$10\r\ndelay-left\r\n$1\r\n0\r\n" +
-		"$7\r\nwaiters\r\n$1\r\n0\r\n"
-	if got := respBulks("state", "held", "token", "7", "owner", "me", "ttl", "2",
-		"last-token", "7", "default-ttl", "0", "created", "0", "lock-delay", "0", "delay-left", "0", "waiters", "0"); got != heldLiteral {
-		t.Fatalf("respBulks = %q, want %q", got, heldLiteral)
+		"$7\r\nwaiters\r\n$1\r\n0\r\n" +
+		"$5\r\nlimit\r\n$1\r\n0\r\n" +
+		"$4\r\nmode\r\n$9\r\nexclusive\r\n" +
+		"$7\r\nholders\r\n*1\r\n" +
+		"*6\r\n$5\r\ntoken\r\n$1\r\n7\r\n$5\r\nowner\r\n$2\r\nme\r\n$3\r\nttl\r\n$1\r\n2\r\n"
+	if got := statusReply([]string{"state", "held", "token", "7", "owner", "me", "ttl", "2",
+		"last-token", "7", "default-ttl", "0", "created", "0", "lock-delay", "0", "delay-left", "0", "waiters", "0",
+		"limit", "0", "mode", "exclusive"}, holderEntry("7", "me", "2")); got != heldLiteral {
+		t.Fatalf("statusReply = %q, want %q", got, heldLiteral)
 	}
-	wantFields := []string{"state", "token", "owner", "ttl", "last-token", "default-ttl", "created", "lock-delay", "delay-left", "waiters"}
+	wantFields := []string{"state", "token", "owner", "ttl", "last-token", "default-ttl", "created", "lock-delay", "delay-left", "waiters",
+		"limit", "mode", "holders"}
 	if !reflect.DeepEqual(StatusFields, wantFields) {
 		t.Fatalf("StatusFields = %q, want %q", StatusFields, wantFields)
+	}
+	if want := []string{"token", "owner", "ttl"}; !reflect.DeepEqual(HolderFields, want) {
+		t.Fatalf("HolderFields = %q, want %q", HolderFields, want)
 	}
 
 	tests := []struct {
@@ -408,25 +629,63 @@ func TestWriteStatus(t *testing.T) {
 		st   locker.Status
 		want string
 	}{
-		{"held, 1500µs rounds up", locker.Status{Held: true, Token: 7, Owner: "me", TTL: 1500 * time.Microsecond, LastToken: 7},
+		{"held, 1500µs rounds up", locker.Status{Held: true, Token: 7, Owner: "me", TTL: 1500 * time.Microsecond, LastToken: 7,
+			Holders: []locker.Holder{{Token: 7, Owner: "me", TTL: 1500 * time.Microsecond}}},
 			heldLiteral},
 		{"held, 1ns left still shows 1", locker.Status{Held: true, Token: 3, TTL: time.Nanosecond, LastToken: 3,
-			DefaultTTL: 30 * time.Second, Created: true},
-			respBulks("state", "held", "token", "3", "owner", "", "ttl", "1",
-				"last-token", "3", "default-ttl", "30000", "created", "1", "lock-delay", "0", "delay-left", "0", "waiters", "0")},
+			DefaultTTL: 30 * time.Second, Created: true, Holders: []locker.Holder{{Token: 3, TTL: time.Nanosecond}}},
+			statusReply([]string{"state", "held", "token", "3", "owner", "", "ttl", "1",
+				"last-token", "3", "default-ttl", "30000", "created", "1", "lock-delay", "0", "delay-left", "0", "waiters", "0",
+				"limit", "0", "mode", "exclusive"}, holderEntry("3", "", "1"))},
 		{"held, whole millis", locker.Status{Held: true, Token: math.MaxUint64, Owner: "o", TTL: 30 * time.Second,
-			LastToken: math.MaxUint64, DefaultTTL: 1500 * time.Microsecond},
-			respBulks("state", "held", "token", "18446744073709551615", "owner", "o", "ttl", "30000",
-				"last-token", "18446744073709551615", "default-ttl", "2", "created", "0", "lock-delay", "0", "delay-left", "0", "waiters", "0")},
+			LastToken: math.MaxUint64, DefaultTTL: 1500 * time.Microsecond, Waiters: 12,
+			Holders: []locker.Holder{{Token: math.MaxUint64, Owner: "o", TTL: 30 * time.Second}}},
+			statusReply([]string{"state", "held", "token", "18446744073709551615", "owner", "o", "ttl", "30000",
+				"last-token", "18446744073709551615", "default-ttl", "2", "created", "0", "lock-delay", "0", "delay-left", "0", "waiters", "12",
+				"limit", "0", "mode", "exclusive"}, holderEntry("18446744073709551615", "o", "30000"))},
+		{"shared, two holders", locker.Status{Held: true, Shared: true, LastToken: 12, Waiters: 1,
+			Holders: []locker.Holder{
+				{Token: 11, Owner: "reader-1", TTL: 1500 * time.Microsecond, Shared: true},
+				{Token: 12, TTL: 30 * time.Second, Shared: true},
+			}},
+			statusReply([]string{"state", "held", "token", "0", "owner", "", "ttl", "0",
+				"last-token", "12", "default-ttl", "0", "created", "0", "lock-delay", "0", "delay-left", "0", "waiters", "1",
+				"limit", "0", "mode", "shared"},
+				holderEntry("11", "reader-1", "2"), holderEntry("12", "", "30000"))},
+		{"semaphore, two of three permits", locker.Status{Held: true, Limit: 3, LastToken: 5, Created: true, DefaultTTL: time.Second,
+			Holders: []locker.Holder{
+				{Token: 4, Owner: "a", TTL: time.Second},
+				{Token: 5, Owner: "b", TTL: time.Nanosecond},
+			}},
+			statusReply([]string{"state", "held", "token", "0", "owner", "", "ttl", "0",
+				"last-token", "5", "default-ttl", "1000", "created", "1", "lock-delay", "0", "delay-left", "0", "waiters", "0",
+				"limit", "3", "mode", "permits"},
+				holderEntry("4", "a", "1000"), holderEntry("5", "b", "1"))},
+		{"semaphore, every permit", locker.Status{Held: true, Limit: 1, LastToken: 1, Created: true, Waiters: 2,
+			Holders: []locker.Holder{{Token: 1, TTL: time.Minute}}},
+			statusReply([]string{"state", "held", "token", "0", "owner", "", "ttl", "0",
+				"last-token", "1", "default-ttl", "0", "created", "1", "lock-delay", "0", "delay-left", "0", "waiters", "2",
+				"limit", "1", "mode", "permits"}, holderEntry("1", "", "60000"))},
+		{"semaphore, free", locker.Status{Limit: locker.MaxLimit, LastToken: 9, Created: true},
+			statusReply([]string{"state", "free", "token", "0", "owner", "", "ttl", "0",
+				"last-token", "9", "default-ttl", "0", "created", "1", "lock-delay", "0", "delay-left", "0", "waiters", "0",
+				"limit", "65536", "mode", ""})},
 		{"free", locker.Status{LastToken: 9, DefaultTTL: 2500 * time.Millisecond, Created: true},
-			respBulks("state", "free", "token", "0", "owner", "", "ttl", "0",
-				"last-token", "9", "default-ttl", "2500", "created", "1", "lock-delay", "0", "delay-left", "0", "waiters", "0")},
+			statusReply([]string{"state", "free", "token", "0", "owner", "", "ttl", "0",
+				"last-token", "9", "default-ttl", "2500", "created", "1", "lock-delay", "0", "delay-left", "0", "waiters", "0",
+				"limit", "0", "mode", ""})},
 		{"in its lock-delay", locker.Status{Delayed: true, LastToken: 5, LockDelay: 15 * time.Second, DelayLeft: 1200 * time.Microsecond},
-			respBulks("state", "delayed", "token", "0", "owner", "", "ttl", "0",
-				"last-token", "5", "default-ttl", "0", "created", "0", "lock-delay", "15000", "delay-left", "2", "waiters", "0")},
+			statusReply([]string{"state", "delayed", "token", "0", "owner", "", "ttl", "0",
+				"last-token", "5", "default-ttl", "0", "created", "0", "lock-delay", "15000", "delay-left", "2", "waiters", "0",
+				"limit", "0", "mode", ""})},
+		{"semaphore in its lock-delay", locker.Status{Delayed: true, Limit: 2, LastToken: 5, LockDelay: time.Second, DelayLeft: time.Nanosecond},
+			statusReply([]string{"state", "delayed", "token", "0", "owner", "", "ttl", "0",
+				"last-token", "5", "default-ttl", "0", "created", "0", "lock-delay", "1000", "delay-left", "1", "waiters", "0",
+				"limit", "2", "mode", ""})},
 		{"zero value", locker.Status{},
-			respBulks("state", "free", "token", "0", "owner", "", "ttl", "0",
-				"last-token", "0", "default-ttl", "0", "created", "0", "lock-delay", "0", "delay-left", "0", "waiters", "0")},
+			statusReply([]string{"state", "free", "token", "0", "owner", "", "ttl", "0",
+				"last-token", "0", "default-ttl", "0", "created", "0", "lock-delay", "0", "delay-left", "0", "waiters", "0",
+				"limit", "0", "mode", ""})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -477,6 +736,27 @@ func TestWriteTokenAndBool(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := written(t, tt.write); got != tt.want {
 				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestWriteTokens(t *testing.T) {
+	tests := []struct {
+		name   string
+		tokens []uint64
+		want   string
+	}{
+		{"not granted is a nil array", nil, "*-1\r\n"},
+		{"empty but granted is an empty array", []uint64{}, "*0\r\n"},
+		{"one", []uint64{7}, "*1\r\n:7\r\n"},
+		{"in the order given", []uint64{9, 0, math.MaxUint64, 3},
+			"*4\r\n:9\r\n:0\r\n:18446744073709551615\r\n:3\r\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := written(t, func(w *redcon.Writer) { WriteTokens(w, tt.tokens) }); got != tt.want {
+				t.Fatalf("WriteTokens(%v) = %q, want %q", tt.tokens, got, tt.want)
 			}
 		})
 	}
