@@ -353,3 +353,36 @@ func TestSemaphoreNeverExceedsLimit(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestReadersBehindAWriterThatGivesUpAreGranted(t *testing.T) {
+	tb, _ := newTestTable(t)
+	mustAcquireShared(t, tb, "rw", time.Minute, "")
+	writer, _ := waiter(time.Minute, 0, "")
+	mustQueue(t, tb, "rw", writer)
+	r, ch := sharedWaiter(time.Minute)
+	mustQueue(t, tb, "rw", r)
+	notGranted(t, ch)
+	if _, ok := tb.CancelWait(writer); ok {
+		t.Fatal("the writer was granted")
+	}
+	granted(t, ch) // at once, not at the next touch of the lock
+}
+
+func TestPriorityReaderAheadOfAWriterIsGrantedAtOnce(t *testing.T) {
+	tb, _ := newTestTable(t)
+	k := []byte("rw")
+	mustAcquireShared(t, tb, "rw", time.Minute, "")
+	writer, wch := waiter(time.Minute, 0, "")
+	mustQueue(t, tb, "rw", writer)
+	r, ch := sharedWaiter(time.Minute)
+	r.Priority = 5
+	tok, ok, err := tb.AcquireWait(k, r)
+	if !ok || err != nil || !tb.Verify(k, tok) {
+		t.Fatalf("priority reader ahead of a writer: %d, %v, %v", tok, ok, err)
+	}
+	notGranted(t, ch) // granted directly, not through Notify
+	notGranted(t, wch)
+	// A reader of the writer's priority still queues behind it.
+	r0, _ := sharedWaiter(time.Minute)
+	mustQueue(t, tb, "rw", r0)
+}

@@ -297,10 +297,16 @@ func (t *Table) take(key []byte, ttl time.Duration, owner []byte, shared bool, w
 		return 0, false, nil
 	}
 	w.Owner = append([]byte(nil), owner...) // owner may alias a network buffer
-	if len(w.Owner) > 0 && s.takeOwnersPlace(i, w) {
-		return 0, false, nil
+	if len(w.Owner) == 0 || !s.takeOwnersPlace(i, w) {
+		s.enqueue(i, w)
 	}
-	s.enqueue(i, w)
+	// A request queued by its priority ahead of one that cannot be granted
+	// (a reader ahead of a writer, say) may be grantable itself.
+	s.handOff(i, now)
+	if w.state == waitGranted {
+		s.keepGrant(w) // granted here and now: no Notify
+		return w.token, true, nil
+	}
 	return 0, false, nil
 }
 

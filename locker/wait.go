@@ -107,6 +107,17 @@ func (s *shard) handOff(i uint32, now int64) {
 	}
 }
 
+// keepGrant takes w off the list of grants to notify: its grant is being
+// returned to the caller directly.
+func (s *shard) keepGrant(w *Wait) {
+	for n, g := range s.granted {
+		if g == w {
+			s.granted = append(s.granted[:n], s.granted[n+1:]...)
+			return
+		}
+	}
+}
+
 // dropQueue forgets entry i's empty queue.
 func (s *shard) dropQueue(i uint32) {
 	delete(s.waiters, i)
@@ -147,8 +158,10 @@ func (t *Table) unlock(s *shard) {
 // cannot be granted now, w joins the lock's queue and AcquireWait returns
 // granted=false. w.Notify is then called when the lease is handed to it, or
 // never if CancelWait takes it out first. A request that could be granted
-// at once is granted at once (and Notify is not called), unless others are
-// already waiting: it never overtakes them. A request whose Owner is already
+// at once is granted at once (and Notify is not called), unless others of
+// the same or a higher priority are already waiting: it never overtakes
+// them. (A reader queued by its priority ahead of a writer that waits for
+// the readers to leave is granted at once.) A request whose Owner is already
 // queued takes that request's place instead of queueing twice, and the older
 // one is notified with token 0.
 func (t *Table) AcquireWait(key []byte, w *Wait) (token uint64, granted bool, err error) {
@@ -206,6 +219,9 @@ func (t *Table) CancelWait(w *Wait) (token uint64, granted bool) {
 		}
 		w.state = waitCancelled
 		s.counts.waitCancels.Add(1)
+		// The request behind it may fit now (readers behind a writer
+		// that gave up).
+		s.handOff(w.entry, now)
 		s.removeIfUnused(w.entry)
 	}
 	return 0, false
