@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/persist"
 	"github.com/leasehold/leasehold/server"
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
@@ -67,6 +68,10 @@ func serveFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "idle-timeout", Value: def.IdleTimeout, EnvVars: env("IDLE_TIMEOUT"), Usage: "close connections silent this long (0: never)"},
 		&cli.Int64Flag{Name: "max-bulk-len", Value: def.Limits.MaxBulkLen, EnvVars: env("MAX_BULK_LEN"), Usage: "longest RESP bulk string in bytes"},
 		&cli.Int64Flag{Name: "max-query-buffer", Value: def.Limits.MaxQueryBuffer, EnvVars: env("MAX_QUERY_BUFFER"), Usage: "most bytes one pending command may occupy"},
+		&cli.StringFlag{Name: "data-dir", EnvVars: env("DATA_DIR"), Usage: "keep locks, leases and the token sequence in this directory, across restarts and crashes (default: none, nothing touches disk)"},
+		&cli.StringFlag{Name: "fsync", Value: def.Persist.Fsync.String(), EnvVars: env("FSYNC"), Usage: "with --data-dir: always (a grant is on disk before its reply; concurrent grants share an fsync), everysec or no, as Redis's appendfsync"},
+		&cli.DurationFlag{Name: "restart-grace", EnvVars: env("RESTART_GRACE"), Usage: "with --data-dir: every lease still live at start runs at least this long after the start, so holders can renew"},
+		&cli.BoolFlag{Name: "repair", EnvVars: env("REPAIR"), Usage: "with --data-dir: start on a damaged data directory by dropping everything from the damage on (logged), instead of refusing to start"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"), Usage: "debug, info, warn or error"},
 		&cli.StringFlag{Name: "log-format", EnvVars: env("LOG_FORMAT"), Usage: "json or console (default: console when stderr is a terminal)"},
 	}
@@ -112,6 +117,12 @@ func serve(c *cli.Context) error {
 	cfg.Locker.LockDelay = dur("lock-delay")
 	cfg.Locker.Tick = dur("tick")
 	cfg.Locker.FirstToken = locker.BootEpochToken(time.Now())
+	cfg.Persist.Dir = str("data-dir")
+	if cfg.Persist.Fsync, err = persist.ParsePolicy(str("fsync")); err != nil {
+		return err
+	}
+	cfg.Persist.RestartGrace = dur("restart-grace")
+	cfg.Persist.Repair = flag(c, "repair").Bool("repair")
 	srv, err := server.New(cfg, log)
 	if err != nil {
 		return err

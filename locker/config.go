@@ -38,6 +38,9 @@ type Config struct {
 	Clock Clock
 	// Events, when set, receives lock events (see EventSink); nil for none.
 	Events EventSink
+	// Journal, when set, receives every change a restart must replay, and
+	// reserves the tokens the table issues (see Journal); nil for none.
+	Journal Journal
 }
 
 // DefaultShards returns the default shard count: the power of two at or above

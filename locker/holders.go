@@ -78,9 +78,9 @@ func (s *shard) grantHolder(i uint32, now, ttl int64, owner []byte) uint64 {
 		s.holderSets[i] = hs
 		e.flags |= flagMulti
 	}
-	s.lastToken++
-	e.token = s.lastToken
+	e.token = s.nextToken()
 	h := holder{token: e.token, deadline: now + ttl, owner: string(owner)}
+	s.journal(ChangeGrant, i, h.token, h.deadline, owner, e.flags&flagSemaphore == 0)
 	hs.items = append(hs.items, h)
 	hs.live++
 	s.counts.held.Add(1)
@@ -120,6 +120,7 @@ func (s *shard) ownersHolder(i uint32, owner []byte) int {
 func (s *shard) renewHolder(i uint32, n int, now, ttl int64) {
 	h := &s.holders(i).items[n]
 	h.deadline = now + ttl
+	s.journal(ChangeExtend, i, h.token, h.deadline, nil, false)
 	s.counts.renewed.Add(1)
 	s.emitHolder(EventExtended, i, h)
 	s.scheduleHolders(i)
@@ -129,6 +130,7 @@ func (s *shard) renewHolder(i uint32, n int, now, ttl int64) {
 func (s *shard) releaseHolder(i uint32, n int) {
 	hs := s.holders(i)
 	s.counts.released.Add(1)
+	s.journal(ChangeRelease, i, hs.items[n].token, 0, nil, false)
 	s.emitHolder(EventReleased, i, &hs.items[n])
 	s.dropHolder(i, n)
 	s.counts.held.Add(-1)

@@ -66,7 +66,10 @@ type shard struct {
 	granted    []*Wait // handed a lease under this lock hold; notified by Table.unlock
 	events     []Event // to publish once unlocked; collected only while sink is active
 	sink       EventSink
-	delay      int64 // the table's default lock-delay, ns
+	delay      int64        // the table's default lock-delay, ns
+	num        int          // this shard's index in the table
+	journalTo  Journal      // nil without one
+	budget     *tokenBudget // the journal's token reservation; nil without a journal
 
 	lastToken uint64 // tokens granted by this shard only grow from here
 
@@ -196,14 +199,14 @@ func (s *shard) lockDelay(i uint32) int64 {
 // grant gives entry i a new lease.
 func (s *shard) grant(i uint32, now, ttl int64, owner []byte) uint64 {
 	e := s.at(i)
-	s.lastToken++
-	e.token = s.lastToken
+	e.token = s.nextToken()
 	e.flags |= flagHeld
 	e.deadline = now + ttl
 	if len(owner) > 0 {
 		e.ownerRef = s.putString(owner)
 		e.ownerLen = uint16(len(owner))
 	}
+	s.journal(ChangeGrant, i, e.token, e.deadline, owner, false)
 	s.wheel.schedule(i, s.wheelDue(i))
 	s.counts.held.Add(1)
 	s.counts.granted.Add(1)
@@ -216,6 +219,7 @@ func (s *shard) renew(i uint32, now, ttl int64) {
 	e := s.at(i)
 	e.deadline = now + ttl
 	s.wheel.schedule(i, s.wheelDue(i))
+	s.journal(ChangeExtend, i, e.token, e.deadline, nil, false)
 	s.counts.renewed.Add(1)
 	s.emit(EventExtended, i)
 }

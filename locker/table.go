@@ -42,8 +42,14 @@ func New(cfg Config) (*Table, error) {
 		doneC:     make(chan struct{}),
 	}
 	now := int64(cfg.Clock.Now())
+	var budget *tokenBudget
+	if cfg.Journal != nil {
+		budget = &tokenBudget{journal: cfg.Journal}
+	}
 	for i := range t.shards {
-		t.shards[i] = newShard(t.seed, cfg.FirstToken, now, t.tick, int64(cfg.LockDelay), cfg.Events)
+		s := newShard(t.seed, cfg.FirstToken, now, t.tick, int64(cfg.LockDelay), cfg.Events)
+		s.num, s.journalTo, s.budget = i, cfg.Journal, budget
+		t.shards[i] = s
 	}
 	return t, nil
 }
@@ -213,6 +219,7 @@ func (t *Table) Create(key []byte, opts CreateOptions) (bool, error) {
 	if st != (lockSettings{lockDelay: inheritDelay}) {
 		s.settings[i] = st
 	}
+	s.journal(ChangeCreate, i, 0, 0, nil, false)
 	return true, nil
 }
 
@@ -365,6 +372,7 @@ func (t *Table) Release(key []byte, token uint64) bool {
 	switch {
 	case s.heldBy(i, token):
 		s.counts.released.Add(1)
+		s.journal(ChangeRelease, i, token, 0, nil, false)
 		s.emit(EventReleased, i)
 		s.endLease(i) // released, not expired: no lock-delay
 	case i == 0:
@@ -506,6 +514,7 @@ func (t *Table) Delete(key []byte) (bool, error) {
 		return false, &KeyError{Key: string(key), Err: ErrInLockDelay}
 	}
 	s.emit(EventDeleted, i)
+	s.journal(ChangeDelete, i, 0, 0, nil, false)
 	s.remove(i)
 	return true, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/persist"
 	"github.com/leasehold/leasehold/protocol"
 )
 
@@ -29,6 +30,9 @@ type Config struct {
 	Limits protocol.ReaderLimits
 	// Locker configures the lock table.
 	Locker locker.Config
+	// Persist configures the data directory; without a Dir nothing touches
+	// disk.
+	Persist PersistConfig
 	// Version is reported by INFO and HELLO.
 	Version string
 }
@@ -67,5 +71,25 @@ func (c Config) Validate() error {
 	if err := c.Limits.Validate(); err != nil {
 		return err
 	}
+	if c.Persist.RestartGrace < 0 || c.Persist.RestartGrace > c.Locker.MaxTTL {
+		return fmt.Errorf("server: restart grace must be between 0 and the max ttl %s, got %s", c.Locker.MaxTTL, c.Persist.RestartGrace)
+	}
 	return c.Locker.Validate()
+}
+
+// PersistConfig is the data directory's part of Config.
+type PersistConfig struct {
+	// Dir is the data directory; empty for none.
+	Dir string
+	// Fsync is when the log is fsynced (always, everysec, no).
+	Fsync persist.Policy
+	// Repair starts on a damaged directory by dropping everything from the
+	// damage on, instead of refusing to start.
+	Repair bool
+	// RestartGrace extends every lease live at start to at least this long
+	// after the start, so holders can renew after the outage.
+	RestartGrace time.Duration
+	// CompactBytes is the log size that triggers compaction (with twice the
+	// last snapshot's size); 0 for persist.DefaultCompactBytes.
+	CompactBytes int64
 }

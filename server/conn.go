@@ -43,6 +43,8 @@ type conn struct {
 	lastRead              int64              // event loop: monotonic ns of the last read, for the idle timeout
 	drained               bool               // event loop: the last read emptied the socket
 	closeWhenFlushed      bool               // event loop: close once pending is written (QUIT, protocol error)
+	flushQueued           bool               // event loop: in the loop's flushLater
+	openAfterRound        bool               // event loop: runCommands' verdict, for the deferred flush
 	blocked               *blockState        // parked in ACQUIRE ... WAIT
 	ephemeral             map[lease]struct{} // the EPHEMERAL leases tied to this connection (see ephemeralTies)
 	sub                   *subscription      // pub/sub channels and patterns, when listening

@@ -41,6 +41,7 @@ type ioLoop struct {
 	exited bool // run has returned: nothing posted will run
 
 	waitTimers waitTimers // parked connections' deadlines
+	flushLater []*conn    // served this round; their replies wait for the round's commit
 
 	stopping  bool
 	lastSweep int64
@@ -175,10 +176,12 @@ func (l *ioLoop) run() {
 		if len(l.waitTimers) > 0 {
 			l.expireWaits()
 		}
+		l.flushDeferred()
 		if sweep > 0 {
 			l.sweepIdle()
 		}
 	}
+	l.flushDeferred()
 	l.mu.Lock()
 	l.exited = true
 	tasks := l.tasks
@@ -318,6 +321,39 @@ func (l *ioLoop) serveReadable(c *conn) {
 		}()
 		return c.runCommands()
 	}()
+	if c.unflushed && l.srv.store != nil && l.srv.store.Pending() {
+		// Group commit: the replies of every connection served in this
+		// round wait for one commit (one fsync under --fsync always) at the
+		// end of the round, rather than one each.
+		c.openAfterRound = open
+		if !c.flushQueued {
+			c.flushQueued = true
+			l.flushLater = append(l.flushLater, c)
+		}
+		return
+	}
+	l.finishServe(c, open)
+}
+
+// flushDeferred commits the round's changes and sends the replies that
+// waited for it.
+func (l *ioLoop) flushDeferred() {
+	if len(l.flushLater) == 0 {
+		return
+	}
+	l.srv.commitBeforeReply() // a failure fails the writes below, and stops the server
+	for i, c := range l.flushLater {
+		l.flushLater[i] = nil
+		c.flushQueued = false
+		if c.fd >= 0 {
+			l.finishServe(c, c.openAfterRound)
+		}
+	}
+	l.flushLater = l.flushLater[:0]
+}
+
+// finishServe writes c's replies and decides what to watch for next.
+func (l *ioLoop) finishServe(c *conn, open bool) {
 	if c.unflushed {
 		c.unflushed = false
 		c.wr.Flush()
@@ -428,6 +464,10 @@ type loopWriter struct{ c *conn }
 
 func (w loopWriter) Write(p []byte) (int, error) {
 	c := w.c
+	if err := c.srv.commitBeforeReply(); err != nil {
+		c.sockErr = err
+		return 0, err
+	}
 	if len(c.pending) > 0 {
 		c.pending = append(c.pending, p...)
 		return len(p), nil

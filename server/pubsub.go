@@ -390,6 +390,9 @@ func (c *conn) stopDelivery() {
 type lockedWriter struct{ c *conn }
 
 func (w lockedWriter) Write(p []byte) (int, error) {
+	if err := w.c.srv.commitBeforeReply(); err != nil {
+		return 0, err
+	}
 	w.c.wmu.Lock()
 	defer w.c.wmu.Unlock()
 	return w.c.writeSocket(p)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/persist"
 	"github.com/rs/zerolog"
 )
 
@@ -21,7 +22,8 @@ type Server struct {
 	cfg      Config
 	log      zerolog.Logger
 	table    *locker.Table
-	hub      *hub // pub/sub of lock events
+	store    *persist.Store // nil without a data directory
+	hub      *hub           // pub/sub of lock events
 	ties     ephemeralTies
 	handlers []handler // by index in protocol.Commands
 	started  time.Time
@@ -36,6 +38,9 @@ type Server struct {
 	nextConnID atomic.Uint64
 	stats      serverStats
 	closing    chan struct{} // closed by Close: waits in progress end
+
+	failOnce sync.Once
+	failure  error // the data directory's failure that stopped the server
 }
 
 type serverStats struct {
@@ -57,11 +62,39 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	hub := newHub()
 	lockerCfg := cfg.Locker
 	lockerCfg.Events = hub
+	var store *persist.Store
+	if p := cfg.Persist; p.Dir != "" {
+		var err error
+		store, err = persist.Open(persist.Options{
+			Dir:          p.Dir,
+			Fsync:        p.Fsync,
+			Repair:       p.Repair,
+			RestartGrace: p.RestartGrace,
+			Shards:       lockerCfg.Shards,
+			Clock:        lockerCfg.Clock,
+			LockDelay:    lockerCfg.LockDelay,
+			CompactBytes: p.CompactBytes,
+			Log:          log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		lockerCfg.Journal = store
+		lockerCfg.FirstToken = store.FirstToken(lockerCfg.FirstToken)
+		cfg.Locker.FirstToken = lockerCfg.FirstToken // as logged and reported
+	}
 	table, err := locker.New(lockerCfg)
+	if err == nil && store != nil {
+		err = store.Load(table)
+	}
 	if err != nil {
+		if store != nil {
+			store.Close()
+		}
 		return nil, err
 	}
 	return &Server{
+		store:    store,
 		hub:      hub,
 		cfg:      cfg,
 		log:      log,
@@ -151,10 +184,16 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
 	err := s.Serve()
+	s.Close()
+	s.mu.Lock()
+	failure := s.failure
+	s.mu.Unlock()
+	if failure != nil {
+		return failure
+	}
 	if errors.Is(err, ErrServerClosed) {
 		return nil
 	}
-	s.Close()
 	return err
 }
 
@@ -267,7 +306,38 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	s.wg.Wait()
 	s.table.Close()
+	if s.store != nil {
+		if serr := s.store.Close(); err == nil {
+			err = serr
+		}
+	}
 	return err
+}
+
+// commitBeforeReply makes the changes made so far durable, as the data
+// directory's fsync policy says, before a reply leaves the server: nothing
+// is acknowledged that a restart could forget. It is the writers' hook.
+func (s *Server) commitBeforeReply() error {
+	if s.store == nil || !s.store.Pending() {
+		return nil
+	}
+	err := s.store.Commit()
+	if err != nil {
+		s.fail(err)
+	}
+	return err
+}
+
+// fail stops the server after the data directory failed: as Redis does, it
+// stops rather than acknowledge writes it cannot log.
+func (s *Server) fail(err error) {
+	s.failOnce.Do(func() {
+		s.mu.Lock()
+		s.failure = err
+		s.mu.Unlock()
+		s.log.Error().Err(err).Msg("stopping: the data directory failed")
+		go s.Close()
+	})
 }
 
 // clientCount is the number of open connections.

@@ -1,0 +1,227 @@
+package persist
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/leasehold/leasehold/locker"
+)
+
+// Entry kinds within a record. The locker's change kinds keep their values;
+// the rest are persist's own.
+const (
+	kindCreate  = byte(locker.ChangeCreate)
+	kindDelete  = byte(locker.ChangeDelete)
+	kindGrant   = byte(locker.ChangeGrant)
+	kindExtend  = byte(locker.ChangeExtend)
+	kindRelease = byte(locker.ChangeRelease)
+	kindReserve = 16 // tokens up to Token may have been issued
+	kindLock    = 17 // a snapshot's lock, whole
+	kindHeader  = 18 // a snapshot's first entry: format version, token ceiling
+)
+
+// formatVersion is written in every snapshot header; a reader refuses
+// others.
+const formatVersion = 1
+
+// Entry is one decoded change, reservation or snapshot lock. Deadlines are
+// wall-clock Unix nanoseconds.
+type entry struct {
+	kind     byte
+	key      []byte
+	token    uint64 // grant, extend, release; the ceiling of a reservation or header
+	deadline int64
+	owner    []byte
+	shared   bool
+	options  locker.CreateOptions
+	lock     lockModel // kindLock
+}
+
+var errShort = errors.New("entry cut short")
+
+// appendChange encodes a locker change, its deadline already on the wall
+// clock.
+func appendChange(b []byte, c *locker.Change, wallDeadline int64) []byte {
+	b = append(b, byte(c.Kind))
+	b = appendBytes(b, c.Key)
+	switch c.Kind {
+	case locker.ChangeCreate:
+		b = appendOptions(b, c.Options)
+	case locker.ChangeGrant:
+		b = binary.AppendUvarint(b, c.Token)
+		b = binary.AppendVarint(b, wallDeadline)
+		b = appendBytes(b, c.Owner)
+		b = appendBool(b, c.Shared)
+	case locker.ChangeExtend:
+		b = binary.AppendUvarint(b, c.Token)
+		b = binary.AppendVarint(b, wallDeadline)
+	case locker.ChangeRelease:
+		b = binary.AppendUvarint(b, c.Token)
+	}
+	return b
+}
+
+func appendReserve(b []byte, ceiling uint64) []byte {
+	b = append(b, kindReserve)
+	b = appendBytes(b, nil)
+	return binary.AppendUvarint(b, ceiling)
+}
+
+func appendHeader(b []byte, ceiling uint64) []byte {
+	b = append(b, kindHeader)
+	b = appendBytes(b, nil)
+	b = binary.AppendUvarint(b, formatVersion)
+	return binary.AppendUvarint(b, ceiling)
+}
+
+// appendLock encodes a snapshot's lock.
+func appendLock(b []byte, key []byte, m *lockModel) []byte {
+	b = append(b, kindLock)
+	b = appendBytes(b, key)
+	b = appendBool(b, m.created)
+	b = appendOptions(b, m.options)
+	b = binary.AppendUvarint(b, m.lastToken)
+	b = binary.AppendUvarint(b, uint64(len(m.leases)))
+	for _, l := range m.leases {
+		b = binary.AppendUvarint(b, l.token)
+		b = binary.AppendVarint(b, l.deadline)
+		b = appendBytes(b, l.owner)
+		b = appendBool(b, l.shared)
+	}
+	return b
+}
+
+func appendOptions(b []byte, o locker.CreateOptions) []byte {
+	b = binary.AppendUvarint(b, uint64(o.DefaultTTL))
+	b = appendBool(b, o.LockDelaySet)
+	b = binary.AppendUvarint(b, uint64(o.LockDelay))
+	return binary.AppendUvarint(b, uint64(o.Limit))
+}
+
+func appendBytes(b, p []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(p)))
+	return append(b, p...)
+}
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+// decoder reads entries from one record.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) more() bool { return d.err == nil && len(d.b) > 0 }
+
+func (d *decoder) byte() byte {
+	if d.err != nil || len(d.b) == 0 {
+		d.fail()
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if d.err != nil || n > uint64(len(d.b)) {
+		d.fail()
+		return nil
+	}
+	p := d.b[:n:n]
+	d.b = d.b[n:]
+	return p
+}
+
+func (d *decoder) bool() bool { return d.byte() != 0 }
+
+func (d *decoder) options() locker.CreateOptions {
+	var o locker.CreateOptions
+	o.DefaultTTL = time.Duration(d.uvarint())
+	o.LockDelaySet = d.bool()
+	o.LockDelay = time.Duration(d.uvarint())
+	o.Limit = int(d.uvarint())
+	return o
+}
+
+func (d *decoder) fail() {
+	if d.err == nil {
+		d.err = errShort
+	}
+}
+
+// next decodes one entry. Byte slices alias the record.
+func (d *decoder) next() (entry, error) {
+	e := entry{kind: d.byte()}
+	e.key = d.bytes()
+	switch e.kind {
+	case kindCreate:
+		e.options = d.options()
+	case kindDelete:
+	case kindGrant:
+		e.token = d.uvarint()
+		e.deadline = d.varint()
+		e.owner = d.bytes()
+		e.shared = d.bool()
+	case kindExtend:
+		e.token = d.uvarint()
+		e.deadline = d.varint()
+	case kindRelease, kindReserve:
+		e.token = d.uvarint()
+	case kindHeader:
+		if v := d.uvarint(); d.err == nil && v != formatVersion {
+			return e, fmt.Errorf("snapshot format version %d, this build reads %d", v, formatVersion)
+		}
+		e.token = d.uvarint()
+	case kindLock:
+		m := &e.lock
+		m.created = d.bool()
+		m.options = d.options()
+		m.lastToken = d.uvarint()
+		n := d.uvarint()
+		if n > uint64(len(d.b)) { // each lease takes bytes: a bad count cannot allocate much
+			d.fail()
+			break
+		}
+		for range n {
+			m.leases = append(m.leases, leaseModel{token: d.uvarint(), deadline: d.varint(), owner: d.bytes(), shared: d.bool()})
+		}
+	default:
+		return e, fmt.Errorf("unknown entry kind %d", e.kind)
+	}
+	return e, d.err
+}

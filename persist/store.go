@@ -1,0 +1,430 @@
+package persist
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/record"
+	"github.com/leasehold/leasehold/locker"
+	"github.com/rs/zerolog"
+)
+
+// Policy is when the log is fsynced, with Redis's appendfsync meanings.
+type Policy int
+
+const (
+	// FsyncAlways fsyncs before any reply that follows a change is sent;
+	// concurrent commits share one fsync.
+	FsyncAlways Policy = iota
+	// FsyncEverySec writes before replying and fsyncs once a second: an OS
+	// crash loses at most about a second of grants, a process crash none.
+	FsyncEverySec
+	// FsyncNo writes before replying and leaves fsync to the OS.
+	FsyncNo
+)
+
+var policyNames = []string{"always", "everysec", "no"}
+
+func (p Policy) String() string {
+	if p < 0 || int(p) >= len(policyNames) {
+		return fmt.Sprintf("Policy(%d)", int(p))
+	}
+	return policyNames[p]
+}
+
+// ParsePolicy reads always, everysec or no.
+func ParsePolicy(s string) (Policy, error) {
+	for i, n := range policyNames {
+		if s == n {
+			return Policy(i), nil
+		}
+	}
+	return 0, fmt.Errorf("persist: fsync policy must be always, everysec or no, got %q", s)
+}
+
+// Options are a Store's settings.
+type Options struct {
+	Dir    string // created if missing
+	Fsync  Policy
+	Repair bool // cut damaged files at the damage instead of refusing to start
+	// RestartGrace extends every lease still live at start to at least this
+	// long after the start, so that holders get to renew after the outage.
+	RestartGrace time.Duration
+	Shards       int           // the lock table's, for the per-shard buffers
+	Clock        locker.Clock  // the lock table's; deadlines are converted from it
+	LockDelay    time.Duration // the table's default lock-delay
+	// CompactBytes: the log is compacted (a snapshot written, older files
+	// removed) once it exceeds both this and twice the last snapshot's size.
+	CompactBytes int64
+	Log          zerolog.Logger
+}
+
+// DefaultCompactBytes is Options.CompactBytes' usual value.
+const DefaultCompactBytes = 64 << 20
+
+// ErrFailed wraps the error that stopped a Store: after a failed write or
+// fsync nothing more is written, as Redis stops rather than acknowledge
+// writes it could not log.
+var ErrFailed = errors.New("persist: the data directory failed")
+
+// Store is the data directory of one server. Its methods are safe for
+// concurrent use.
+type Store struct {
+	opts       Options
+	wallAnchor int64 // wall clock (Unix ns) at monoAnchor
+	monoAnchor int64 // the table's clock at Open
+
+	bufs     []shardBuf
+	appended atomic.Uint64 // changes buffered so far
+	done     atomic.Uint64 // changes written (and, under FsyncAlways, synced)
+
+	mu         sync.Mutex // guards everything below
+	dirLock    *os.File
+	f          *os.File
+	w          *record.Writer
+	logNum     uint64
+	logBase    int64  // bytes of the logs since the snapshot, before the current one
+	oldLogSize int64  // the log compact just closed
+	written    uint64 // changes written to the log
+	synced     uint64 // changes fsynced
+	ceiling    uint64 // the token reservation on disk
+	err        error
+	batch      []byte
+	rec        *recovery // until Load
+	table      *locker.Table
+	snapSize   int64
+	lastSnap   time.Time
+	snaps      int
+
+	fsyncs     atomic.Uint64
+	fsyncNanos atomic.Uint64
+	lastFsync  atomic.Int64 // ns
+
+	stopC chan struct{}
+	doneC chan struct{}
+}
+
+// shardBuf holds one lock-table shard's changes until the next commit.
+type shardBuf struct {
+	mu sync.Mutex
+	b  []byte
+	_  [32]byte // keep neighbours' mutexes off this cache line
+}
+
+// Open opens (or creates) the data directory, recovers the table from it,
+// and starts a new log. Call Load next, with a table whose Config.Journal is
+// the Store and whose FirstToken is FirstToken's.
+func Open(opts Options) (*Store, error) {
+	if opts.Shards < 1 || opts.Clock == nil {
+		return nil, errors.New("persist: shards and clock are required")
+	}
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	dirLock, err := lockDir(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := recoverDir(opts.Dir, opts.Repair)
+	if err != nil {
+		dirLock.Close()
+		return nil, err
+	}
+	for _, w := range rec.warnings {
+		opts.Log.Warn().Str("dir", opts.Dir).Msg(w)
+	}
+	s := &Store{
+		opts:       opts,
+		wallAnchor: time.Now().UnixNano(),
+		monoAnchor: int64(opts.Clock.Now()),
+		bufs:       make([]shardBuf, opts.Shards),
+		dirLock:    dirLock,
+		rec:        rec,
+		ceiling:    rec.model.ceiling,
+		logBase:    rec.logBytes,
+		stopC:      make(chan struct{}),
+		doneC:      make(chan struct{}),
+	}
+	for _, path := range rec.stale {
+		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+			dirLock.Close()
+			return nil, err
+		}
+	}
+	if err := s.startLog(rec.nextLog); err != nil {
+		dirLock.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// FirstToken is where the table's token sequence must start: above every
+// token the directory knows of, and above boot, the boot-epoch token.
+func (s *Store) FirstToken(boot uint64) uint64 {
+	first := max(boot, s.ceiling+1)
+	if s.rec != nil {
+		for _, l := range s.rec.model.locks {
+			first = max(first, l.lastToken+1)
+		}
+	}
+	return first
+}
+
+// Load installs the recovered locks into t and starts the store's
+// background work (fsync once a second, compaction).
+func (s *Store) Load(t *locker.Table) error {
+	s.mu.Lock()
+	rec := s.rec
+	s.rec, s.table = nil, t
+	s.mu.Unlock()
+	now := time.Now().UnixNano()
+	for key, l := range rec.model.locks {
+		st := l.lockState(key, s.toClock, now, s.opts.RestartGrace, s.opts.LockDelay)
+		if !st.Created && len(st.Leases) == 0 {
+			continue
+		}
+		if err := t.Restore(&st); err != nil {
+			return fmt.Errorf("persist: restoring %q: %w", key, err)
+		}
+	}
+	go s.background()
+	return nil
+}
+
+// toClock converts a wall-clock instant to the table's clock; toWall back.
+func (s *Store) toClock(wall int64) int64 { return s.monoAnchor + (wall - s.wallAnchor) }
+func (s *Store) toWall(mono int64) int64  { return s.wallAnchor + (mono - s.monoAnchor) }
+
+// Change implements locker.Journal: it buffers c for the next commit.
+func (s *Store) Change(shard int, c *locker.Change) {
+	b := &s.bufs[shard]
+	b.mu.Lock()
+	b.b = appendChange(b.b, c, s.toWall(c.Deadline))
+	b.mu.Unlock()
+	s.appended.Add(1)
+}
+
+// ReserveTokens implements locker.Journal: the reservation is written and
+// fsynced, whatever the policy, before it returns.
+func (s *Store) ReserveTokens(upTo uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return // the server stops before it replies with such a token
+	}
+	if err := s.writeLocked(true, appendReserve(nil, upTo)); err == nil {
+		s.ceiling = max(s.ceiling, upTo)
+	}
+}
+
+// Pending reports whether changes wait to be committed. It is cheap: the
+// server asks before every reply it sends.
+func (s *Store) Pending() bool { return s.appended.Load() > s.done.Load() }
+
+// Commit writes every change buffered so far, and fsyncs them under
+// FsyncAlways, before it returns: the server calls it before sending the
+// replies of the commands that made them. Concurrent calls share one write
+// and one fsync.
+func (s *Store) Commit() error {
+	target := s.appended.Load()
+	if target <= s.done.Load() {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	if target <= s.done.Load() {
+		return nil // someone else's commit took ours along
+	}
+	return s.writeLocked(s.opts.Fsync == FsyncAlways, nil)
+}
+
+// writeLocked writes every buffered change, then extra, as one record, and
+// fsyncs if asked. The caller holds mu.
+func (s *Store) writeLocked(sync bool, extra []byte) error {
+	n := s.appended.Load() // read before gathering: every change counted is in a buffer
+	s.batch = s.batch[:0]
+	for i := range s.bufs {
+		b := &s.bufs[i]
+		b.mu.Lock()
+		s.batch = append(s.batch, b.b...)
+		b.b = b.b[:0]
+		b.mu.Unlock()
+	}
+	s.batch = append(s.batch, extra...)
+	if len(s.batch) > 0 {
+		if _, err := s.w.WriteRecord(s.batch); err != nil {
+			return s.fail(err)
+		}
+	}
+	s.written = max(s.written, n)
+	if sync && s.synced < s.written || len(extra) > 0 {
+		if err := s.fsync(); err != nil {
+			return s.fail(err)
+		}
+		s.synced = s.written
+	}
+	if s.opts.Fsync == FsyncAlways {
+		s.done.Store(s.synced)
+	} else {
+		s.done.Store(s.written)
+	}
+	if cap(s.batch) > 4<<20 {
+		s.batch = nil // one burst should not pin a large buffer
+	}
+	return nil
+}
+
+func (s *Store) fsync() error {
+	start := time.Now()
+	err := s.f.Sync()
+	d := time.Since(start)
+	s.fsyncs.Add(1)
+	s.fsyncNanos.Add(uint64(d))
+	s.lastFsync.Store(int64(d))
+	return err
+}
+
+func (s *Store) fail(err error) error {
+	s.err = fmt.Errorf("%w: %s: %v", ErrFailed, s.opts.Dir, err)
+	s.opts.Log.Error().Err(err).Str("dir", s.opts.Dir).Msg("data directory write failed; nothing more is acknowledged")
+	return s.err
+}
+
+// startLog opens log number n for appending. The caller holds mu, or owns s
+// alone.
+func (s *Store) startLog(n uint64) error {
+	f, err := os.OpenFile(filepath.Join(s.opts.Dir, logName(n)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := syncDir(s.opts.Dir); err != nil {
+		f.Close()
+		return err
+	}
+	s.f, s.w, s.logNum = f, record.NewWriter(f), n
+	return nil
+}
+
+// background commits what no reply has (an EPHEMERAL lease released by a
+// closed connection, say), fsyncs once a second under FsyncEverySec, and
+// compacts the log when it has grown.
+func (s *Store) background() {
+	defer close(s.doneC)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	lastSync := time.Now()
+	for {
+		select {
+		case <-s.stopC:
+			return
+		case <-tick.C:
+		}
+		s.Commit()
+		if s.opts.Fsync == FsyncEverySec && time.Since(lastSync) >= time.Second {
+			lastSync = time.Now()
+			s.syncWritten()
+		}
+		if s.needsCompaction() {
+			if err := s.compact(); err != nil {
+				s.opts.Log.Error().Err(err).Str("dir", s.opts.Dir).Msg("compaction failed")
+			}
+		}
+	}
+}
+
+// syncWritten fsyncs what has been written and not yet synced.
+func (s *Store) syncWritten() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil && s.synced < s.written {
+		if err := s.fsync(); err != nil {
+			s.fail(err)
+			return
+		}
+		s.synced = s.written
+	}
+}
+
+// Close stops the background work, writes and fsyncs what is buffered, and
+// closes the directory. It is safe to call more than once.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.f == nil {
+		s.mu.Unlock()
+		return nil
+	}
+	started := s.table != nil
+	s.mu.Unlock()
+	if started {
+		close(s.stopC)
+		<-s.doneC
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var err error
+	if s.err == nil {
+		err = s.writeLocked(true, nil)
+	}
+	if cerr := s.w.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if cerr := s.f.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	s.f = nil
+	s.dirLock.Close()
+	return err
+}
+
+// Stats describe the data directory for INFO persistence.
+type Stats struct {
+	Policy         Policy
+	LogBytes       int64 // the logs since the last snapshot
+	SnapshotBytes  int64
+	Compactions    int
+	LastCompaction time.Time // zero before the first
+	Fsyncs         uint64
+	FsyncTotal     time.Duration
+	LastFsync      time.Duration
+	TokenCeiling   uint64
+	Err            error
+}
+
+// Stats returns the store's figures.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Stats{
+		Policy:         s.opts.Fsync,
+		SnapshotBytes:  s.snapSize,
+		Compactions:    s.snaps,
+		LastCompaction: s.lastSnap,
+		Fsyncs:         s.fsyncs.Load(),
+		FsyncTotal:     time.Duration(s.fsyncNanos.Load()),
+		LastFsync:      time.Duration(s.lastFsync.Load()),
+		TokenCeiling:   s.ceiling,
+		Err:            s.err,
+	}
+	st.LogBytes = s.logBase
+	if s.w != nil {
+		st.LogBytes += s.w.Size()
+	}
+	return st
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
