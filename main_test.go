@@ -49,6 +49,7 @@ const commandTimeout = 20 * time.Second
 var serveFlagNames = []string{
 	"addr", "shards", "max-ttl", "max-key-len", "require-create", "log-level", "log-format",
 	"idle-timeout", "max-bulk-len", "max-query-buffer", "max-clients", "tick", "io-loops", "lock-delay",
+	"data-dir", "fsync", "restart-grace", "repair",
 }
 
 // leaseholdEnv is the test's environment without any LEASEHOLD_ variable,
