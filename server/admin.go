@@ -337,6 +337,7 @@ var infoSections = []struct {
 	{"memory", (*Server).infoMemory},
 	{"stats", (*Server).infoStats},
 	{"locks", (*Server).infoLocks},
+	{"persistence", (*Server).infoPersistence},
 }
 
 func handleInfo(c *conn, args [][]byte) error {
@@ -433,6 +434,42 @@ func (s *Server) infoLocks(b *strings.Builder) {
 	infoLine(b, "require_create", boolInt(cfg.RequireCreate))
 }
 
+// infoPersistence reports the data directory, in Redis's INFO persistence
+// words where they fit (aof_enabled, aof_current_size).
+func (s *Server) infoPersistence(b *strings.Builder) {
+	if s.store == nil {
+		infoLine(b, "aof_enabled", 0)
+		infoLine(b, "data_dir", "")
+		return
+	}
+	st := s.store.Stats()
+	infoLine(b, "aof_enabled", 1)
+	infoLine(b, "data_dir", s.cfg.Persist.Dir)
+	infoLine(b, "fsync", st.Policy)
+	infoLine(b, "aof_current_size", st.LogBytes)
+	infoLine(b, "snapshot_size", st.SnapshotBytes)
+	infoLine(b, "compactions", st.Compactions)
+	last := int64(-1)
+	if !st.LastCompaction.IsZero() {
+		last = st.LastCompaction.Unix()
+	}
+	infoLine(b, "last_compaction_time", last)
+	infoLine(b, "fsyncs", st.Fsyncs)
+	avg := time.Duration(0)
+	if st.Fsyncs > 0 {
+		avg = st.FsyncTotal / time.Duration(st.Fsyncs)
+	}
+	infoLine(b, "fsync_avg_us", avg.Microseconds())
+	infoLine(b, "fsync_last_us", st.LastFsync.Microseconds())
+	infoLine(b, "token_reserved_up_to", st.TokenCeiling)
+	infoLine(b, "restart_grace_ms", s.cfg.Persist.RestartGrace.Milliseconds())
+	status := "ok"
+	if st.Err != nil {
+		status = "err"
+	}
+	infoLine(b, "aof_last_write_status", status)
+}
+
 func boolInt(b bool) int {
 	if b {
 		return 1
@@ -447,7 +484,7 @@ func (s *Server) configParams() [][2]string {
 	cfg := s.cfg
 	return [][2]string{
 		{"save", ""},
-		{"appendonly", "no"},
+		{"appendonly", s.appendonly()},
 		{"databases", "1"},
 		{"maxclients", strconv.Itoa(cfg.MaxClients)},
 		// Redis counts whole seconds; round up, as 0 would mean "never".
@@ -459,6 +496,10 @@ func (s *Server) configParams() [][2]string {
 		{"max-key-len", strconv.Itoa(cfg.Locker.MaxKeyLen)},
 		{"require-create", strconv.FormatBool(cfg.Locker.RequireCreate)},
 		{"shards", strconv.Itoa(cfg.Locker.Shards)},
+		{"data-dir", cfg.Persist.Dir},
+		{"fsync", cfg.Persist.Fsync.String()},
+		{"appendfsync", cfg.Persist.Fsync.String()},
+		{"restart-grace", strconv.FormatInt(cfg.Persist.RestartGrace.Milliseconds(), 10)},
 	}
 }
 
@@ -487,4 +528,11 @@ func handleConfig(c *conn, args [][]byte) error {
 		return &protocol.Error{Code: protocol.CodeErr, Msg: "CONFIG " + strings.ToUpper(sub) + " is not supported: settings are flags, fixed at start"}
 	}
 	return protocol.UnknownSubcommandError("config", args[1])
+}
+
+func (s *Server) appendonly() string {
+	if s.store == nil {
+		return "no"
+	}
+	return "yes"
 }
