@@ -90,7 +90,11 @@ func recoverDir(dir string, repair bool) (*recovery, error) {
 		if _, err := readFile(path, rec.model); err != nil {
 			// A snapshot is renamed into place only once complete and
 			// synced: damage in it is never a torn write.
-			return nil, corrupt(path, err)
+			err = corrupt(path, err)
+			if !repair {
+				return nil, err
+			}
+			rec.warnings = append(rec.warnings, err.Error()+"; repaired: the locks after the damage are lost")
 		}
 		for _, n := range snaps[:len(snaps)-1] {
 			rec.stale = append(rec.stale, filepath.Join(dir, snapName(n)))
@@ -129,7 +133,10 @@ func recoverDir(dir string, repair bool) (*recovery, error) {
 		switch {
 		case !errors.As(err, &cerr):
 			return nil, err // an I/O error, not damage
-		case last && !validDataAfter(path, good):
+		case last && invalidRecord(cerr.Err) && !validDataAfter(path, good):
+			// A checksum or framing failure with nothing good behind it is
+			// the end of a write the crash cut short. (A record that checks
+			// out but does not decode is never that.)
 			rec.warnings = append(rec.warnings, fmt.Sprintf("%s: torn last write at offset %d dropped (%v)", path, good, cerr.Err))
 		case !repair:
 			return nil, cerr
