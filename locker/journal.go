@@ -38,7 +38,7 @@ type Change struct {
 	Kind     ChangeKind
 	Key      []byte
 	Token    uint64
-	Deadline int64 // the lease's deadline on the table's Clock, ns
+	Deadline int64 // the lease's deadline on the table's Clock, ns; for ChangeCreate, the time of the create
 	Owner    []byte
 	Shared   bool          // a read lease
 	Options  CreateOptions // ChangeCreate's settings
@@ -50,9 +50,9 @@ type LockState struct {
 	Created   bool
 	Options   CreateOptions // a created lock's settings
 	LastToken uint64
-	// Leases are the live leases and those serving a lock-delay, the
-	// latter with their original deadline (in the past): restored, they
-	// expire again and their delay runs from that deadline.
+	// Leases are the live leases and the expired ones serving a
+	// lock-delay. A live lease whose deadline has passed by the time it is
+	// restored expires then, into its lock-delay from that deadline.
 	Leases []LeaseState
 }
 
@@ -62,6 +62,10 @@ type LeaseState struct {
 	Deadline int64 // on the table's Clock, ns
 	Owner    []byte
 	Shared   bool
+	// DelayedUntil, when not 0, says the lease has expired and its
+	// lock-delay runs until then (on the table's Clock): it holds its
+	// place, but it is no lease.
+	DelayedUntil int64
 }
 
 // tokenReserveChunk is how many tokens one reservation covers: a restart
@@ -153,7 +157,6 @@ func (s *shard) state(i uint32) LockState {
 	if st.Created {
 		st.Options = s.options(i)
 	}
-	delay := s.lockDelay(i)
 	switch {
 	case e.flags&flagHeld != 0:
 		l := LeaseState{Token: e.token, Deadline: e.deadline}
@@ -162,14 +165,14 @@ func (s *shard) state(i uint32) LockState {
 		}
 		st.Leases = append(st.Leases, l)
 	case e.flags&flagDelayed != 0:
-		st.Leases = append(st.Leases, LeaseState{Token: e.token, Deadline: e.deadline - delay})
+		st.Leases = append(st.Leases, LeaseState{Token: e.token, DelayedUntil: e.deadline})
 	}
 	if hs := s.holders(i); hs != nil {
 		shared := e.flags&flagSemaphore == 0
 		for _, h := range hs.items {
 			l := LeaseState{Token: h.token, Deadline: h.deadline, Owner: []byte(h.owner), Shared: shared}
 			if h.delayed {
-				l.Deadline -= delay
+				l.Deadline, l.DelayedUntil = 0, h.deadline
 			}
 			st.Leases = append(st.Leases, l)
 		}
@@ -221,17 +224,28 @@ func (t *Table) Restore(st *LockState) error {
 				s.holderSets[i] = hs
 				e.flags |= flagMulti
 			}
-			hs.items = append(hs.items, holder{token: l.Token, deadline: l.Deadline, owner: string(l.Owner)})
-			hs.live++
-			s.counts.held.Add(1)
+			h := holder{token: l.Token, deadline: l.Deadline, owner: string(l.Owner)}
+			if l.DelayedUntil != 0 {
+				h = holder{token: l.Token, deadline: l.DelayedUntil, delayed: true}
+			} else {
+				hs.live++
+				s.counts.held.Add(1)
+			}
+			hs.items = append(hs.items, h)
 			s.scheduleHolders(i)
 			continue
 		}
-		if e.flags&(flagHeld|flagMulti) != 0 {
+		if e.flags&(flagHeld|flagDelayed|flagMulti) != 0 {
+			continue
+		}
+		e.token = l.Token
+		if l.DelayedUntil != 0 {
+			e.flags |= flagDelayed
+			e.deadline = l.DelayedUntil
+			s.wheel.schedule(i, s.wheelDue(i))
 			continue
 		}
 		e.flags |= flagHeld
-		e.token = l.Token
 		e.deadline = l.Deadline
 		if len(l.Owner) > 0 {
 			e.ownerRef = s.putString(l.Owner)

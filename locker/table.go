@@ -219,7 +219,9 @@ func (t *Table) Create(key []byte, opts CreateOptions) (bool, error) {
 	if st != (lockSettings{lockDelay: inheritDelay}) {
 		s.settings[i] = st
 	}
-	s.journal(ChangeCreate, i, 0, 0, nil, false)
+	// The create's time: a replay needs it to tell which of the leases it
+	// knows of had expired by then (expiry is not journaled).
+	s.journal(ChangeCreate, i, 0, now, nil, false)
 	return true, nil
 }
 

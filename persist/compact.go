@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"time"
@@ -33,6 +34,10 @@ func (s *Store) compact() error {
 	if s.err != nil {
 		defer s.mu.Unlock()
 		return s.err
+	}
+	if s.table == nil {
+		s.mu.Unlock()
+		return errors.New("persist: Compact before Load")
 	}
 	if err := s.writeLocked(true, nil); err != nil {
 		s.mu.Unlock()
@@ -105,16 +110,23 @@ func (s *Store) writeSnapshot(n, ceiling uint64, table *locker.Table) (int64, er
 		}
 		buf = buf[:0]
 	}
+	var locks uint64
 	table.Dump(func(st *locker.LockState) {
 		m := lockModel{created: st.Created, options: st.Options, lastToken: st.LastToken}
 		for _, l := range st.Leases {
-			m.leases = append(m.leases, leaseModel{token: l.Token, deadline: s.toWall(l.Deadline), owner: l.Owner, shared: l.Shared})
+			lm := leaseModel{token: l.Token, deadline: s.toWall(l.Deadline), owner: l.Owner, shared: l.Shared}
+			if l.DelayedUntil != 0 {
+				lm.deadline, lm.delayedUntil = 0, s.toWall(l.DelayedUntil)
+			}
+			m.leases = append(m.leases, lm)
 		}
 		buf = appendLock(buf, st.Key, &m)
+		locks++
 		if len(buf) >= 256<<10 {
 			flush()
 		}
 	})
+	buf = appendEnd(buf, locks)
 	flush()
 	if werr == nil {
 		werr = w.Close()

@@ -13,6 +13,7 @@ import (
 type model struct {
 	locks   map[string]*lockModel
 	ceiling uint64 // the highest token reservation
+	delay   int64  // the table's default lock-delay, ns, for leases whose lock has none of its own
 }
 
 type lockModel struct {
@@ -27,15 +28,30 @@ type leaseModel struct {
 	deadline int64 // wall-clock Unix ns
 	owner    []byte
 	shared   bool
+	// delayedUntil, when not 0, marks a lease known to have expired, whose
+	// lock-delay runs until then (wall-clock Unix ns).
+	delayedUntil int64
 }
 
-func newModel() *model { return &model{locks: make(map[string]*lockModel)} }
+func newModel(delay time.Duration) *model {
+	return &model{locks: make(map[string]*lockModel), delay: int64(delay)}
+}
+
+// lockDelay is the lock-delay that applies to l, ns.
+func (m *model) lockDelay(l *lockModel) int64 {
+	if l.created && l.options.LockDelaySet {
+		return int64(l.options.LockDelay)
+	}
+	return m.delay
+}
 
 // apply applies one entry. Byte slices in e are copied.
 func (m *model) apply(e *entry) {
 	switch e.kind {
 	case kindReserve, kindHeader:
 		m.ceiling = max(m.ceiling, e.token)
+		return
+	case kindEnd:
 		return
 	case kindLock:
 		l := e.lock
@@ -58,6 +74,26 @@ func (m *model) apply(e *entry) {
 	}
 	switch e.kind {
 	case kindCreate:
+		// Expiry is not logged: the leases that had expired by the time of
+		// the create are settled now, by the settings they expired under,
+		// before the new settings (a limit, a lock-delay) could change
+		// what they mean.
+		at, delay := e.deadline, m.lockDelay(l)
+		keep := l.leases[:0]
+		for _, x := range l.leases {
+			switch {
+			case x.delayedUntil != 0:
+				if x.delayedUntil > at {
+					keep = append(keep, x)
+				}
+			case x.deadline > at:
+				keep = append(keep, x)
+			case x.deadline+delay > at:
+				x.delayedUntil = x.deadline + delay
+				keep = append(keep, x)
+			}
+		}
+		l.leases = keep
 		l.created, l.options = true, e.options
 	case kindGrant:
 		l.lastToken = max(l.lastToken, e.token)
@@ -101,6 +137,12 @@ func (l *lockModel) lockState(key string, toClock func(wall int64) int64, wallNo
 		delay = l.options.LockDelay
 	}
 	for _, x := range l.leases {
+		if x.delayedUntil != 0 {
+			if x.delayedUntil > wallNow {
+				st.Leases = append(st.Leases, locker.LeaseState{Token: x.token, Shared: x.shared, DelayedUntil: toClock(x.delayedUntil)})
+			}
+			continue
+		}
 		d := x.deadline
 		switch {
 		case d > wallNow:

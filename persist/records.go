@@ -20,6 +20,7 @@ const (
 	kindReserve = 16 // tokens up to Token may have been issued
 	kindLock    = 17 // a snapshot's lock, whole
 	kindHeader  = 18 // a snapshot's first entry: format version, token ceiling
+	kindEnd     = 19 // a snapshot's last entry: the number of locks in it
 )
 
 // formatVersion is written in every snapshot header; a reader refuses
@@ -31,8 +32,8 @@ const formatVersion = 1
 type entry struct {
 	kind     byte
 	key      []byte
-	token    uint64 // grant, extend, release; the ceiling of a reservation or header
-	deadline int64
+	token    uint64 // grant, extend, release; the ceiling of a reservation or header; the count of an end
+	deadline int64  // grant, extend; the time of a create
 	owner    []byte
 	shared   bool
 	options  locker.CreateOptions
@@ -49,6 +50,7 @@ func appendChange(b []byte, c *locker.Change, wallDeadline int64) []byte {
 	switch c.Kind {
 	case locker.ChangeCreate:
 		b = appendOptions(b, c.Options)
+		b = binary.AppendVarint(b, wallDeadline) // the create's time
 	case locker.ChangeGrant:
 		b = binary.AppendUvarint(b, c.Token)
 		b = binary.AppendVarint(b, wallDeadline)
@@ -67,6 +69,12 @@ func appendReserve(b []byte, ceiling uint64) []byte {
 	b = append(b, kindReserve)
 	b = appendBytes(b, nil)
 	return binary.AppendUvarint(b, ceiling)
+}
+
+func appendEnd(b []byte, locks uint64) []byte {
+	b = append(b, kindEnd)
+	b = appendBytes(b, nil)
+	return binary.AppendUvarint(b, locks)
 }
 
 func appendHeader(b []byte, ceiling uint64) []byte {
@@ -89,6 +97,7 @@ func appendLock(b []byte, key []byte, m *lockModel) []byte {
 		b = binary.AppendVarint(b, l.deadline)
 		b = appendBytes(b, l.owner)
 		b = appendBool(b, l.shared)
+		b = binary.AppendVarint(b, l.delayedUntil)
 	}
 	return b
 }
@@ -191,6 +200,7 @@ func (d *decoder) next() (entry, error) {
 	switch e.kind {
 	case kindCreate:
 		e.options = d.options()
+		e.deadline = d.varint()
 	case kindDelete:
 	case kindGrant:
 		e.token = d.uvarint()
@@ -200,7 +210,7 @@ func (d *decoder) next() (entry, error) {
 	case kindExtend:
 		e.token = d.uvarint()
 		e.deadline = d.varint()
-	case kindRelease, kindReserve:
+	case kindRelease, kindReserve, kindEnd:
 		e.token = d.uvarint()
 	case kindHeader:
 		if v := d.uvarint(); d.err == nil && v != formatVersion {
@@ -218,7 +228,7 @@ func (d *decoder) next() (entry, error) {
 			break
 		}
 		for range n {
-			m.leases = append(m.leases, leaseModel{token: d.uvarint(), deadline: d.varint(), owner: d.bytes(), shared: d.bool()})
+			m.leases = append(m.leases, leaseModel{token: d.uvarint(), deadline: d.varint(), owner: d.bytes(), shared: d.bool(), delayedUntil: d.varint()})
 		}
 	default:
 		return e, fmt.Errorf("unknown entry kind %d", e.kind)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/record"
 )
@@ -77,17 +78,19 @@ type recovery struct {
 // it. A torn last record of the newest log is cut off with a warning; any
 // other damage is a *CorruptError, unless repair, which cuts the damaged file
 // at the damage and drops every later log, with a warning.
-func recoverDir(dir string, repair bool) (*recovery, error) {
+func recoverDir(dir string, repair bool, delay time.Duration) (*recovery, error) {
 	logs, snaps, err := dataFiles(dir)
 	if err != nil {
 		return nil, err
 	}
-	rec := &recovery{model: newModel()}
-	first := uint64(0) // logs from first on are replayed
+	rec := &recovery{model: newModel(delay)}
+	tmps, _ := filepath.Glob(filepath.Join(dir, snapPrefix+"*"+fileSuffix+".tmp"))
+	rec.stale = append(rec.stale, tmps...) // snapshots a crash left unfinished
+	first := uint64(0)                     // logs from first on are replayed
 	if len(snaps) > 0 {
 		first = snaps[len(snaps)-1]
 		path := filepath.Join(dir, snapName(first))
-		if _, err := readFile(path, rec.model); err != nil {
+		if _, err := readFile(path, rec.model, true); err != nil {
 			// A snapshot is renamed into place only once complete and
 			// synced: damage in it is never a torn write.
 			err = corrupt(path, err)
@@ -108,10 +111,9 @@ func recoverDir(dir string, repair bool) (*recovery, error) {
 			replay = append(replay, n)
 		}
 	}
-	rec.nextLog = first + 1
-	if len(logs) > 0 {
-		rec.nextLog = max(rec.nextLog, logs[len(logs)-1]+1)
-	}
+	// The new log follows the last one kept: a repair's dropped logs are
+	// deleted before it is made, so their numbers are free again.
+	rec.nextLog = max(first, 1)
 	for k, n := range replay {
 		path := filepath.Join(dir, logName(n))
 		if k > 0 && n != replay[k-1]+1 {
@@ -123,8 +125,9 @@ func recoverDir(dir string, repair bool) (*recovery, error) {
 			rec.stale = append(rec.stale, pathsOf(dir, replay[k:])...)
 			break
 		}
-		good, err := readFile(path, rec.model)
+		good, err := readFile(path, rec.model, false)
 		rec.logBytes += good
+		rec.nextLog = n + 1
 		if err == nil {
 			continue
 		}
@@ -161,8 +164,11 @@ func pathsOf(dir string, logs []uint64) []string {
 }
 
 // readFile applies every entry of a log or snapshot file to m and returns the
-// offset up to which the file was good. Damage is a *CorruptError.
-func readFile(path string, m *model) (int64, error) {
+// offset up to which the file was good. Damage is a *CorruptError. A record
+// is applied only once all of it decodes, so that a file cut at a record's
+// start has applied exactly what is left of it. A snapshot must begin with
+// its header and end with its count of locks.
+func readFile(path string, m *model, snapshot bool) (int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
@@ -170,10 +176,16 @@ func readFile(path string, m *model) (int64, error) {
 	defer f.Close()
 	r := record.NewReader(f, 0)
 	var buf []byte
+	var entries []entry
+	var locks uint64
+	ended := false
 	for {
 		off := r.Offset()
 		rec, err := r.Next()
 		if err == io.EOF {
+			if snapshot && !ended {
+				return off, &CorruptError{File: path, Offset: off, Err: errors.New("snapshot ends before its last entry")}
+			}
 			return off, nil
 		}
 		if err == nil {
@@ -185,15 +197,45 @@ func readFile(path string, m *model) (int64, error) {
 			}
 			return off, err
 		}
+		entries = entries[:0]
 		d := decoder{b: buf}
 		for d.more() {
 			e, err := d.next()
 			if err != nil {
 				return off, &CorruptError{File: path, Offset: off, Err: err}
 			}
-			m.apply(&e)
+			entries = append(entries, e)
+		}
+		if snapshot {
+			if err := checkSnapshotRecord(entries, off == 0, &ended, &locks); err != nil {
+				return off, &CorruptError{File: path, Offset: off, Err: err}
+			}
+		}
+		for n := range entries {
+			m.apply(&entries[n])
 		}
 	}
+}
+
+// checkSnapshotRecord checks a snapshot's framing: a header first, the
+// count of locks last, nothing after it.
+func checkSnapshotRecord(entries []entry, first bool, ended *bool, locks *uint64) error {
+	for n, e := range entries {
+		switch {
+		case *ended:
+			return errors.New("entries after the snapshot's end")
+		case first && n == 0 && e.kind != kindHeader:
+			return errors.New("snapshot does not begin with its header")
+		case e.kind == kindLock:
+			*locks++
+		case e.kind == kindEnd:
+			if e.token != *locks {
+				return fmt.Errorf("snapshot has %d locks, its end says %d", *locks, e.token)
+			}
+			*ended = true
+		}
+	}
+	return nil
 }
 
 func readAll(r io.Reader, buf []byte) ([]byte, error) {

@@ -130,7 +130,7 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec, err := recoverDir(opts.Dir, opts.Repair)
+	rec, err := recoverDir(opts.Dir, opts.Repair, opts.LockDelay)
 	if err != nil {
 		dirLock.Close()
 		return nil, err
@@ -180,7 +180,7 @@ func (s *Store) FirstToken(boot uint64) uint64 {
 func (s *Store) Load(t *locker.Table) error {
 	s.mu.Lock()
 	rec := s.rec
-	s.rec, s.table = nil, t
+	s.rec = nil
 	s.mu.Unlock()
 	now := time.Now().UnixNano()
 	for key, l := range rec.model.locks {
@@ -192,6 +192,9 @@ func (s *Store) Load(t *locker.Table) error {
 			return fmt.Errorf("persist: restoring %q: %w", key, err)
 		}
 	}
+	s.mu.Lock()
+	s.table = t
+	s.mu.Unlock()
 	go s.background()
 	return nil
 }
