@@ -114,9 +114,23 @@ func recoverDir(dir string, repair bool, delay time.Duration) (*recovery, error)
 	// The new log follows the last one kept: a repair's dropped logs are
 	// deleted before it is made, so their numbers are free again.
 	rec.nextLog = max(first, 1)
+	// The logs to replay run on from the snapshot's number (compaction
+	// starts that log before it writes the snapshot), or from 1 without a
+	// snapshot, with no gap.
+	want := max(first, 1)
+	if len(replay) == 0 && first > 0 || len(replay) > 0 && replay[0] != want {
+		err := &CorruptError{File: filepath.Join(dir, logName(want)), Err: errors.New("log file missing")}
+		if !repair {
+			return nil, err
+		}
+		rec.warnings = append(rec.warnings, err.Error()+"; repaired: what it held is lost")
+		if len(replay) > 0 {
+			want = replay[0]
+		}
+	}
 	for k, n := range replay {
 		path := filepath.Join(dir, logName(n))
-		if k > 0 && n != replay[k-1]+1 {
+		if n != want+uint64(k) {
 			err := &CorruptError{File: filepath.Join(dir, logName(replay[k-1]+1)), Err: errors.New("log file missing")}
 			if !repair {
 				return nil, err

@@ -390,9 +390,6 @@ func (c *conn) stopDelivery() {
 type lockedWriter struct{ c *conn }
 
 func (w lockedWriter) Write(p []byte) (int, error) {
-	if err := w.c.srv.commitBeforeReply(); err != nil {
-		return 0, err
-	}
 	w.c.wmu.Lock()
 	defer w.c.wmu.Unlock()
 	return w.c.writeSocket(p)
@@ -401,6 +398,11 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 // writeSocket writes p to the goroutine transport's socket; the caller holds
 // wmu.
 func (c *conn) writeSocket(p []byte) (int, error) {
+	// Replies and lock events alike go out only once what they report is
+	// as durable as the data directory's policy says.
+	if err := c.srv.commitBeforeReply(); err != nil {
+		return 0, err
+	}
 	if t := c.srv.cfg.IdleTimeout; t > 0 {
 		// A client that stops reading is as idle as one that stops
 		// sending: it must not hold a goroutine in Write for ever.
