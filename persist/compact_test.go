@@ -33,7 +33,7 @@ func checkCompacted(t *testing.T, dir string) uint64 {
 		t.Fatalf("no log %d after snapshot %d: %v", snaps[0], snaps[0], files(t, dir))
 	}
 	for _, name := range files(t, dir) {
-		if name != "LOCK" && !strings.HasSuffix(name, fileSuffix) {
+		if name != "LOCK" && name != ceilingFile && !strings.HasSuffix(name, fileSuffix) {
 			t.Fatalf("stray file %s", name)
 		}
 	}

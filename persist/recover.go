@@ -84,6 +84,16 @@ func recoverDir(dir string, repair bool, delay time.Duration) (*recovery, error)
 		return nil, err
 	}
 	rec := &recovery{model: newModel(delay)}
+	ceiling, err := readCeiling(dir)
+	if err != nil {
+		// Without it, the logs' reservations and the boot-epoch token still
+		// bound the sequence; with it damaged, refuse as for any damage.
+		if !repair {
+			return nil, err
+		}
+		rec.warnings = append(rec.warnings, err.Error()+"; repaired: ignored")
+	}
+	rec.model.ceiling = ceiling
 	tmps, _ := filepath.Glob(filepath.Join(dir, snapPrefix+"*"+fileSuffix+".tmp"))
 	rec.stale = append(rec.stale, tmps...) // snapshots a crash left unfinished
 	first := uint64(0)                     // logs from first on are replayed

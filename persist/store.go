@@ -220,9 +220,14 @@ func (s *Store) ReserveTokens(upTo uint64) {
 	if s.err != nil {
 		return // the server stops before it replies with such a token
 	}
-	if err := s.writeLocked(true, appendReserve(nil, upTo)); err == nil {
-		s.ceiling = max(s.ceiling, upTo)
+	if err := s.writeLocked(true, appendReserve(nil, upTo)); err != nil {
+		return
 	}
+	if err := writeCeiling(s.opts.Dir, upTo); err != nil {
+		s.fail(err)
+		return
+	}
+	s.ceiling = max(s.ceiling, upTo)
 }
 
 // Pending reports whether changes wait to be committed. It is cheap: the
