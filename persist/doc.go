@@ -7,6 +7,8 @@
 //
 //	log-0000000000000007.lh    changes since snapshot 7, in order
 //	snap-0000000000000007.lh   the whole table as of the start of log 7
+//	TOKENS                     the highest token reservation
+//	LOCK                       flock'd by the process that owns the directory
 //
 // Both use the LevelDB/Pebble record format (package
 // github.com/cockroachdb/pebble/v2/record): 32 KiB blocks of chunks, each
@@ -21,7 +23,8 @@
 // one fsync (group commit); FsyncEverySec fsyncs once a second in the
 // background and FsyncNo leaves it to the OS. Whatever the policy, a token
 // reservation is fsynced before any token it covers is issued, so tokens
-// never go backwards across a restart.
+// never go backwards across a restart; the reservation is also kept in the
+// TOKENS file, so that not even damaged or repaired logs can lower it.
 //
 // Deadlines are stored as wall-clock instants. On start, the newest snapshot
 // is loaded and the logs after it replayed into a model of the table, which
