@@ -5,8 +5,6 @@ package server
 import (
 	"errors"
 	"net"
-
-	"github.com/leasehold/leasehold/locker"
 )
 
 // defaultIOLoops is 0 where there is no epoll: a goroutine per connection.
@@ -16,14 +14,14 @@ var errNoEventLoop = errors.New("server: event loops need Linux's epoll; use IOL
 
 type ioLoop struct{ done chan struct{} }
 
-func newIOLoop(*Server) (*ioLoop, error)              { return nil, errNoEventLoop }
-func (l *ioLoop) run()                                {}
-func (l *ioLoop) stop()                               {}
-func (l *ioLoop) post(func()) bool                    { return false }
-func (l *ioLoop) register(*conn)                      {}
-func (l *ioLoop) adopt(net.Conn) (*conn, error)       { return nil, errNoEventLoop }
-func (l *ioLoop) closeUnregistered(*conn)             {}
-func (l *ioLoop) armWaitTimer(*conn, *blockState)     {}
-func (l *ioLoop) granted(*conn, *locker.Wait, uint64) {}
-func (l *ioLoop) drainOutbox(*conn)                   {}
-func (l *ioLoop) closeConn(*conn)                     {}
+func newIOLoop(*Server) (*ioLoop, error)                { return nil, errNoEventLoop }
+func (l *ioLoop) run()                                  {}
+func (l *ioLoop) stop()                                 {}
+func (l *ioLoop) post(func()) bool                      { return false }
+func (l *ioLoop) register(*conn)                        {}
+func (l *ioLoop) adopt(net.Conn) (*conn, error)         { return nil, errNoEventLoop }
+func (l *ioLoop) closeUnregistered(*conn)               {}
+func (l *ioLoop) armWaitTimer(*conn, *blockState)       {}
+func (l *ioLoop) progressed(*conn, *blockState, uint64) {}
+func (l *ioLoop) drainOutbox(*conn)                     {}
+func (l *ioLoop) closeConn(*conn)                       {}
