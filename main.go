@@ -1,5 +1,7 @@
 // Command leasehold is a lock server that speaks RESP: take, check, extend
 // and release leases with fencing tokens from redis-cli or any Redis client.
+// Its client commands (run, acquire, verify, release, extend, status; see
+// docs/cli.md) talk to a server from shell scripts.
 package main
 
 import (
@@ -7,9 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/leasehold/leasehold/locker"
@@ -23,13 +23,13 @@ import (
 var version = "dev"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGINT and SIGTERM cancel ctx (serve shuts down; a client command
+	// stops waiting); run also passes them on to its command.
+	ctx, stop := signalContext(context.Background())
 	err := newApp().RunContext(ctx, os.Args)
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "leasehold:", err)
-		os.Exit(1)
-	}
+	// 0, or 1 for an error, or the code of a cli.ExitCoder (client commands).
+	os.Exit(exitStatus(err, os.Stderr))
 }
 
 func newApp() *cli.App {
@@ -40,12 +40,14 @@ func newApp() *cli.App {
 		Version: version,
 		Flags:   flags,
 		Action:  serve, // serve is the default when no subcommand is given
-		Commands: []*cli.Command{{
+		// main turns errors into exit statuses; cli must not exit itself.
+		ExitErrHandler: func(*cli.Context, error) {},
+		Commands: append([]*cli.Command{{
 			Name:   "serve",
 			Usage:  "run the lock server",
 			Flags:  flags,
 			Action: serve,
-		}},
+		}}, clientCommands()...),
 	}
 }
 

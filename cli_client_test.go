@@ -1,0 +1,477 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// startServe starts `leasehold serve` on a free port and returns it and its
+// address.
+func startServe(t *testing.T) (*process, string) {
+	t.Helper()
+	addr := freeAddr(t)
+	p := start(t, nil, "serve", "--addr", addr, "--log-format", "json")
+	p.waitListening(addr)
+	return p, addr
+}
+
+// testCtx bounds a test's calls to the server.
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// lockStatus is STATUS key as a map of its string fields; nil for an
+// unknown lock.
+func lockStatus(t *testing.T, rdb *redis.Client, key string) map[string]string {
+	t.Helper()
+	reply, err := rdb.Do(testCtx(t), "STATUS", key).Slice()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for i := 0; i+1 < len(reply); i += 2 {
+		if v, ok := reply[i+1].(string); ok {
+			m[reply[i].(string)] = v
+		}
+	}
+	return m
+}
+
+// pollUntil polls cond every 10ms until it holds, failing after d.
+func pollUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// childScript is a shell command for run: it records its pid, sets the TERM
+// trap given ("" for none), says it started, then loops (at most 30s) until
+// stopped. The test's cleanup kills its process group, should it outlive
+// the test.
+func childScript(t *testing.T, dir, trap string) string {
+	t.Helper()
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(filepath.Join(dir, "pid")); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				syscall.Kill(-pid, syscall.SIGKILL)
+			}
+		}
+	})
+	script := `echo $$ > "$DIR/pid"; `
+	if trap != "" {
+		script += `trap '` + trap + `' TERM; `
+	}
+	return script + `touch "$DIR/started"; i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; echo timeout > "$DIR/timeout"`
+}
+
+func TestClientCommands(t *testing.T) {
+	t.Parallel()
+	_, addr := startServe(t)
+	rdb := client(t, addr)
+	at := "LEASEHOLD_ADDR=" + addr
+	lh := func(args ...string) (string, string, int) {
+		t.Helper()
+		return run(t, []string{at}, args...)
+	}
+	expect := func(args []string, wantExit int, wantOut string) string {
+		t.Helper()
+		out, errOut, exit := lh(args...)
+		if exit != wantExit || (wantOut != "" && strings.TrimSpace(out) != wantOut) {
+			t.Fatalf("leasehold %q: exit %d, stdout %q, stderr %q; want exit %d, stdout %q", args, exit, out, errOut, wantExit, wantOut)
+		}
+		return strings.TrimSpace(out)
+	}
+
+	out := expect([]string{"acquire", "--ttl", "10s", "--owner", "host-a", "jobs"}, 0, "")
+	token, err := strconv.ParseUint(out, 10, 64)
+	if err != nil || token == 0 {
+		t.Fatalf("acquire printed %q, want a token", out)
+	}
+	tok := out
+	if st := lockStatus(t, rdb, "jobs"); st["token"] != tok || st["owner"] != "host-a" {
+		t.Fatalf("STATUS after acquire: %v", st)
+	}
+	if ttl, _ := strconv.Atoi(lockStatus(t, rdb, "jobs")["ttl"]); ttl < 9000 || ttl > 10000 {
+		t.Errorf("ttl %d ms after acquire --ttl 10s", ttl)
+	}
+	// The same owner gets its lease back; anyone else does not.
+	expect([]string{"acquire", "--ttl", "10s", "--owner", "host-a", "jobs"}, 0, tok)
+	_, errOut, _ := lh("acquire", "jobs")
+	expect([]string{"acquire", "jobs"}, 1, "")
+	if !strings.Contains(errOut, `lock "jobs" not acquired`) {
+		t.Errorf("acquire of a held lock: stderr %q", errOut)
+	}
+	start := time.Now()
+	expect([]string{"acquire", "--wait", "200ms", "jobs"}, 1, "")
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Errorf("acquire --wait 200ms gave up after %s", d)
+	}
+
+	expect([]string{"verify", "jobs", tok}, 0, "true")
+	expect([]string{"verify", "jobs", "1"}, 1, "false")
+	expect([]string{"extend", "--ttl", "1m", "jobs", tok}, 0, "true")
+	if ttl, _ := strconv.Atoi(lockStatus(t, rdb, "jobs")["ttl"]); ttl < 50000 {
+		t.Errorf("ttl %d ms after extend --ttl 1m", ttl)
+	}
+	expect([]string{"extend", "jobs", "1"}, 1, "false")
+
+	out = expect([]string{"status", "jobs"}, 0, "")
+	for _, want := range []string{"state        held", "token        " + tok, "owner        host-a", "holders      1", "  " + tok + "  host-a"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status output lacks %q:\n%s", want, out)
+		}
+	}
+
+	expect([]string{"release", "jobs", tok}, 0, "true")
+	expect([]string{"release", "jobs", tok}, 1, "false")
+	expect([]string{"verify", "jobs", tok}, 1, "false")
+	out = expect([]string{"status", "jobs"}, 1, "")
+	if !strings.Contains(out, "unknown") {
+		t.Errorf("status of a lock made on the fly and released: %q", out)
+	}
+	if err := rdb.Do(testCtx(t), "CREATE", "made").Err(); err != nil {
+		t.Fatal(err)
+	}
+	out = expect([]string{"status", "made"}, 1, "")
+	if !strings.Contains(out, "state        free") || !strings.Contains(out, "created      true") {
+		t.Errorf("status of a free created lock:\n%s", out)
+	}
+
+	// Shared leases: two readers, listed as holders.
+	r1 := expect([]string{"acquire", "--shared", "--owner", "reader-1", "report"}, 0, "")
+	r2 := expect([]string{"acquire", "--shared", "report"}, 0, "")
+	expect([]string{"acquire", "report"}, 1, "")
+	out = expect([]string{"status", "report"}, 0, "")
+	if !strings.Contains(out, "mode         shared") || !strings.Contains(out, r1+"  reader-1") || !strings.Contains(out, r2+"  ") {
+		t.Errorf("status of a shared lock:\n%s", out)
+	}
+}
+
+func TestClientCommandsFail(t *testing.T) {
+	t.Parallel()
+	_, addr := startServe(t)
+	down := freeAddr(t) // nothing listens there
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		want string // in stderr
+	}{
+		{"acquire without key", nil, []string{"acquire"}, "one KEY"},
+		{"acquire with two keys", nil, []string{"acquire", "a", "b"}, "one KEY"},
+		{"acquire zero ttl", nil, []string{"acquire", "--ttl", "0s", "k"}, "--ttl must be positive"},
+		{"acquire negative wait", nil, []string{"acquire", "--wait", "-1s", "k"}, "--wait"},
+		{"acquire empty owner", nil, []string{"acquire", "--owner", "", "k"}, "--owner"},
+		{"acquire unknown flag", nil, []string{"acquire", "--bogus", "k"}, "flag provided but not defined: -bogus"},
+		{"acquire bad duration", nil, []string{"acquire", "--ttl", "30", "k"}, "invalid value"},
+		{"verify without token", nil, []string{"verify", "k"}, "KEY TOKEN"},
+		{"verify bad token", nil, []string{"verify", "k", "abc"}, `token "abc"`},
+		{"release zero token", nil, []string{"release", "k", "0"}, `token "0"`},
+		{"extend zero ttl", nil, []string{"extend", "--ttl", "0s", "k", "1"}, "--ttl"},
+		{"status without key", nil, []string{"status"}, "one KEY"},
+		{"acquire priority too big", nil, []string{"acquire", "--priority", "5000000000", "k"}, "--priority"},
+		{"acquire no server", nil, []string{"acquire", "--addr", down, "k"}, "connection refused"},
+		{"verify no server", nil, []string{"--addr", down, "verify", "k", "1"}, "connection refused"},
+		{"release no server", []string{"LEASEHOLD_ADDR=" + down}, []string{"release", "k", "1"}, "connection refused"},
+		{"extend no server", nil, []string{"extend", "--addr", down, "k", "1"}, "connection refused"},
+		{"status no server", nil, []string{"status", "--addr", down, "k"}, "connection refused"},
+		{"run no server", nil, []string{"run", "--addr", down, "k", "--", "true"}, "connection refused"},
+		// --addr on the command line beats LEASEHOLD_ADDR, before the command too.
+		{"flag beats environment", []string{"LEASEHOLD_ADDR=" + addr}, []string{"--addr", down, "status", "k"}, "connection refused"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := tc.env
+			if env == nil {
+				env = []string{"LEASEHOLD_ADDR=" + addr}
+			}
+			start := time.Now()
+			out, errOut, exit := run(t, env, tc.args...)
+			if exit != exitFailure || !strings.Contains(errOut, tc.want) || out != "" {
+				t.Fatalf("leasehold %q: exit %d, stdout %q, stderr %q; want exit 2 and %q", tc.args, exit, out, errOut, tc.want)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("took %s", d)
+			}
+		})
+	}
+	// An error reply from the server is an error too.
+	if _, errOut, exit := run(t, []string{"LEASEHOLD_ADDR=" + addr}, "acquire", "--ttl", "48h", "k"); exit != exitFailure || !strings.Contains(errOut, "ttl out of range") {
+		t.Errorf("acquire --ttl 48h: exit %d, stderr %q; want 2 and the server's error", exit, errOut)
+	}
+}
+
+func TestRunPassesTokenAndExitStatus(t *testing.T) {
+	t.Parallel()
+	_, addr := startServe(t)
+	rdb := client(t, addr)
+	if err := rdb.Do(testCtx(t), "CREATE", "nightly").Err(); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, exit := run(t, []string{"LEASEHOLD_ADDR=" + addr}, "run", "--ttl", "5s", "nightly", "--",
+		"sh", "-c", `echo "$LEASEHOLD_KEY $LEASEHOLD_TOKEN $LEASEHOLD_ADDR"; exit 7`)
+	if exit != 7 {
+		t.Fatalf("run: exit %d, want the command's 7\nstderr: %s", exit, errOut)
+	}
+	fields := strings.Fields(out)
+	if len(fields) != 3 || fields[0] != "nightly" || fields[2] != addr {
+		t.Fatalf("command printed %q, want the key, a token and the address", out)
+	}
+	st := lockStatus(t, rdb, "nightly")
+	if st["state"] != "free" || st["last-token"] != fields[1] {
+		t.Fatalf("STATUS after run: %v; want free, last token %s", st, fields[1])
+	}
+
+	// Success, and a command that is killed by a signal.
+	if _, errOut, exit := run(t, []string{"LEASEHOLD_ADDR=" + addr}, "run", "nightly", "true"); exit != 0 {
+		t.Errorf("run true: exit %d\n%s", exit, errOut)
+	}
+	if _, errOut, exit := run(t, []string{"LEASEHOLD_ADDR=" + addr}, "run", "nightly", "--", "sh", "-c", "kill -KILL $$"); exit != 128+9 {
+		t.Errorf("run of a command killed by SIGKILL: exit %d, want 137\n%s", exit, errOut)
+	}
+	if st := lockStatus(t, rdb, "nightly"); st["state"] != "free" {
+		t.Errorf("STATUS after the killed command: %v", st)
+	}
+}
+
+func TestRunArguments(t *testing.T) {
+	t.Parallel()
+	_, addr := startServe(t)
+	rdb := client(t, addr)
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "script")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		exit int
+		want string
+	}{
+		{[]string{"run"}, exitFailure, "KEY"},
+		{[]string{"run", "k"}, exitFailure, "needs a COMMAND"},
+		{[]string{"run", "k", "--"}, exitFailure, "needs a COMMAND"},
+		{[]string{"run", "k", "--ttl", "3s", "true"}, exitFailure, "flags go before KEY"},
+		{[]string{"run", "--kill-grace", "-1s", "k", "true"}, exitFailure, "--kill-grace"},
+		{[]string{"run", "k", "--", filepath.Join(dir, "missing")}, exitNotFound, "no such file"},
+		{[]string{"run", "k", "no-such-command-here"}, exitNotFound, "not found"},
+		{[]string{"run", "k", notExec}, exitCannotExec, "permission denied"},
+	}
+	for _, tc := range cases {
+		_, errOut, exit := run(t, []string{"LEASEHOLD_ADDR=" + addr}, tc.args...)
+		if exit != tc.exit || !strings.Contains(errOut, tc.want) {
+			t.Errorf("leasehold %q: exit %d, stderr %q; want %d and %q", tc.args, exit, errOut, tc.exit, tc.want)
+		}
+	}
+	if st := lockStatus(t, rdb, "k"); st != nil && st["state"] != "free" {
+		t.Errorf("lock left %v by a command that could not start", st)
+	}
+}
+
+func TestRunNotAcquired(t *testing.T) {
+	t.Parallel()
+	_, addr := startServe(t)
+	rdb := client(t, addr)
+	if err := rdb.Do(testCtx(t), "ACQUIRE", "k", 30000).Err(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	start := time.Now()
+	_, errOut, exit := run(t, []string{"LEASEHOLD_ADDR=" + addr, "DIR=" + dir}, "run", "--wait", "300ms", "k", "--", "sh", "-c", `touch "$DIR/ran"`)
+	if exit != exitNo || !strings.Contains(errOut, "not acquired") {
+		t.Fatalf("run of a held lock: exit %d, stderr %q; want 1", exit, errOut)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("gave up after %s, before --wait", d)
+	}
+	if exists(filepath.Join(dir, "ran")) {
+		t.Error("the command ran without the lock")
+	}
+}
+
+func TestRunWaitsForLock(t *testing.T) {
+	t.Parallel()
+	_, addr := startServe(t)
+	rdb := client(t, addr)
+	holder, err := rdb.Do(testCtx(t), "ACQUIRE", "k", 30000).Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	p := start(t, []string{"LEASEHOLD_ADDR=" + addr, "DIR=" + dir}, "run", "--wait", "20s", "k", "--", "sh", "-c", `echo "$LEASEHOLD_TOKEN" > "$DIR/token"`)
+	pollUntil(t, commandTimeout, "run queued for the lock", func() bool { return lockStatus(t, rdb, "k")["waiters"] == "1" })
+	if exists(filepath.Join(dir, "token")) {
+		t.Fatal("the command ran while the lock was held")
+	}
+	if err := rdb.Do(testCtx(t), "RELEASE", "k", holder).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(commandTimeout):
+		t.Fatal("run did not finish after the lock was released")
+	}
+	if p.err != nil {
+		t.Fatalf("run: %v\nstderr: %s", p.err, p.stderr)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "token"))
+	if tok, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err != nil || tok <= holder {
+		t.Errorf("command saw token %q, want one above %d", b, holder)
+	}
+}
+
+func TestRunForwardsSignals(t *testing.T) {
+	cases := []struct {
+		name     string
+		sig      syscall.Signal
+		trap     string
+		wantExit int
+	}{
+		{"SIGTERM trapped", syscall.SIGTERM, `echo term > "$DIR/term"; exit 3`, 3},
+		{"SIGTERM", syscall.SIGTERM, "", 128 + 15},
+		{"SIGINT", syscall.SIGINT, "", 128 + 2},
+	}
+	_, addr := startServe(t)
+	rdb := client(t, addr)
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			key := "k" + strconv.Itoa(i)
+			dir := t.TempDir()
+			p := start(t, []string{"LEASEHOLD_ADDR=" + addr, "DIR=" + dir}, "run", key, "--", "sh", "-c", childScript(t, dir, tc.trap))
+			pollUntil(t, commandTimeout, "command started", func() bool { return exists(filepath.Join(dir, "started")) })
+			if exit := p.stop(tc.sig); exit != tc.wantExit {
+				t.Fatalf("run after %v: exit %d, want %d\nstderr: %s", tc.sig, exit, tc.wantExit, p.stderr)
+			}
+			if tc.trap != "" && !exists(filepath.Join(dir, "term")) {
+				t.Error("the command's TERM trap did not run")
+			}
+			if st := lockStatus(t, rdb, key); st != nil && st["state"] != "free" {
+				t.Errorf("lock not released: %v", st)
+			}
+		})
+	}
+}
+
+// TestRunStopsCommandOnLoss stops the server (SIGSTOP) for longer than the
+// ttl: the client cannot renew, the lease counts as lost, and run stops the
+// command and exits 75.
+func TestRunStopsCommandOnLoss(t *testing.T) {
+	cases := []struct {
+		name  string
+		trap  string
+		grace string
+		// the file the command leaves behind when stopped as expected
+		marker string
+	}{
+		{"TERM", `echo term > "$DIR/term"; exit 0`, "10s", "term"},
+		{"KILL after grace", ``, "300ms", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv, addr := startServe(t)
+			dir := t.TempDir()
+			trap := tc.trap
+			if trap == "" {
+				trap = "echo ignored > \"$DIR/ignored\"" // a TERM is seen, and does not stop it
+			}
+			p := start(t, []string{"LEASEHOLD_ADDR=" + addr, "DIR=" + dir}, "run", "--ttl", "500ms", "--kill-grace", tc.grace, "k", "--", "sh", "-c", childScript(t, dir, trap))
+			pollUntil(t, commandTimeout, "command started", func() bool { return exists(filepath.Join(dir, "started")) })
+
+			if err := srv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			resumed := false
+			resume := func() {
+				if !resumed {
+					resumed = true
+					srv.cmd.Process.Signal(syscall.SIGCONT)
+				}
+			}
+			t.Cleanup(resume)
+			marker := tc.marker
+			if marker == "" {
+				marker = "ignored"
+			}
+			pollUntil(t, commandTimeout, "command signalled after the lease was lost", func() bool { return exists(filepath.Join(dir, marker)) })
+			stopped := time.Now()
+			resume()
+
+			select {
+			case <-p.done:
+			case <-time.After(commandTimeout):
+				t.Fatalf("run did not exit after the loss\nstderr: %s", p.stderr)
+			}
+			var ee interface{ ExitCode() int }
+			if !errors.As(p.err, &ee) || ee.ExitCode() != exitLost {
+				t.Fatalf("run after a lost lease: %v, want exit %d\nstderr: %s", p.err, exitLost, p.stderr)
+			}
+			if !strings.Contains(p.stderr.String(), "lease lost") {
+				t.Errorf("stderr does not say the lease was lost: %s", p.stderr)
+			}
+			if tc.marker == "" {
+				if d := time.Since(stopped); d < 250*time.Millisecond {
+					t.Errorf("run exited %s after the TERM, before --kill-grace 300ms", d)
+				}
+				b, _ := os.ReadFile(filepath.Join(dir, "pid"))
+				pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+				if pid == 0 || syscall.Kill(pid, 0) == nil {
+					t.Errorf("command (pid %d) still running after run exited", pid)
+				}
+			}
+			if exists(filepath.Join(dir, "timeout")) {
+				t.Error("the command ran to its end")
+			}
+		})
+	}
+}
+
+func TestHelpListsClientCommands(t *testing.T) {
+	t.Parallel()
+	out, _, exit := run(t, nil, "--help")
+	if exit != 0 {
+		t.Fatalf("--help: exit %d", exit)
+	}
+	for _, name := range []string{"run", "acquire", "verify", "release", "extend", "status"} {
+		if !strings.Contains(out, "   "+name+" ") {
+			t.Errorf("--help does not list %s:\n%s", name, out)
+		}
+	}
+	out, _, exit = run(t, nil, "run", "--help")
+	if exit != 0 {
+		t.Fatalf("run --help: exit %d", exit)
+	}
+	for _, want := range []string{"--ttl", "--wait", "--shared", "--kill-grace", "--addr", "$LEASEHOLD_ADDR", "75 if the lease was lost"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("run --help lacks %q:\n%s", want, out)
+		}
+	}
+}

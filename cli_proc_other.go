@@ -1,0 +1,18 @@
+//go:build !unix
+
+package main
+
+import (
+	"os"
+	"os/exec"
+)
+
+// startGroup starts cmd; without Unix process groups, signals reach the
+// command alone.
+func startGroup(cmd *exec.Cmd) error { return cmd.Start() }
+
+// signalGroup stops cmd: this platform cannot pass a signal on, so every
+// signal kills it.
+func signalGroup(cmd *exec.Cmd, sig os.Signal) { cmd.Process.Kill() }
+
+func killedBy(*exec.ExitError) (int, bool) { return 0, false }

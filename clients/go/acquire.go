@@ -1,0 +1,257 @@
+package leasehold
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// AcquireOption sets one of Acquire's options.
+type AcquireOption func(*acquireOptions)
+
+type acquireOptions struct {
+	wait        time.Duration
+	owner       string
+	priority    int32
+	shared      bool
+	ephemeral   bool
+	renewEvery  time.Duration // 0: the Config's fraction of the ttl
+	noKeepAlive bool
+}
+
+// Wait makes Acquire wait up to d for the lock in the server's fair queue
+// (ACQUIRE ... WAIT). Without it Acquire tries once. The server refuses a
+// wait longer than its --max-ttl.
+func Wait(d time.Duration) AcquireOption { return func(o *acquireOptions) { o.wait = d } }
+
+// Owner names the holder (ACQUIRE ... OWNER). Without it each Acquire call
+// picks a random owner. An Acquire that names an owner already holding the
+// lock gets that lease back, renewed, with the same token: give owners that
+// are unique per holder.
+func Owner(id string) AcquireOption { return func(o *acquireOptions) { o.owner = id } }
+
+// Priority lets a waiting Acquire go ahead of waiters with a lower priority
+// (higher first; the default is 0).
+func Priority(n int32) AcquireOption { return func(o *acquireOptions) { o.priority = n } }
+
+// Shared takes a read lease: any number of readers hold the lock together,
+// while no exclusive lease does.
+func Shared() AcquireOption { return func(o *acquireOptions) { o.shared = true } }
+
+// Ephemeral ties the lease to the connection that took it: the server
+// releases it when that connection closes. With go-redis's pool that is
+// whenever the pool closes the connection (an error, ConnMaxIdleTime,
+// ConnMaxLifetime), not only when the process exits; the keep-alive then
+// sees the lease lost.
+func Ephemeral() AcquireOption { return func(o *acquireOptions) { o.ephemeral = true } }
+
+// RenewEvery renews the lease every d instead of Config.RenewFraction of its
+// ttl. d must leave room for a renewal before the lease would count as lost.
+func RenewEvery(d time.Duration) AcquireOption {
+	return func(o *acquireOptions) { o.renewEvery = d }
+}
+
+// NoKeepAlive leaves the lease without renewal: it runs out at its ttl
+// unless Lease.Extend moves its deadline, and Lost still closes the margin
+// before then. No goroutine is started for it.
+func NoKeepAlive() AcquireOption { return func(o *acquireOptions) { o.noKeepAlive = true } }
+
+// newOwner returns a random owner id: 16 random bytes in hex.
+func newOwner() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand since Go 1.24)
+	return hex.EncodeToString(b[:])
+}
+
+// Acquire takes a lease on the lock key for ttl and keeps it alive until
+// Lease.Release, or until it is lost. It waits up to the Wait option for the
+// lock (without it, it tries once), and returns ErrNotAcquired when the lock
+// was not granted. ttl is sent in whole milliseconds, rounded up.
+//
+// Acquire blocks until the server answers, for at most the wait plus the
+// read timeout (Config.Redis.ReadTimeout), or until ctx is done. If ctx is
+// cancelled while the server still holds the request in its queue, Acquire
+// returns ctx's error at once; a goroutine owned by the Client collects the
+// server's answer and releases a lease granted too late. ctx bounds the call
+// only: the lease lives on after it, until Release or loss.
+func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
+	var o acquireOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return c.acquire(ctx, key, ttl, o)
+}
+
+// TryAcquire is Acquire without waiting, whatever the options say: it
+// returns ErrNotAcquired at once when the lock is not free.
+func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
+	var o acquireOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	o.wait = 0
+	return c.acquire(ctx, key, ttl, o)
+}
+
+func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, o acquireOptions) (*Lease, error) {
+	ms, err := millis("ttl", ttl)
+	if err != nil {
+		return nil, err
+	}
+	ttl = time.Duration(ms) * time.Millisecond
+	if o.wait < 0 {
+		return nil, fmt.Errorf("leasehold: wait must not be negative, got %s", o.wait)
+	}
+	every := c.renewInterval(ttl, o.renewEvery)
+	if !o.noKeepAlive && every >= ttl-c.margin(ttl) {
+		return nil, fmt.Errorf("leasehold: renewing every %s leaves no room before a %s lease counts as lost (%s before its deadline)", every, ttl, c.margin(ttl))
+	}
+	if o.owner == "" {
+		o.owner = newOwner()
+	}
+	args := []any{"ACQUIRE", key, ms, "OWNER", o.owner}
+	if o.wait > 0 {
+		wms, _ := millis("wait", o.wait)
+		args = append(args, "WAIT", wms)
+	}
+	if o.priority != 0 {
+		args = append(args, "PRIORITY", o.priority)
+	}
+	if o.shared {
+		args = append(args, "SHARED")
+	}
+	if o.ephemeral {
+		args = append(args, "EPHEMERAL")
+	}
+
+	// The server's lease starts no earlier than this: its deadline is at
+	// least sent+ttl, whenever the grant and the reply come.
+	sent := time.Now()
+	var token uint64
+	if o.wait > 0 {
+		token, err = c.acquireWaiting(ctx, key, o.wait, args)
+	} else {
+		token, err = c.do(ctx, args...).Uint64()
+	}
+	switch {
+	case errors.Is(err, redis.Nil):
+		return nil, ErrNotAcquired
+	case err != nil:
+		return nil, fmt.Errorf("leasehold: acquire %q: %w", key, err)
+	}
+
+	l := newLease(c, key, token, o, ttl, every, sent)
+	if time.Now().Before(l.Deadline()) {
+		l.start()
+		return l, nil
+	}
+	// Granted after a long wait (or a slow reply): the deadline reckoned
+	// from the request has passed, so nothing proves the lease yet. A
+	// renewal sent now does.
+	if _, err := l.extend(ctx, ttl, false); err != nil {
+		c.Release(context.WithoutCancel(ctx), key, token)
+		if errors.Is(err, ErrLeaseLost) {
+			return nil, fmt.Errorf("%w: the lease granted on %q ran out before it could be renewed (%w)", ErrNotAcquired, key, err)
+		}
+		return nil, fmt.Errorf("leasehold: renewing the lease granted on %q: %w", key, err)
+	}
+	l.start()
+	return l, nil
+}
+
+// acquireWaiting runs an ACQUIRE ... WAIT on the client without a socket read
+// timeout, bounded by the wait plus the read timeout. go-redis reads no
+// context cancellation off a socket, so the call runs on a goroutine and
+// Acquire gives up on it when ctx is done; the goroutine then releases a
+// lease granted after all.
+func (c *Client) acquireWaiting(ctx context.Context, key string, wait time.Duration, args []any) (uint64, error) {
+	type result struct {
+		token uint64
+		err   error
+	}
+	done := make(chan result, 1)
+	started := c.goTracked(func() {
+		cctx, cancel := c.callContext(ctx, wait)
+		defer cancel()
+		tok, err := c.wait.Do(cctx, args...).Uint64()
+		done <- result{tok, err}
+	})
+	if !started {
+		return 0, redis.ErrClosed
+	}
+	select {
+	case r := <-done:
+		return r.token, r.err
+	case <-ctx.Done():
+	}
+	release := func() {
+		if r := <-done; r.err == nil {
+			c.Release(context.WithoutCancel(ctx), key, r.token)
+		}
+	}
+	if !c.goTracked(release) {
+		release() // closing: the wait's connection is closed, it ends at once
+	}
+	return 0, ctx.Err()
+}
+
+// renewInterval is how often a lease of ttl is renewed.
+func (c *Client) renewInterval(ttl, every time.Duration) time.Duration {
+	if every > 0 {
+		return every
+	}
+	return time.Duration(float64(ttl) * c.cfg.RenewFraction)
+}
+
+// margin is how long before its estimated deadline a lease of ttl counts as
+// lost.
+func (c *Client) margin(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl) * c.cfg.MarginFraction)
+}
+
+// WithLock acquires the lock key (with Acquire's options: pass Wait to wait
+// for it), keeps the lease alive while fn runs, and releases it when fn
+// returns. fn gets the lease's fencing token and a context that is cancelled
+// when ctx is, or when the lease is lost: fn must stop then.
+//
+// WithLock returns Acquire's error (ErrNotAcquired when the lock was not
+// granted), or fn's, or, when the lease was lost while fn ran or the release
+// found it gone, an error wrapping ErrLeaseLost (joined with fn's error,
+// which is then most often context.Canceled). Then the work fn did may
+// have overlapped another holder's: the fencing token is what guards the
+// resource. The release runs even when ctx is done.
+func (c *Client) WithLock(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, token uint64) error, opts ...AcquireOption) error {
+	l, err := c.Acquire(ctx, key, ttl, opts...)
+	if err != nil {
+		return err
+	}
+	fctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })
+	ferr := fn(fctx, l.Token())
+	stop()
+	cancel(nil)
+
+	var lost error
+	select {
+	case <-l.Lost():
+		lost = l.Err()
+	default:
+	}
+	rerr := l.Release(context.WithoutCancel(ctx))
+	switch {
+	case lost != nil:
+		return errors.Join(lost, ferr)
+	case errors.Is(rerr, ErrNotHeld):
+		return errors.Join(fmt.Errorf("%w: releasing %q found the lease already gone", ErrLeaseLost, key), ferr)
+	case ferr != nil:
+		return ferr
+	case rerr != nil:
+		return fmt.Errorf("leasehold: release %q: %w", key, rerr)
+	}
+	return nil
+}

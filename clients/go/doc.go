@@ -1,0 +1,80 @@
+// Package leasehold is the Go client of the leasehold lock server: it takes
+// leases with fencing tokens, keeps them alive while they are held, and says
+// through a channel and a context the moment it can no longer prove that they
+// are.
+//
+// The connections are go-redis v9's (pooling, TLS, timeouts, retries); this
+// package adds the lock semantics on top:
+//
+//	c, err := leasehold.New(leasehold.DefaultConfig()) // 127.0.0.1:7379
+//	...
+//	lease, err := c.Acquire(ctx, "reports:nightly", 30*time.Second, leasehold.Wait(time.Minute))
+//	if errors.Is(err, leasehold.ErrNotAcquired) {
+//		return nil // someone else runs the report
+//	}
+//	...
+//	defer lease.Release(context.WithoutCancel(ctx))
+//	return makeReport(lease.Context(), lease.Token())
+//
+// or, shorter, [Client.WithLock].
+//
+// # Holding is never certain
+//
+// A lease is held until its deadline on the server, which this client can
+// only estimate. It renews the lease in the background (every third of its
+// ttl by default) and takes each renewal's deadline from the moment the
+// request was sent, not from when the reply came back: the server started
+// the new period no earlier than that, so the estimate never runs past the
+// server's deadline. When a renewal is refused (the server no longer has the
+// lease), or none has been confirmed by the estimated deadline less a safety
+// margin, the lease counts as lost: [Lease.Lost] closes and [Lease.Context]
+// is cancelled. A holder must stop using the lock then.
+//
+// That is the most a client can do, and it is not enough on its own: a
+// process can be paused (garbage collection, a stopped VM, swapping) between
+// checking that it holds the lock and acting on it, and then act after the
+// lease has gone to someone else. This is why every lease carries a fencing
+// token: pass [Lease.Token] to the resource the lock protects, and have it
+// refuse requests carrying a token lower than the highest it has seen. See
+// the server's README.
+//
+// # Retries
+//
+// Every Acquire names an OWNER (a random id per call unless [Owner] gives
+// one). The server answers a repeated ACQUIRE of the same owner with the same
+// lease and token, so go-redis may retry an ACQUIRE whose reply was lost
+// (Config.Redis.MaxRetries, 3 by default) without ever granting the lock
+// twice; a waiting
+// ACQUIRE retried on a new connection takes the old request's place in the
+// queue.
+//
+// # Goroutines
+//
+// Each lease with keep-alive owns one goroutine, which renews it and ends
+// when the lease is released or lost; [Lease.Release] waits for it. A timer
+// (not a goroutine) marks the estimated deadline. An Acquire whose context is
+// cancelled while the server still holds its request in the queue leaves a
+// goroutine owned by the Client to collect the reply and release a lease
+// granted too late; [Client.Close] ends them.
+package leasehold
+
+import "errors"
+
+var (
+	// ErrNotAcquired is returned by Acquire and TryAcquire when the lock was
+	// not granted: another lease holds it, or the wait ran out.
+	ErrNotAcquired = errors.New("leasehold: lock not acquired")
+	// ErrLeaseLost is wrapped by the error that ends a lease the client can
+	// no longer prove it holds: a renewal refused, or none confirmed in time.
+	// Lease.Err, context.Cause(Lease.Context()) and WithLock return it.
+	ErrLeaseLost = errors.New("leasehold: lease lost")
+	// ErrReleased is Lease.Err and the cause of Lease.Context's cancellation
+	// after Release.
+	ErrReleased = errors.New("leasehold: lease released")
+	// ErrNotHeld is returned by Lease.Release when the server no longer had
+	// the lease (it had expired, or was released before).
+	ErrNotHeld = errors.New("leasehold: lease not held")
+	// ErrUnknownLock is returned by Client.Status for a lock the server does
+	// not know: never made, or made on the fly by ACQUIRE and free again.
+	ErrUnknownLock = errors.New("leasehold: unknown lock")
+)
