@@ -9,6 +9,14 @@ ARGS      ?=
 FUZZTIME  ?= 30s
 # Debian packages the tests and benchmarks run against.
 REDIS_PKGS := redis-tools redis-server
+# The client examples (clients/python, clients/node) and scripts/leasehold.sh's
+# tests: python3 with redis-py, node with npm.
+PYTHON_PKGS := python3 python3-redis
+NODE_PKGS   := nodejs npm
+NODE_MODULES := clients/node/node_modules/.package-lock.json
+# Debian's python3-redis is for Debian's python3: a python3 earlier on PATH
+# (pyenv, a venv) may not see it. The tests try both, in this order.
+HAVE_PY_REDIS := { python3 -c 'import redis' || /usr/bin/python3 -c 'import redis'; } 2>/dev/null
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all build run test deps vet fmt-check fuzz bench bench-quick docs clean
@@ -22,14 +30,36 @@ build:
 run: build
 	./$(BIN) serve $(ARGS)
 
-## deps: Go modules, and redis-cli / redis-benchmark / redis-server from Debian when missing.
-deps:
+## deps: Go modules; from Debian when missing: redis-cli / redis-benchmark /
+## redis-server, python3 with redis-py, node and npm, shellcheck; then the node
+## client example's packages (npm ci in clients/node).
+deps: $(NODE_MODULES)
 	$(GO) mod download
-	@if ! command -v redis-cli >/dev/null || ! command -v redis-benchmark >/dev/null || ! command -v redis-server >/dev/null; then \
-		echo "installing $(REDIS_PKGS) with apt-get"; \
-		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(REDIS_PKGS); \
+	@pkgs=""; \
+	if ! command -v redis-cli >/dev/null || ! command -v redis-benchmark >/dev/null || ! command -v redis-server >/dev/null; then pkgs="$$pkgs $(REDIS_PKGS)"; fi; \
+	if ! $(HAVE_PY_REDIS); then pkgs="$$pkgs $(PYTHON_PKGS)"; fi; \
+	if [ -n "$$pkgs" ] || ! command -v shellcheck >/dev/null; then $(SUDO) apt-get update -qq || exit 1; fi; \
+	if [ -n "$$pkgs" ]; then \
+		echo "installing$$pkgs with apt-get"; \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$pkgs || exit 1; \
+	fi; \
+	if ! command -v shellcheck >/dev/null; then \
+		echo "installing shellcheck with apt-get"; \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq shellcheck || \
+			echo "shellcheck is not to be had from apt here: the lint of scripts/leasehold.sh will be skipped"; \
 	fi
 	@command -v redis-cli >/dev/null && command -v redis-benchmark >/dev/null && command -v redis-server >/dev/null
+	@$(HAVE_PY_REDIS) || { echo "no python3 here imports redis (Debian's python3-redis)"; exit 1; }
+
+# node and npm from Debian when missing (a machine may have them from elsewhere:
+# then they are used as they are), then the example's pinned packages.
+$(NODE_MODULES): clients/node/package.json clients/node/package-lock.json
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+		echo "installing $(NODE_PKGS) with apt-get"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(NODE_PKGS); \
+	fi
+	cd clients/node && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
 
 ## test: formatting, vet, and every test under the race detector (fuzz seeds included).
 test: deps fmt-check vet

@@ -1,0 +1,383 @@
+//go:build unix
+
+// Package clients_test runs the client examples (clients/python, clients/node)
+// and the bash functions of scripts/leasehold.sh against a real server on a
+// loopback port, started in-process.
+//
+// They need python3 with redis-py, node with clients/node's packages,
+// redis-cli, bash and shellcheck: `make deps` installs them (`make test` runs
+// it first). Without one a test is skipped, and says so; with CI=true it fails
+// instead.
+package clients_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/server"
+	"github.com/rs/zerolog"
+)
+
+// runTimeout bounds every process a test starts.
+const runTimeout = 60 * time.Second
+
+// missing skips the test when a tool is not installed, or fails it in CI,
+// where `make test` has installed everything.
+func missing(t *testing.T, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s (CI=true: `make test` installs it through `make deps`)", msg)
+	}
+	t.Skipf("%s: run `make deps` to install it", msg)
+}
+
+// lookTool finds a program on PATH.
+func lookTool(t *testing.T, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		missing(t, "%s not found (%s)", name, pkg)
+	}
+	return p
+}
+
+// repoPath is a path from the repository's root (go test runs in clients/).
+func repoPath(t *testing.T, rel string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+var (
+	pythonOnce sync.Once
+	pythonPath string
+	pythonTold string
+)
+
+// python finds a python3 that imports redis. Debian's python3-redis is for
+// /usr/bin/python3; the python3 first on PATH may be another (pyenv, a venv).
+func python(t *testing.T) string {
+	t.Helper()
+	pythonOnce.Do(func() {
+		var tried []string
+		for _, name := range []string{"python3", "/usr/bin/python3"} {
+			p, err := exec.LookPath(name)
+			if err != nil {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+			err = exec.CommandContext(ctx, p, "-c", "import redis").Run()
+			cancel()
+			if err == nil {
+				pythonPath = p
+				return
+			}
+			tried = append(tried, p)
+		}
+		pythonTold = fmt.Sprintf("no python3 that imports redis (python3-redis; tried %q)", tried)
+	})
+	if pythonPath == "" {
+		missing(t, "%s", pythonTold)
+	}
+	return pythonPath
+}
+
+// lockServer is a real server on a random loopback port.
+type lockServer struct {
+	*server.Server
+	host, port string
+}
+
+func startServer(t *testing.T) *lockServer {
+	t.Helper()
+	cfg := server.DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	cfg.Locker.Shards = 8
+	cfg.Version = "test"
+	srv, err := server.New(cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve() }()
+	t.Cleanup(func() {
+		srv.Close()
+		select {
+		case err := <-served:
+			if !errors.Is(err, server.ErrServerClosed) {
+				t.Errorf("Serve returned %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("Serve did not return after Close")
+		}
+	})
+	host, port, err := net.SplitHostPort(srv.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &lockServer{Server: srv, host: host, port: port}
+}
+
+// closedPort is a loopback port nobody listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	ln.Close()
+	return port
+}
+
+// env is the test process's environment without LEASEHOLD_ settings, plus extra.
+func env(extra ...string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LEASEHOLD_") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, extra...)
+}
+
+// syncBuffer is a bytes.Buffer that can be read while the process writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// proc is a process a test started in a process group of its own.
+type proc struct {
+	t              *testing.T
+	cmd            *exec.Cmd
+	stdout, stderr syncBuffer
+	done           chan struct{}
+	exit           int
+	elapsed        time.Duration
+}
+
+func start(t *testing.T, environ []string, stdin string, name string, args ...string) *proc {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	p := &proc{t: t, done: make(chan struct{})}
+	p.cmd = exec.CommandContext(ctx, name, args...)
+	p.cmd.Env = environ
+	p.cmd.Stdin = strings.NewReader(stdin)
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// On timeout, the whole group.
+	p.cmd.Cancel = func() error { return syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) }
+	// A process left behind holding stdout must not hang the test.
+	p.cmd.WaitDelay = 2 * time.Second
+	began := time.Now()
+	if err := p.cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	pgid := p.cmd.Process.Pid
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default: // the test ended before the process: end its group
+			syscall.Kill(-pgid, syscall.SIGKILL)
+			<-p.done
+		}
+	})
+	go func() {
+		defer close(p.done)
+		defer cancel()
+		err := p.cmd.Wait()
+		p.elapsed = time.Since(began)
+		var ee *exec.ExitError
+		switch {
+		case ctx.Err() != nil:
+			p.exit = -1
+		case errors.As(err, &ee):
+			p.exit = ee.ExitCode()
+		case err != nil:
+			p.exit = -2
+		}
+	}()
+	return p
+}
+
+// wait waits for the process and checks that it left no process behind in
+// its group.
+func (p *proc) wait() *proc {
+	p.t.Helper()
+	<-p.done
+	if p.exit == -1 {
+		p.t.Fatalf("%q did not exit within %s\nstdout: %s\nstderr: %s", p.cmd.Args, runTimeout, p.stdout.String(), p.stderr.String())
+	}
+	if p.exit == -2 {
+		p.t.Fatalf("%q: waiting failed\nstdout: %s\nstderr: %s", p.cmd.Args, p.stdout.String(), p.stderr.String())
+	}
+	if left := groupMembers(p.cmd.Process.Pid); len(left) > 0 {
+		p.t.Errorf("%q left processes behind in its group: %q", p.cmd.Args, left)
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	return p
+}
+
+// waitOutput waits until the process has printed want on stdout.
+func (p *proc) waitOutput(want string) {
+	p.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(p.stdout.String(), want) {
+		select {
+		case <-p.done:
+			p.t.Fatalf("exited before printing %q: %s", want, p)
+		default:
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("did not print %q within 10s: %s", want, p)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (p *proc) String() string {
+	return fmt.Sprintf("exit %d after %s\nstdout:\n%s\nstderr:\n%s", p.exit, p.elapsed.Round(time.Millisecond), p.stdout.String(), p.stderr.String())
+}
+
+// groupMembers lists the processes of process group pgid (Linux's /proc;
+// none where there is no /proc), giving exiting ones a moment to go.
+func groupMembers(pgid int) []string {
+	var left []string
+	for deadline := time.Now().Add(time.Second); ; {
+		left = left[:0]
+		stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+		for _, f := range stats {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			s := string(b)
+			i := strings.LastIndexByte(s, ')')
+			if i < 0 {
+				continue
+			}
+			// after the command's name: state ppid pgrp ...
+			fields := strings.Fields(s[i+1:])
+			if len(fields) < 3 || fields[0] == "Z" || fields[2] != strconv.Itoa(pgid) {
+				continue
+			}
+			cmdline, _ := os.ReadFile(filepath.Join(filepath.Dir(f), "cmdline"))
+			left = append(left, strings.ReplaceAll(strings.TrimRight(string(cmdline), "\x00"), "\x00", " "))
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// exampleOutput is what both examples print, in order.
+func exampleOutput(key, client string) *regexp.Regexp {
+	q := regexp.QuoteMeta
+	return regexp.MustCompile(`\A` +
+		`acquired ` + q(key) + ` token ([0-9]+)\n` +
+		`second owner refused\n` +
+		`verified token ([0-9]+)\n` +
+		`event: acquired ([0-9]+) (` + client + `-example-\S+)\n` +
+		`released token ([0-9]+)\n` +
+		`event: released ([0-9]+) (` + client + `-example-\S+)\n` +
+		`ok\n\z`)
+}
+
+// checkExample checks an example's output: every step, one token throughout,
+// one owner in both events.
+func checkExample(t *testing.T, p *proc, key, client string) {
+	t.Helper()
+	if p.exit != 0 {
+		t.Fatalf("%s example: %s", client, p)
+	}
+	m := exampleOutput(key, client).FindStringSubmatch(p.stdout.String())
+	if m == nil {
+		t.Fatalf("%s example printed an unexpected transcript: %s", client, p)
+	}
+	tok := m[1]
+	for _, other := range []string{m[2], m[3], m[5], m[6]} {
+		if other != tok {
+			t.Fatalf("%s example: tokens differ (%q): %s", client, m[1:], p)
+		}
+	}
+	if m[4] != m[7] {
+		t.Fatalf("%s example: the events name different owners: %s", client, p)
+	}
+	t.Logf("%s example: token %s, %s", client, tok, p.elapsed.Round(time.Millisecond))
+}
+
+func TestPythonExample(t *testing.T) {
+	t.Parallel()
+	py := python(t)
+	script := repoPath(t, "clients/python/example.py")
+	ts := startServer(t)
+	p := start(t, env("LEASEHOLD_HOST="+ts.host, "LEASEHOLD_PORT="+ts.port), "", py, script, "examples:py").wait()
+	checkExample(t, p, "examples:py", "python")
+	if _, held := ts.Table().Status([]byte("examples:py")); held {
+		t.Error("the example left its lock behind")
+	}
+
+	// No server: a message on stderr, a non-zero status.
+	p = start(t, env("LEASEHOLD_PORT="+closedPort(t)), "", py, script).wait()
+	if p.exit == 0 || !strings.Contains(p.stderr.String(), "python example:") {
+		t.Fatalf("python example without a server: %s", p)
+	}
+}
+
+func TestNodeExample(t *testing.T) {
+	t.Parallel()
+	node := lookTool(t, "node", "nodejs")
+	script := repoPath(t, "clients/node/example.js")
+	if _, err := os.Stat(repoPath(t, "clients/node") + "/node_modules/redis/package.json"); err != nil {
+		missing(t, "clients/node/node_modules has no redis package (npm ci in clients/node)")
+	}
+	ts := startServer(t)
+	p := start(t, env("LEASEHOLD_HOST="+ts.host, "LEASEHOLD_PORT="+ts.port), "", node, script, "examples:node").wait()
+	checkExample(t, p, "examples:node", "node")
+	if _, held := ts.Table().Status([]byte("examples:node")); held {
+		t.Error("the example left its lock behind")
+	}
+
+	p = start(t, env("LEASEHOLD_PORT="+closedPort(t)), "", node, script).wait()
+	if p.exit == 0 || !strings.Contains(p.stderr.String(), "node example:") {
+		t.Fatalf("node example without a server: %s", p)
+	}
+}

@@ -1,0 +1,417 @@
+//go:build unix
+
+package clients_test
+
+import (
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// These tests run bash scripts that source scripts/leasehold.sh, against a
+// server of their own, and check exit statuses, stdout, stderr, the server's
+// lock table, and that nothing is left running in the script's process group.
+
+// shellEnv is a server and what a bash test needs to reach it.
+type shellEnv struct {
+	t    *testing.T
+	ts   *lockServer
+	bash string
+	lib  string // scripts/leasehold.sh, passed to the scripts as LH
+}
+
+func newShell(t *testing.T) *shellEnv {
+	t.Helper()
+	bash := lookTool(t, "bash", "bash")
+	lookTool(t, "redis-cli", "redis-tools")
+	return &shellEnv{
+		t:    t,
+		ts:   startServer(t),
+		bash: bash,
+		lib:  repoPath(t, "scripts/leasehold.sh"),
+	}
+}
+
+// start runs script in bash under set -euo pipefail with leasehold.sh sourced.
+// LH names the library, for commands that source it themselves.
+func (sh *shellEnv) start(script string, extraEnv ...string) *proc {
+	sh.t.Helper()
+	full := "set -euo pipefail\nsource \"$LH\"\n" + script
+	e := env(append([]string{"LH=" + sh.lib, "LEASEHOLD_HOST=" + sh.ts.host, "LEASEHOLD_PORT=" + sh.ts.port}, extraEnv...)...)
+	return start(sh.t, e, "", sh.bash, "-c", full)
+}
+
+func (sh *shellEnv) run(script string, extraEnv ...string) *proc {
+	sh.t.Helper()
+	return sh.start(script, extraEnv...).wait()
+}
+
+// holder waits until key is held exclusively and returns its token.
+func (sh *shellEnv) holder(key string, p *proc) uint64 {
+	sh.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if st, ok := sh.ts.Table().Status([]byte(key)); ok && st.Held && st.Token != 0 {
+			return st.Token
+		}
+		select {
+		case <-p.done:
+			sh.t.Fatalf("the script ended before %s was held: %s", key, p)
+		default:
+		}
+		if time.Now().After(deadline) {
+			sh.t.Fatalf("%s was not held within 10s", key)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (sh *shellEnv) checkFree(key string) {
+	sh.t.Helper()
+	if st, ok := sh.ts.Table().Status([]byte(key)); ok && st.Held {
+		sh.t.Errorf("%s is still held after the script: %+v", key, st)
+	}
+}
+
+// expect checks a finished script's exit status and its whole stdout against
+// a pattern ({n}: a number).
+func expect(t *testing.T, p *proc, exit int, stdout string) {
+	t.Helper()
+	q := strings.ReplaceAll(regexp.QuoteMeta(stdout), `\{n\}`, `[0-9]+`)
+	if p.exit != exit || !regexp.MustCompile(`\A`+q+`\z`).MatchString(p.stdout.String()) {
+		t.Fatalf("want exit %d and stdout %q; got %s", exit, stdout, p)
+	}
+}
+
+func TestLeaseholdShLint(t *testing.T) {
+	t.Parallel()
+	sc, err := exec.LookPath("shellcheck")
+	if err != nil {
+		// Debian has it; where apt has not, make deps says so and only this lint is skipped.
+		if out, aerr := exec.Command("apt-cache", "show", "shellcheck").CombinedOutput(); aerr != nil || len(out) == 0 {
+			t.Skip("shellcheck is not installed, and apt has none: lint skipped")
+		}
+		missing(t, "shellcheck not found")
+	}
+	p := start(t, env(), "", sc, "--shell=bash", repoPath(t, "scripts/leasehold.sh")).wait()
+	if p.exit != 0 {
+		t.Fatalf("shellcheck scripts/leasehold.sh: %s", p)
+	}
+}
+
+func TestLeaseholdShAcquireRelease(t *testing.T) {
+	t.Parallel()
+	sh := newShell(t)
+	p := sh.run(`
+st() { "$@" && echo "status 0" || echo "status $?"; }
+tok=$(leasehold_acquire k 30000)
+echo "token $tok"
+st leasehold_acquire k 30000            # held: nothing printed
+st leasehold_verify k "$tok"
+st leasehold_verify k 1
+st leasehold_extend k "$tok" 60000
+st leasehold_extend k 1 60000
+st leasehold_release k "$tok"
+st leasehold_release k "$tok"           # not held any more
+st leasehold_verify k "$tok"
+st leasehold_acquire k 0                # an error reply
+st leasehold_release k abc              # an error reply
+st leasehold_acquire k                  # usage
+st leasehold_release k
+st leasehold_extend k 1
+st leasehold_verify k
+export LEASEHOLD_OWNER=me
+a=$(leasehold_acquire o 30000)
+b=$(leasehold_acquire o 30000)          # the same owner: the same token
+[ "$a" = "$b" ] && echo "same owner, same token"
+unset LEASEHOLD_OWNER
+st leasehold_acquire o 30000
+LEASEHOLD_PORT=$DEAD st leasehold_acquire k 1000
+LEASEHOLD_PORT=$DEAD st leasehold_release k 1
+echo done
+`, "DEAD="+closedPort(t))
+	expect(t, p, 0, `token {n}
+status 1
+status 0
+status 1
+status 0
+status 1
+status 0
+status 1
+status 1
+status 2
+status 2
+status 2
+status 2
+status 2
+status 2
+same owner, same token
+status 1
+status 2
+status 2
+done
+`)
+	for _, want := range []string{
+		"leasehold_acquire: ERR invalid expire time in 'acquire' command\n",
+		"leasehold_release: ERR invalid token: must be an unsigned 64-bit integer\n",
+		"usage: leasehold_acquire KEY TTL_MS [WAIT_MS]\n",
+		"usage: leasehold_release KEY TOKEN\n",
+		"usage: leasehold_extend KEY TOKEN TTL_MS\n",
+		"usage: leasehold_verify KEY TOKEN\n",
+		"leasehold_acquire: no reply from the leasehold server at 127.0.0.1:",
+		"leasehold_release: no reply from the leasehold server at 127.0.0.1:",
+	} {
+		if !strings.Contains(p.stderr.String(), want) {
+			t.Errorf("stderr lacks %q: %s", want, p)
+		}
+	}
+	sh.checkFree("k")
+}
+
+func TestLeaseholdShAcquireWait(t *testing.T) {
+	t.Parallel()
+	sh := newShell(t)
+	// Held for 300ms by another client: a WAIT of 100ms ends nil, one of
+	// 10s is granted once the lease expires.
+	if _, ok, err := sh.ts.Table().Acquire([]byte("w"), 300*time.Millisecond, nil); !ok || err != nil {
+		t.Fatalf("Acquire: %v %v", ok, err)
+	}
+	p := sh.run(`
+rc=0; leasehold_acquire w 30000 100 || rc=$?
+echo "short wait: $rc"
+tok=$(leasehold_acquire w 30000 10000)
+echo "long wait: $tok"
+`)
+	expect(t, p, 0, "short wait: 1\nlong wait: {n}\n")
+	if p.elapsed > 5*time.Second {
+		t.Errorf("the waits took %s", p.elapsed)
+	}
+}
+
+func TestLeaseholdShDefaultAddress(t *testing.T) {
+	t.Parallel()
+	sh := newShell(t)
+	// LEASEHOLD_HOST unset: 127.0.0.1, under set -u.
+	p := start(t, env("LH="+sh.lib, "LEASEHOLD_PORT="+sh.ts.port), "", sh.bash, "-c",
+		"set -euo pipefail\nsource \"$LH\"\nleasehold_acquire d 30000\n").wait()
+	expect(t, p, 0, "{n}\n")
+}
+
+func TestLeaseholdShWithLock(t *testing.T) {
+	t.Parallel()
+	sh := newShell(t)
+	// The command sees the key and token, reads the caller's stdin, holds the
+	// lock while it runs, and its status comes back; the lock is released.
+	p := sh.start(`
+# Not exported: with_lock hands them to the command all the same.
+export -n LEASEHOLD_HOST LEASEHOLD_PORT
+rc=0
+echo "from stdin" | leasehold_with_lock wl 30000 bash -c '
+	source "$LH"
+	echo "$(cat): $LEASEHOLD_KEY $LEASEHOLD_TOKEN"
+	leasehold_verify "$LEASEHOLD_KEY" "$LEASEHOLD_TOKEN" && echo "verified"
+	exit 7' || rc=$?
+echo "status $rc"
+leasehold_with_lock wl 30000 true
+echo "true: $?"
+rc=0; leasehold_with_lock wl 30000 false || rc=$?
+echo "false: $rc"
+rc=0; leasehold_with_lock wl 30000 no-such-command-here 2>/dev/null || rc=$?
+echo "missing command: $rc"
+`)
+	p.wait()
+	expect(t, p, 0, "from stdin: wl {n}\nverified\nstatus 7\ntrue: 0\nfalse: 1\nmissing command: 127\n")
+	tok := regexp.MustCompile(`wl ([0-9]+)`).FindStringSubmatch(p.stdout.String())[1]
+	sh.checkFree("wl")
+	if st := sh.ts.Table().Stats(); st.Released != 4 {
+		t.Errorf("leases released: %d, want 4 (%+v); token %s", st.Released, st, tok)
+	}
+}
+
+func TestLeaseholdShWithLockRefused(t *testing.T) {
+	t.Parallel()
+	sh := newShell(t)
+	if _, ok, err := sh.ts.Table().Acquire([]byte("busy"), 1500*time.Millisecond, nil); !ok || err != nil {
+		t.Fatalf("Acquire: %v %v", ok, err)
+	}
+	// Held for 600ms more, by another client.
+	if _, ok, err := sh.ts.Table().Acquire([]byte("late"), 600*time.Millisecond, nil); !ok || err != nil {
+		t.Fatalf("Acquire: %v %v", ok, err)
+	}
+	p := sh.run(`
+# Granted after longer than its 300ms ttl: renewed before the command starts.
+rc=0; LEASEHOLD_WAIT_MS=10000 leasehold_with_lock late 300 bash -c '
+	source "$LH"; leasehold_verify "$LEASEHOLD_KEY" "$LEASEHOLD_TOKEN" && echo "late but live"' || rc=$?
+echo "waited long: $rc"
+rc=0; leasehold_with_lock busy 30000 echo ran || rc=$?
+echo "held: $rc"
+rc=0; LEASEHOLD_WAIT_MS=10000 leasehold_with_lock busy 30000 echo ran || rc=$?
+echo "waited: $rc"
+rc=0; LEASEHOLD_PORT=$DEAD leasehold_with_lock busy 30000 echo ran || rc=$?
+echo "no server: $rc"
+rc=0; leasehold_with_lock busy 30000 || rc=$?
+echo "usage: $rc"
+rc=0; leasehold_with_lock busy 0 echo ran || rc=$?
+echo "ttl 0: $rc"
+rc=0; LEASEHOLD_WAIT_MS=soon leasehold_with_lock busy 1000 echo ran || rc=$?
+echo "bad wait: $rc"
+`, "DEAD="+closedPort(t))
+	expect(t, p, 0, "late but live\nwaited long: 0\nheld: 1\nran\nwaited: 0\nno server: 2\nusage: 2\nttl 0: 2\nbad wait: 2\n")
+	for _, want := range []string{
+		"leasehold_with_lock: busy is held elsewhere\n",
+		"leasehold_with_lock: no reply from the leasehold server",
+		"usage: leasehold_with_lock KEY TTL_MS COMMAND [ARG...]\n",
+	} {
+		if !strings.Contains(p.stderr.String(), want) {
+			t.Errorf("stderr lacks %q: %s", want, p)
+		}
+	}
+	// The no-server case retried: three tries, three messages.
+	if n := strings.Count(p.stderr.String(), "no reply from the leasehold server"); n != 3 {
+		t.Errorf("%d tries without a server, want 3: %s", n, p)
+	}
+	sh.checkFree("busy")
+	sh.checkFree("late")
+	if st := sh.ts.Table().Stats(); st.Renewed < 1 {
+		t.Errorf("the lease granted late was not renewed at once: %+v", st)
+	}
+}
+
+func TestLeaseholdShWithLockRenews(t *testing.T) {
+	t.Parallel()
+	sh := newShell(t)
+	// A 900ms lease outlives a 3.6s command (four ttls): the command checks
+	// its token every 300ms. (Each renewal starts redis-cli: on a busy
+	// two-core machine under -race one took over 200ms to answer, so a 300ms
+	// ttl, renewed every 100ms, was sometimes lost.)
+	p := sh.run(`
+leasehold_with_lock alive 900 bash -c '
+	source "$LH"
+	for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
+		sleep 0.3
+		if leasehold_verify "$LEASEHOLD_KEY" "$LEASEHOLD_TOKEN"; then echo live; else echo dead; fi
+	done'
+`)
+	expect(t, p, 0, strings.Repeat("live\n", 12))
+	if p.elapsed > 20*time.Second {
+		t.Errorf("took %s", p.elapsed)
+	}
+	if st := sh.ts.Table().Stats(); st.Renewed < 8 || st.Expired != 0 || st.Released != 1 {
+		t.Errorf("renewed %d, expired %d, released %d: want at least 8 renewals, no expiry, one release", st.Renewed, st.Expired, st.Released)
+	}
+	if strings.Contains(p.stderr.String(), "leasehold_with_lock") {
+		t.Errorf("unexpected complaints: %s", p)
+	}
+	sh.checkFree("alive")
+}
+
+// stubborn runs until SIGTERM or SIGHUP, which it reports once (it may get
+// both, or two SIGTERMs: from the process group and from with_lock), then
+// exits 42. It prints "started" once its trap is set.
+const stubborn = `bash -c 'trap "trap : TERM HUP; echo got TERM; exit 42" TERM HUP; echo started; while :; do sleep 0.05; done'`
+
+func TestLeaseholdShWithLockLost(t *testing.T) {
+	t.Parallel()
+	t.Run("renewal refused", func(t *testing.T) {
+		t.Parallel()
+		sh := newShell(t)
+		p := sh.start(`
+rc=0; leasehold_with_lock lost 300 ` + stubborn + ` || rc=$?
+echo "status $rc"
+`)
+		tok := sh.holder("lost", p)
+		p.waitOutput("started\n")
+		time.Sleep(200 * time.Millisecond) // a renewal or two first
+		if !sh.ts.Table().Release([]byte("lost"), tok) {
+			t.Fatal("could not release the script's lease")
+		}
+		released := time.Now()
+		p.wait()
+		expect(t, p, 0, "started\ngot TERM\nstatus 75\n")
+		if d := time.Since(released); d > 3*time.Second {
+			t.Errorf("the command stopped %s after the lease was lost", d)
+		}
+		if !strings.Contains(p.stderr.String(), "leasehold_with_lock: the lease on lost (token ") ||
+			!strings.Contains(p.stderr.String(), "is lost: a renewal was refused; stopping the command (SIGTERM)") {
+			t.Errorf("stderr: %s", p)
+		}
+	})
+	t.Run("SIGTERM ignored", func(t *testing.T) {
+		t.Parallel()
+		sh := newShell(t)
+		p := sh.start(`
+rc=0; leasehold_with_lock lost 300 bash -c 'trap "" TERM; echo started; exec sleep 30' || rc=$?
+echo "status $rc"
+`, "LEASEHOLD_KILL_GRACE_MS=300")
+		tok := sh.holder("lost", p)
+		p.waitOutput("started\n")
+		if !sh.ts.Table().Release([]byte("lost"), tok) {
+			t.Fatal("could not release the script's lease")
+		}
+		p.wait()
+		expect(t, p, 0, "started\nstatus 75\n")
+		if !strings.Contains(p.stderr.String(), "the command is still running 300 ms after SIGTERM; SIGKILL") {
+			t.Errorf("stderr: %s", p)
+		}
+		if p.elapsed > 10*time.Second {
+			t.Errorf("took %s", p.elapsed)
+		}
+	})
+	t.Run("server gone", func(t *testing.T) {
+		t.Parallel()
+		sh := newShell(t)
+		p := sh.start(`
+rc=0; leasehold_with_lock lost 900 ` + stubborn + ` || rc=$?
+echo "status $rc"
+`)
+		sh.holder("lost", p)
+		p.waitOutput("started\n")
+		sh.ts.Close() // renewals get no reply from here on
+		gone := time.Now()
+		p.wait()
+		expect(t, p, 0, "started\ngot TERM\nstatus 75\n")
+		if d := time.Since(gone); d > 5*time.Second {
+			t.Errorf("the command stopped %s after the server went", d)
+		}
+		for _, want := range []string{
+			"leasehold_with_lock: renewing lost failed",
+			"may be lost: no renewal was confirmed before its deadline; stopping the command (SIGTERM)",
+		} {
+			if !strings.Contains(p.stderr.String(), want) {
+				t.Errorf("stderr lacks %q: %s", want, p)
+			}
+		}
+	})
+}
+
+func TestLeaseholdShWithLockSignals(t *testing.T) {
+	t.Parallel()
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
+			sh := newShell(t)
+			// The signal goes to the whole process group, as a terminal's
+			// Ctrl-C or a service manager's stop would. The caller traps it
+			// to print what with_lock returned.
+			p := sh.start(`
+trap 'echo "caller got the signal"' TERM INT HUP
+rc=0; leasehold_with_lock sig 30000 ` + stubborn + ` || rc=$?
+echo "status $rc"
+`)
+			sh.holder("sig", p)
+			p.waitOutput("started\n")
+			if err := syscall.Kill(-p.cmd.Process.Pid, sig); err != nil {
+				t.Fatal(err)
+			}
+			p.wait()
+			// The command gets SIGTERM and SIGHUP from the group, and SIGTERM
+			// from with_lock. Asynchronous commands of a shell without job
+			// control ignore SIGINT: with_lock's SIGTERM is what stops it.
+			expect(t, p, 0, "started\ngot TERM\ncaller got the signal\nstatus 42\n")
+			sh.checkFree("sig")
+		})
+	}
+}

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Takes a leasehold lock with redis-py, checks it, and watches its events.
+
+    python3 clients/python/example.py [key]
+
+Runs on Debian's python3-redis (redis-py 4) or any later redis-py.
+LEASEHOLD_HOST and LEASEHOLD_PORT (default 127.0.0.1 7379) name the server.
+It prints what it does, one step a line, ends with "ok" and exits 0; on any
+surprise it prints why on stderr and exits 1.
+"""
+
+import os
+import socket
+import sys
+
+import redis
+
+HOST = os.environ.get("LEASEHOLD_HOST", "127.0.0.1")
+PORT = int(os.environ.get("LEASEHOLD_PORT", "7379"))
+
+
+class Failed(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Failed(what)
+
+
+def next_event(pubsub, timeout=5.0):
+    """The next message on the subscribed channel, as text."""
+    msg = pubsub.get_message(ignore_subscribe_messages=True, timeout=timeout)
+    check(msg is not None, "no event within %.0f s" % timeout)
+    return msg["data"]
+
+
+def main():
+    key = sys.argv[1] if len(sys.argv) > 1 else "examples:python"
+    owner = "python-example-%s-%d" % (socket.gethostname(), os.getpid())
+    # decode_responses: replies and messages as str. Integer replies (tokens)
+    # are Python ints either way.
+    r = redis.Redis(host=HOST, port=PORT, socket_timeout=10, decode_responses=True)
+    # A subscribed connection runs only (P)SUBSCRIBE, PING and QUIT: the
+    # PubSub object keeps one of its own.
+    events = r.pubsub()
+    try:
+        events.subscribe("__lock__:" + key)
+        # Wait for the server's confirmation, so the ACQUIRE's event below
+        # cannot be missed.
+        confirm = events.get_message(timeout=5)
+        check(confirm is not None and confirm["type"] == "subscribe",
+              "no subscribe confirmation: %r" % (confirm,))
+
+        # ACQUIRE answers the fencing token (an int) or None when held.
+        token = r.execute_command("ACQUIRE", key, 30000, "OWNER", owner)
+        check(token is not None, "%s is held by someone else" % key)
+        check(isinstance(token, int) and token > 0, "ACQUIRE answered %r" % (token,))
+        print("acquired %s token %d" % (key, token), flush=True)
+
+        # Another owner gets None while the lease is held; the same owner
+        # would get the same token back (a safe retry).
+        other = r.execute_command("ACQUIRE", key, 30000, "OWNER", owner + "-other")
+        check(other is None, "a second owner got %r for a held lock" % (other,))
+        print("second owner refused", flush=True)
+
+        check(r.execute_command("VERIFY", key, token) == 1, "VERIFY did not answer 1")
+        print("verified token %d" % token, flush=True)
+
+        event = next_event(events)
+        check(event == "acquired %d %s" % (token, owner), "unexpected event %r" % event)
+        print("event: " + event, flush=True)
+
+        check(r.execute_command("RELEASE", key, token) == 1, "RELEASE did not answer 1")
+        print("released token %d" % token, flush=True)
+
+        event = next_event(events)
+        check(event == "released %d %s" % (token, owner), "unexpected event %r" % event)
+        print("event: " + event, flush=True)
+
+        check(r.execute_command("VERIFY", key, token) == 0, "VERIFY after RELEASE did not answer 0")
+        events.unsubscribe()
+        print("ok", flush=True)
+    finally:
+        events.close()
+        r.close()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (Failed, redis.RedisError) as e:
+        print("python example: %s" % e, file=sys.stderr)
+        sys.exit(1)

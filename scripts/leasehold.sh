@@ -1,0 +1,449 @@
+# shellcheck shell=bash
+# leasehold.sh: leasehold locks from bash, with nothing but redis-cli (Debian's
+# redis-tools), for hosts without the leasehold binary.
+#
+#   source scripts/leasehold.sh
+#
+#   if token=$(leasehold_acquire reports:nightly 600000); then
+#       ./make-report --fencing-token "$token"
+#       leasehold_release reports:nightly "$token"
+#   fi
+#
+#   # Or let a function hold the lock for as long as a command runs:
+#   leasehold_with_lock reports:nightly 30000 ./make-report
+#
+# Functions (each returns 0 yes, 1 no, 2 on an error: bad arguments, an error
+# reply, no server; the reason goes to stderr):
+#
+#   leasehold_acquire KEY TTL_MS [WAIT_MS]   prints the fencing token; 1: not granted
+#   leasehold_release KEY TOKEN              1: the token did not hold the lock
+#   leasehold_extend KEY TOKEN TTL_MS        1: the token no longer holds the lock
+#   leasehold_verify KEY TOKEN               1: not a live lease
+#   leasehold_with_lock KEY TTL_MS COMMAND [ARG...]
+#
+# leasehold_with_lock takes the lock under a random OWNER (so that it can retry
+# an ACQUIRE whose reply was lost without ever holding the lock twice), runs
+# COMMAND with LEASEHOLD_KEY and LEASEHOLD_TOKEN (and LEASEHOLD_HOST and
+# LEASEHOLD_PORT) in its environment, renews the lease in the background with
+# EXTEND every third of TTL_MS, and releases it when COMMAND exits. Its exit
+# status follows `leasehold run`'s (docs/cli.md):
+#
+#   0, other  COMMAND's own status (128+n: killed by signal n)
+#   1         the lock was not granted (held elsewhere, or LEASEHOLD_WAIT_MS ran out)
+#   2         an error: bad arguments, no server, an error reply
+#   75        the lease was lost while COMMAND ran (EX_TEMPFAIL), whatever
+#             COMMAND's status
+#   129, 130, 143  SIGHUP, SIGINT or SIGTERM while waiting for the lock
+#
+# As with flock, a COMMAND that itself exits 1, 2 or 75 cannot be told apart.
+#
+# The lease is lost when a renewal is refused (it expired, or was released
+# behind our back), or when no renewal has been confirmed a tenth of TTL_MS
+# before its deadline (reckoned from when each renewal was sent, so never
+# later than the server's). Then leasehold_with_lock says so on stderr, sends
+# COMMAND SIGTERM, then SIGKILL after LEASEHOLD_KILL_GRACE_MS: past that point
+# another holder may have the lock, and only the fencing token protects the
+# resource. SIGINT, SIGTERM or SIGHUP to the caller sends COMMAND SIGTERM; the
+# lock is released once COMMAND has exited. Unlike `leasehold run`, COMMAND
+# stays in the caller's process group (bash without job control cannot give it
+# one of its own without taking the terminal from it): the signals go to
+# COMMAND's own process, so a shell script should exec its long-running
+# program, or handle SIGTERM, for them to reach it. Every renewal starts a
+# redis-cli: give TTL_MS room for a few slow ones (seconds, not milliseconds,
+# outside tests).
+#
+# Needs bash 4.4 or later (tested with 5.2), redis-cli, and for bounded renewals
+# coreutils' timeout.
+#
+# Settings, from the environment:
+#
+#   LEASEHOLD_HOST, LEASEHOLD_PORT  the server (127.0.0.1, 7379)
+#   LEASEHOLD_OWNER                 OWNER for leasehold_acquire (none: a lease
+#                                   without an owner is never re-entered)
+#   LEASEHOLD_WAIT_MS               WAIT for leasehold_with_lock (0: try once)
+#   LEASEHOLD_KILL_GRACE_MS         SIGTERM to SIGKILL on a lost lease (10000)
+#
+# redis-cli, as it is in Redis 7.0: with stdout not a terminal (as in $(...))
+# it prints an integer bare, nil as an empty line (the "(nil)" is for
+# terminals only), and an error reply as its text on stdout with exit status 0
+# (-e, which makes it fail instead, is missing from older versions). It exits
+# 1, printing nothing on stdout and its reason on stderr, when it cannot
+# connect or the connection drops, during an ACQUIRE ... WAIT too. So every
+# reply is checked for its shape: digits, or empty for nil, and empty counts
+# as nil only with exit status 0. 7.0's redis-cli has no connect or read
+# timeout option; renewals are bounded with coreutils' timeout instead.
+
+# _leasehold_cli ARG...: redis-cli with the server's address and raw output,
+# never reading the caller's stdin.
+_leasehold_cli() {
+	redis-cli -h "${LEASEHOLD_HOST:-127.0.0.1}" -p "${LEASEHOLD_PORT:-7379}" --raw "$@" </dev/null
+}
+
+# _leasehold_cli_within MS ARG...: _leasehold_cli, killed after MS
+# milliseconds when coreutils' timeout is there.
+_leasehold_cli_within() {
+	local secs
+	_leasehold_secs secs "$1"
+	shift
+	if command -v timeout >/dev/null 2>&1; then
+		timeout -k 1 "$secs" \
+			redis-cli -h "${LEASEHOLD_HOST:-127.0.0.1}" -p "${LEASEHOLD_PORT:-7379}" --raw "$@" </dev/null
+	else
+		_leasehold_cli "$@"
+	fi
+}
+
+# _leasehold_secs VAR MS: sets VAR to MS milliseconds as seconds with
+# decimals, for read -t, sleep and timeout (no subshell).
+_leasehold_secs() {
+	printf -v "$1" '%d.%03d' "$(($2 / 1000))" "$(($2 % 1000))"
+}
+
+# _leasehold_now VAR: sets VAR to a wall clock in milliseconds.
+_leasehold_now() {
+	if [ -n "${EPOCHREALTIME:-}" ]; then
+		# bash 5, no subshell; the decimal separator follows the locale.
+		local us=${EPOCHREALTIME//[!0-9]/}
+		printf -v "$1" '%s' "$((10#$us / 1000))"
+	else
+		printf -v "$1" '%s' "$(date +%s%3N)"
+	fi
+}
+
+# _leasehold_is_uint VALUE: whether VALUE is a non-negative decimal integer.
+_leasehold_is_uint() {
+	case $1 in '' | *[!0-9]*) return 1 ;; esac
+	return 0
+}
+
+_leasehold_where() {
+	printf '%s' "${LEASEHOLD_HOST:-127.0.0.1}:${LEASEHOLD_PORT:-7379}"
+}
+
+# _leasehold_take WHO OWNER KEY TTL_MS WAIT_MS: ACQUIRE, printing the token.
+# 0 granted, 1 not granted, 2 error reply, 3 no reply (worth a retry).
+_leasehold_take() {
+	local who=$1 owner=$2 key=$3 ttl=$4 wait=$5 reply
+	local args=(ACQUIRE "$key" "$ttl")
+	if [ -n "$owner" ]; then
+		args+=(OWNER "$owner")
+	fi
+	if [ -n "$wait" ] && [ "$wait" != 0 ]; then
+		args+=(WAIT "$wait")
+	fi
+	if ! reply=$(_leasehold_cli "${args[@]}"); then
+		echo "$who: no reply from the leasehold server at $(_leasehold_where)" >&2
+		return 3
+	fi
+	case $reply in
+	'') return 1 ;;
+	*[!0-9]*)
+		echo "$who: $reply" >&2
+		return 2
+		;;
+	esac
+	printf '%s\n' "$reply"
+}
+
+# _leasehold_yes_no WHO ARG...: runs a command that answers 1 or 0.
+_leasehold_yes_no() {
+	local who=$1 reply
+	shift
+	if ! reply=$(_leasehold_cli "$@"); then
+		echo "$who: no reply from the leasehold server at $(_leasehold_where)" >&2
+		return 2
+	fi
+	case $reply in
+	1) return 0 ;;
+	0) return 1 ;;
+	esac
+	echo "$who: ${reply:-empty reply}" >&2
+	return 2
+}
+
+# leasehold_acquire KEY TTL_MS [WAIT_MS]: prints the token and returns 0 when
+# granted, returns 1 when not (at once, or after WAIT_MS), 2 on an error.
+# LEASEHOLD_OWNER, when set, is sent as OWNER: the same owner gets the same
+# token back, so a retry is safe.
+leasehold_acquire() {
+	if [ $# -lt 2 ] || [ $# -gt 3 ]; then
+		echo "usage: leasehold_acquire KEY TTL_MS [WAIT_MS]" >&2
+		return 2
+	fi
+	local rc=0
+	_leasehold_take leasehold_acquire "${LEASEHOLD_OWNER:-}" "$1" "$2" "${3:-}" || rc=$?
+	[ "$rc" -ne 3 ] || rc=2
+	return "$rc"
+}
+
+# leasehold_release KEY TOKEN: 0 released, 1 the token did not hold the lock,
+# 2 on an error.
+leasehold_release() {
+	if [ $# -ne 2 ]; then
+		echo "usage: leasehold_release KEY TOKEN" >&2
+		return 2
+	fi
+	_leasehold_yes_no leasehold_release RELEASE "$1" "$2"
+}
+
+# leasehold_extend KEY TOKEN TTL_MS: 0 the lease now ends TTL_MS from now,
+# 1 the token no longer holds the lock, 2 on an error.
+leasehold_extend() {
+	if [ $# -ne 3 ]; then
+		echo "usage: leasehold_extend KEY TOKEN TTL_MS" >&2
+		return 2
+	fi
+	_leasehold_yes_no leasehold_extend EXTEND "$1" "$2" "$3"
+}
+
+# leasehold_verify KEY TOKEN: 0 the token is a live lease, 1 not, 2 on an error.
+leasehold_verify() {
+	if [ $# -ne 2 ]; then
+		echo "usage: leasehold_verify KEY TOKEN" >&2
+		return 2
+	fi
+	_leasehold_yes_no leasehold_verify VERIFY "$1" "$2"
+}
+
+# _leasehold_owner: a random owner id for one leasehold_with_lock.
+_leasehold_owner() {
+	local id=""
+	if [ -r /proc/sys/kernel/random/uuid ]; then
+		read -r id </proc/sys/kernel/random/uuid || id=""
+	fi
+	[ -n "$id" ] || id="$RANDOM$RANDOM$RANDOM$RANDOM"
+	printf 'leasehold.sh:%s:%s:%s' "${HOSTNAME:-host}" "$BASHPID" "$id"
+}
+
+# _leasehold_nap MS: waits MS milliseconds on stdin, the renewer's pipe from
+# leasehold_with_lock; false as soon as that pipe is closed (the caller is
+# done, or gone). read -t waits in the shell itself: no sleep process to
+# leave behind.
+_leasehold_nap() {
+	local secs _
+	_leasehold_secs secs "$1"
+	read -r -t "$secs" _
+	[ $? -gt 128 ]
+}
+
+# _leasehold_renew KEY TOKEN TTL_MS COMMAND_PID OK_MS: leasehold_with_lock's
+# background renewer, reading a pipe from it on stdin. The lease lasts at
+# least until OK_MS + TTL_MS: OK_MS is when the request that granted or last
+# renewed it was sent. It renews the lease until the pipe closes, or until the
+# lease is lost: then it writes "lost" on stdout and stops COMMAND_PID. It
+# sets no trap: it ignores the signals that the caller acts on (renewals go on
+# while the command stops) and ends with its pipe.
+_leasehold_renew() {
+	local key=$1 token=$2 ttl=$3 cmd=$4 ok=$5
+	local interval=$((ttl / 3)) margin=$((ttl / 10)) reply start now next bound lost=""
+	[ "$interval" -gt 0 ] || interval=1
+	# One renewal waits at most this long for its reply, and never past the
+	# point where the lease counts as lost.
+	local cap=$interval
+	[ "$cap" -ge 1000 ] || cap=1000
+	trap '' INT TERM HUP
+	next=$((ok + interval))
+	while :; do
+		# Renew a third of the ttl after the last renewal was sent, however
+		# long that one took to answer.
+		_leasehold_now now
+		[ "$next" -gt "$now" ] || next=$((now + 1))
+		_leasehold_nap $((next - now)) || break
+		_leasehold_now start
+		bound=$((ok + ttl - margin - start))
+		[ "$bound" -le "$cap" ] || bound=$cap
+		[ "$bound" -ge 10 ] || bound=10
+		reply=$(_leasehold_cli_within "$bound" EXTEND "$key" "$token" "$ttl") || reply=""
+		case $reply in
+		1)
+			ok=$start
+			next=$((start + interval))
+			continue
+			;;
+		0)
+			lost="the lease on $key (token $token) is lost: a renewal was refused"
+			;;
+		*)
+			_leasehold_now now
+			if [ $((now - ok)) -lt $((ttl - margin)) ]; then
+				echo "leasehold_with_lock: renewing $key failed (${reply:-no reply from $(_leasehold_where)}); retrying" >&2
+				next=$((now + (interval < 1000 ? interval : 1000)))
+				continue
+			fi
+			lost="the lease on $key (token $token) may be lost: no renewal was confirmed before its deadline"
+			;;
+		esac
+		break
+	done
+	[ -n "$lost" ] || return 0 # the pipe closed: the caller is done
+	echo lost
+	echo "leasehold_with_lock: $lost; stopping the command (SIGTERM)" >&2
+	kill -TERM "$cmd" 2>/dev/null || return 0
+	local grace=${LEASEHOLD_KILL_GRACE_MS:-10000}
+	_leasehold_is_uint "$grace" || grace=10000
+	_leasehold_nap "$grace" || return 0
+	if kill -0 "$cmd" 2>/dev/null; then
+		echo "leasehold_with_lock: the command is still running ${grace} ms after SIGTERM; SIGKILL" >&2
+		kill -KILL "$cmd" 2>/dev/null
+	fi
+	# Stay until the caller is done.
+	while read -r _; do :; done
+}
+
+# _leasehold_wait_gone PID: leasehold_with_lock's wait for a child to exit
+# (and be reaped), polling every 10 ms at first, every 200 ms later on. It
+# naps with read -t on $nap, a pipe that the shell holds open at both ends
+# (so no sleep process), where the renewer writes "lost".
+_leasehold_wait_gone() {
+	local pid=$1 ms=10 secs line rs
+	while kill -0 "$pid" 2>/dev/null; do
+		_leasehold_secs secs "$ms"
+		if [ -n "$nap" ]; then
+			line=""
+			read -r -t "$secs" -u "$nap" line
+			rs=$?
+			if [ "$line" = lost ]; then
+				lease_lost=1
+			elif [ "$rs" -eq 1 ]; then
+				nap="" # end of file: not a pipe that blocks here; sleep instead
+			fi
+		else
+			sleep "$secs"
+		fi
+		[ "$ms" -ge 200 ] || ms=$((ms * 2))
+	done
+}
+
+# _leasehold_on_signal STATUS: leasehold_with_lock's trap for SIGINT, SIGTERM
+# and SIGHUP; it passes the signal on to the command as SIGTERM.
+_leasehold_on_signal() {
+	signalled=$1
+	trapped=1
+	if [ -n "${cmd:-}" ]; then
+		kill -TERM "$cmd" 2>/dev/null
+	fi
+}
+
+# leasehold_with_lock KEY TTL_MS COMMAND [ARG...]: runs COMMAND holding the
+# lock; see the top of this file. The body is a subshell: its traps and
+# settings stay out of the caller's shell.
+leasehold_with_lock() (
+	set +e
+	if [ $# -lt 3 ]; then
+		echo "usage: leasehold_with_lock KEY TTL_MS COMMAND [ARG...]" >&2
+		exit 2
+	fi
+	key=$1
+	ttl=$2
+	shift 2
+	if ! _leasehold_is_uint "$ttl" || [ "$ttl" -eq 0 ]; then
+		echo "leasehold_with_lock: TTL_MS must be a positive number of milliseconds, got '$ttl'" >&2
+		exit 2
+	fi
+	wait_ms=${LEASEHOLD_WAIT_MS:-0}
+	if ! _leasehold_is_uint "$wait_ms"; then
+		echo "leasehold_with_lock: LEASEHOLD_WAIT_MS must be a number of milliseconds, got '$wait_ms'" >&2
+		exit 2
+	fi
+
+	cmd=""
+	signalled=""
+	trapped=0
+	# A signal to the caller is passed on to the command as SIGTERM.
+	trap '_leasehold_on_signal 130' INT
+	trap '_leasehold_on_signal 143' TERM
+	trap '_leasehold_on_signal 129' HUP
+
+	owner=$(_leasehold_owner)
+	token=""
+	sent=0
+	rc=3
+	for attempt in 1 2 3; do
+		[ "$attempt" -eq 1 ] || sleep 0.2
+		_leasehold_now sent
+		token=$(_leasehold_take leasehold_with_lock "$owner" "$key" "$ttl" "$wait_ms")
+		rc=$?
+		if [ "$rc" -ne 3 ] || [ -n "$signalled" ]; then
+			break
+		fi
+	done
+	if [ -n "$signalled" ]; then
+		# Stopped while acquiring: give back what may have been granted.
+		if [ "$rc" -eq 0 ]; then
+			_leasehold_yes_no leasehold_with_lock RELEASE "$key" "$token" || :
+		fi
+		exit "$signalled"
+	fi
+	case $rc in
+	0) ;;
+	1)
+		echo "leasehold_with_lock: $key is held elsewhere" >&2
+		exit 1
+		;;
+	*) exit 2 ;;
+	esac
+
+	# Granted after a long WAIT (or a slow reply): the deadline reckoned
+	# from the request is near or past, so nothing proves the lease yet. A
+	# renewal sent now does.
+	_leasehold_now now
+	if [ $((now - sent)) -ge $((ttl - ttl / 10)) ]; then
+		_leasehold_yes_no leasehold_with_lock EXTEND "$key" "$token" "$ttl"
+		rc=$?
+		if [ "$rc" -ne 0 ]; then
+			_leasehold_yes_no leasehold_with_lock RELEASE "$key" "$token" >/dev/null 2>&1 || :
+			[ "$rc" -ne 1 ] || echo "leasehold_with_lock: the lease granted on $key ran out before it could be renewed" >&2
+			exit "$rc"
+		fi
+		sent=$now
+	fi
+
+	export LEASEHOLD_KEY="$key" LEASEHOLD_TOKEN="$token"
+	export LEASEHOLD_HOST="${LEASEHOLD_HOST:-127.0.0.1}" LEASEHOLD_PORT="${LEASEHOLD_PORT:-7379}"
+	lease_lost=0
+	# A pipe this shell holds open at both ends: read -t on it naps without a
+	# sleep process, and the renewer writes "lost" on it.
+	exec {nap}<> <(:)
+	# <&0: without job control, a command started with & would get
+	# /dev/null for its stdin.
+	"$@" <&0 {nap}>&- &
+	cmd=$!
+	# The renewer reads a pipe that only this shell holds open: closing it,
+	# or this shell's death, ends the renewer.
+	exec {feed}> >(_leasehold_renew "$key" "$token" "$ttl" "$cmd" "$sent" >&"$nap" {nap}>&-)
+	renewer=$!
+
+	# Wait for the command by polling, and call wait only once it has
+	# exited: a wait that a trapped signal interrupts can lose the status of
+	# a child that exits at that moment (seen with bash 5.2), and then wait
+	# blocks for good.
+	_leasehold_wait_gone "$cmd"
+	status=""
+	while :; do
+		trapped=0
+		wait "$cmd"
+		st=$?
+		if [ "$trapped" -eq 0 ]; then
+			status=$st
+			break
+		fi
+		if [ "$st" -eq 127 ] && [ -n "$status" ]; then
+			break # the signal came after the command was already waited for
+		fi
+		status=$st
+	done
+
+	exec {feed}>&- # the renewer stops
+	_leasehold_wait_gone "$renewer"
+	if [ -n "$nap" ]; then
+		while read -r -t 0.01 -u "$nap" line; do
+			[ "$line" != lost ] || lease_lost=1
+		done
+	fi
+	# 1 (no longer held) was reported by the renewer; errors say so themselves.
+	_leasehold_yes_no leasehold_with_lock RELEASE "$key" "$token" || :
+	if [ "$lease_lost" -eq 1 ]; then
+		exit 75
+	fi
+	exit "$status"
+)
