@@ -4,7 +4,9 @@
 # Starts its own redis-server and its own leasehold on free loopback ports,
 # runs the same workloads against both (redis-benchmark for single commands,
 # scripts/loadgen for lock cycles, memory, expiry), alternating which server
-# goes first each round, and prints one table. Results go to
+# goes first each round, and prints one table. The durability section (issue 5)
+# runs the lock cycle again against leasehold with --data-dir and each --fsync
+# policy, and Redis with appendonly yes and the same appendfsync. Results go to
 # bench-results/<timestamp>.{md,json,csv}, the raw records of every run to
 # <timestamp>.raw.jsonl, and the servers' logs and loadgen's lines to
 # <timestamp>.d/. See docs/performance.md for what each row means.
@@ -24,6 +26,12 @@
 #   LH_VARIANTS        ';'-separated leasehold set-ups for extra ACQUIRE rows: each
 #                      is NAME=VALUE environment and serve flags
 #                      (default "GOMAXPROCS=1;--io-loops 0;--io-loops 2"; "" for none)
+#   DURABILITY=1       0 skips the durability section
+#   FSYNC_POLICIES     the policies it runs, in order ("always everysec no")
+#   DUR_SECS           seconds per durability cycle run (CYCLE_SECS; QUICK: 0.5)
+#   ONLY               run only these sections, space- or comma-separated, of
+#                      throughput variants memory expiry durability
+#                      (e.g. ONLY=durability); empty for all
 #   STEP_TIMEOUT=180   seconds any one client command may take
 #   BENCH_BUDGET       seconds the whole run may take (1800; QUICK: 240)
 set -euo pipefail
@@ -38,6 +46,7 @@ if [ "$QUICK" = 1 ]; then
 	LEASES=${LEASES:-100000}
 	EXPIRY_T_MS=${EXPIRY_T_MS:-3000}
 	IDLE_MS=${IDLE_MS:-500}
+	DUR_SECS=${DUR_SECS:-0.5}
 	BENCH_BUDGET=${BENCH_BUDGET:-240}
 else
 	ROUNDS=${ROUNDS:-3}
@@ -47,6 +56,7 @@ else
 	LEASES=${LEASES:-1000000}
 	EXPIRY_T_MS=${EXPIRY_T_MS:-8000}
 	IDLE_MS=${IDLE_MS:-2000}
+	DUR_SECS=${DUR_SECS:-$CYCLE_SECS}
 	BENCH_BUDGET=${BENCH_BUDGET:-1800}
 fi
 CONNS=${CONNS:-50}
@@ -56,8 +66,37 @@ LOADGEN_GOMAXPROCS=${LOADGEN_GOMAXPROCS:-1}
 LH_ARGS=${LH_ARGS:-}
 LH_VARIANTS=${LH_VARIANTS-GOMAXPROCS=1;--io-loops 0;--io-loops 2}
 STEP_TIMEOUT=${STEP_TIMEOUT:-180}
+DURABILITY=${DURABILITY:-1}
+FSYNC_POLICIES=${FSYNC_POLICIES:-always everysec no}
+ONLY=${ONLY:-}
 EXPIRY_W_MS=1000
 LOAD_TTL_MS=600000
+
+log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
+die() {
+	log "bench: $*"
+	exit 1
+}
+
+for w in ${ONLY//,/ }; do
+	case $w in
+	throughput | variants | memory | expiry | durability) ;;
+	*) die "ONLY: unknown section $w (throughput variants memory expiry durability)" ;;
+	esac
+done
+for w in $FSYNC_POLICIES; do
+	case $w in
+	always | everysec | no) ;;
+	*) die "FSYNC_POLICIES: unknown policy $w (always everysec no)" ;;
+	esac
+done
+[[ $DUR_SECS =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "DUR_SECS: not a number of seconds: $DUR_SECS"
+
+# section NAME: whether this run includes section NAME (see ONLY).
+section() {
+	[ -n "$ONLY" ] || return 0
+	[[ " ${ONLY//,/ } " == *" $1 "* ]]
+}
 
 OUT_DIR=bench-results
 TS=$(date -u +%Y%m%dT%H%M%SZ)
@@ -66,12 +105,6 @@ RAW=$OUT_DIR/$TS.raw.jsonl
 mkdir -p "$WORK"
 : >"$RAW"
 CLK_TCK=$(getconf CLK_TCK)
-
-log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
-die() {
-	log "bench: $*"
-	exit 1
-}
 
 # budget stops the run once it has taken BENCH_BUDGET seconds.
 budget() {
@@ -98,6 +131,7 @@ go build -o bin/loadgen ./scripts/loadgen
 # ---- servers ---------------------------------------------------------------
 
 LH_PID= LH_PORT= RD_PID= RD_PORT=
+DUR_DIR= # the durability section's data directories, removed on exit
 SERVERS_STARTED=0
 
 stop_pid() {
@@ -132,6 +166,7 @@ cleanup() {
 	done
 	stop_lh
 	stop_rd
+	[ -z "$DUR_DIR" ] || rm -rf "$DUR_DIR"
 	exit "$rc"
 }
 trap cleanup EXIT
@@ -169,15 +204,20 @@ start_lh() {
 	log "leasehold pid $LH_PID on 127.0.0.1:$LH_PORT${spec:+ ($spec)}"
 }
 
+# start_rd [ARGS...]: a fresh redis-server without persistence, or with ARGS
+# in place of --appendonly no (e.g. --appendonly yes --appendfsync always --dir D;
+# it chdirs into D, hence the absolute log file).
 start_rd() {
+	local persist=(--appendonly no)
+	[ $# = 0 ] || persist=("$@")
 	stop_rd
 	RD_PORT=$(bin/loadgen freeport)
 	SERVER_N=$((SERVER_N + 1))
-	redis-server --save "" --appendonly no --bind 127.0.0.1 --port "$RD_PORT" --daemonize no \
-		--logfile "$WORK/redis-$SERVER_N.log" >/dev/null 2>&1 &
+	redis-server --save "" "${persist[@]}" --bind 127.0.0.1 --port "$RD_PORT" --daemonize no \
+		--logfile "$PWD/$WORK/redis-$SERVER_N.log" >/dev/null 2>&1 &
 	RD_PID=$!
 	wait_ready "$RD_PORT" "$RD_PID"
-	log "redis-server pid $RD_PID on 127.0.0.1:$RD_PORT"
+	log "redis-server pid $RD_PID on 127.0.0.1:$RD_PORT${1:+ ($*)}"
 }
 
 # port_of / pid_of TARGET
@@ -350,89 +390,95 @@ acquire_rows() {
 meta "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 meta "machine: $(nproc) CPUs ($(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)), $(uname -sr); shared and noisy: compare ratios within one run, not absolute numbers across runs"
 meta "leasehold $LH_VERSION, $(go version | awk '{print $3}'); $(redis-server --version | awk '{print $1, $2, $3}')"
-meta "settings: ROUNDS=$ROUNDS CONNS=$CONNS N_P1=$N_P1 N_P16=$N_P16 CYCLE_SECS=$CYCLE_SECS LEASES=$LEASES QUICK=$QUICK LOADGEN_GOMAXPROCS=$LOADGEN_GOMAXPROCS LH_ARGS=\"$LH_ARGS\"; leasehold runs with its default flags and Go's default GOMAXPROCS (${GOMAXPROCS:-$(nproc)}) unless a row says otherwise; medians over rounds; CPU is per operation (per cycle for cycle rows)"
+meta "settings: ROUNDS=$ROUNDS CONNS=$CONNS N_P1=$N_P1 N_P16=$N_P16 CYCLE_SECS=$CYCLE_SECS LEASES=$LEASES QUICK=$QUICK LOADGEN_GOMAXPROCS=$LOADGEN_GOMAXPROCS LH_ARGS=\"$LH_ARGS\" ONLY=\"$ONLY\" DURABILITY=$DURABILITY FSYNC_POLICIES=\"$FSYNC_POLICIES\" DUR_SECS=$DUR_SECS; leasehold runs with its default flags and Go's default GOMAXPROCS (${GOMAXPROCS:-$(nproc)}) unless a row says otherwise; medians over rounds; CPU is per operation (per cycle for cycle rows)"
 
 # ---- throughput, alternating A/B -------------------------------------------
 
-start_lh
-start_rd
-for r in $(seq "$ROUNDS"); do
-	acquire_rows "$r" "" "lock:r$r:"
-	for p in 1 16; do
-		n=$N_P1
-		[ "$p" = 1 ] || n=$N_P16
-		for tgt in $(order "$r"); do
-			rb "PING, -P$p" "$tgt" "$r" "$p" "$n" "" PING
+if section throughput; then
+	start_lh
+	start_rd
+	for r in $(seq "$ROUNDS"); do
+		acquire_rows "$r" "" "lock:r$r:"
+		for p in 1 16; do
+			n=$N_P1
+			[ "$p" = 1 ] || n=$N_P16
+			for tgt in $(order "$r"); do
+				rb "PING, -P$p" "$tgt" "$r" "$p" "$n" "" PING
+			done
+		done
+		for p in 1 16; do
+			for tgt in $(order "$r"); do
+				cycle "cycle uncontended (1M keys), -P$p" "$tgt" "$r" "$p" 1000000 "ratio>=1.5"
+			done
+		done
+		for p in 1 16; do
+			for tgt in $(order "$r"); do
+				cycle "cycle contended ($CONTENDED_KEYS keys), -P$p" "$tgt" "$r" "$p" "$CONTENDED_KEYS" "ratio>=1.5"
+			done
 		done
 	done
 	for p in 1 16; do
-		for tgt in $(order "$r"); do
-			cycle "cycle uncontended (1M keys), -P$p" "$tgt" "$r" "$p" 1000000 "ratio>=1.5"
-		done
+		rec "test=ACQUIRE / PING, -P$p (SET / PING for redis)" target=leasehold "derive=ACQUIRE vs SET NX PX, -P$p/PING, -P$p" "goal=value>=0.9"
 	done
-	for p in 1 16; do
-		for tgt in $(order "$r"); do
-			cycle "cycle contended ($CONTENDED_KEYS keys), -P$p" "$tgt" "$r" "$p" "$CONTENDED_KEYS" "ratio>=1.5"
-		done
-	done
-done
-for p in 1 16; do
-	rec "test=ACQUIRE / PING, -P$p (SET / PING for redis)" target=leasehold "derive=ACQUIRE vs SET NX PX, -P$p/PING, -P$p" "goal=value>=0.9"
-done
+fi
 
 # ---- leasehold set-ups: GOMAXPROCS, transports -------------------------------
 
-v=0
-IFS=';' read -ra variants <<<"$LH_VARIANTS"
-for spec in "${variants[@]}"; do
-	[ -n "${spec// /}" ] || continue
-	v=$((v + 1))
-	start_lh "$spec"
-	for r in $(seq "$ROUNDS"); do
-		acquire_rows "$r" ", leasehold $spec" "lock:v${v}r$r:"
+if section variants; then
+	v=0
+	IFS=';' read -ra variants <<<"$LH_VARIANTS"
+	for spec in "${variants[@]}"; do
+		[ -n "${spec// /}" ] || continue
+		v=$((v + 1))
+		start_lh "$spec"
+		for r in $(seq "$ROUNDS"); do
+			acquire_rows "$r" ", leasehold $spec" "lock:v${v}r$r:"
+		done
 	done
-done
+fi
 
 # ---- memory with LEASES live leases, then p99 and GC with them live ------------
 
-log "memory: fresh servers, $LEASES leases of ${LOAD_TTL_MS} ms each"
-start_lh
-start_rd
-sleep 1
-lh_rss0=$(rss_kb "$LH_PID")
-lh_heap0=$(info_field "$LH_PORT" memory used_memory)
-rd_rss0=$(rss_kb "$RD_PID")
-rd_used0=$(info_field "$RD_PORT" memory used_memory)
-for tgt in leasehold redis; do
-	loadgen "$tgt" load -m "$LEASES" -ttl "$LOAD_TTL_MS"
-	read -r rate granted <<<"$(field load_per_s granted)"
-	[ "$granted" = "$LEASES" ] || die "$tgt granted $granted of $LEASES leases"
-	rec "test=load $LEASES leases (4 conns, -P512)" "target=$tgt" round=1 "value=$rate" "ops=$LEASES" \
-		"srv_cpu_s=$SRV_CPU" "cli_cpu_s=$CLI_CPU"
-done
-sleep 1
-lh_rss1=$(rss_kb "$LH_PID")
-lh_heap1=$(info_field "$LH_PORT" memory used_memory)
-rd_rss1=$(rss_kb "$RD_PID")
-rd_used1=$(info_field "$RD_PORT" memory used_memory)
-rec "test=memory: RSS per live lease" target=leasehold round=1 unit=B "goal=ratio<=0.75" \
-	"value=$(calc "($lh_rss1 - $lh_rss0) * 1024 / $LEASES")" "note=RSS $lh_rss0 -> $lh_rss1 kB (leasehold), $rd_rss0 -> $rd_rss1 kB (redis)"
-rec "test=memory: RSS per live lease" target=redis round=1 unit=B "value=$(calc "($rd_rss1 - $rd_rss0) * 1024 / $LEASES")"
-rec "test=memory: used_memory per live lease" target=leasehold round=1 unit=B "goal=ratio<=0.75" \
-	"value=$(calc "($lh_heap1 - $lh_heap0) / $LEASES")" "note=leasehold used_memory is the Go heap in use (HeapAlloc); redis's is its allocator's"
-rec "test=memory: used_memory per live lease" target=redis round=1 unit=B "value=$(calc "($rd_used1 - $rd_used0) / $LEASES")"
-
-for r in $(seq "$ROUNDS"); do
-	for tgt in $(order "$r"); do
-		if [ "$tgt" = redis ]; then
-			rb "ACQUIRE vs SET NX PX, -P1, $LEASES live leases" redis "$r" 1 "$N_P1" "p99ratio<=1.0" SET "live:r$r:__rand_int__" v NX PX 30000
-		else
-			rb "ACQUIRE vs SET NX PX, -P1, $LEASES live leases" leasehold "$r" 1 "$N_P1" "p99ratio<=1.0" ACQUIRE "live:r$r:__rand_int__" 30000
-			rec "test=GC cycles in that leasehold run" target=leasehold "round=$r" unit=count "value=$GC_CYCLES"
-			rec "test=GC pause total in that leasehold run" target=leasehold "round=$r" unit=ms "value=$GC_PAUSE_MS"
-		fi
+if section memory; then
+	log "memory: fresh servers, $LEASES leases of ${LOAD_TTL_MS} ms each"
+	start_lh
+	start_rd
+	sleep 1
+	lh_rss0=$(rss_kb "$LH_PID")
+	lh_heap0=$(info_field "$LH_PORT" memory used_memory)
+	rd_rss0=$(rss_kb "$RD_PID")
+	rd_used0=$(info_field "$RD_PORT" memory used_memory)
+	for tgt in leasehold redis; do
+		loadgen "$tgt" load -m "$LEASES" -ttl "$LOAD_TTL_MS"
+		read -r rate granted <<<"$(field load_per_s granted)"
+		[ "$granted" = "$LEASES" ] || die "$tgt granted $granted of $LEASES leases"
+		rec "test=load $LEASES leases (4 conns, -P512)" "target=$tgt" round=1 "value=$rate" "ops=$LEASES" \
+			"srv_cpu_s=$SRV_CPU" "cli_cpu_s=$CLI_CPU"
 	done
-done
+	sleep 1
+	lh_rss1=$(rss_kb "$LH_PID")
+	lh_heap1=$(info_field "$LH_PORT" memory used_memory)
+	rd_rss1=$(rss_kb "$RD_PID")
+	rd_used1=$(info_field "$RD_PORT" memory used_memory)
+	rec "test=memory: RSS per live lease" target=leasehold round=1 unit=B "goal=ratio<=0.75" \
+		"value=$(calc "($lh_rss1 - $lh_rss0) * 1024 / $LEASES")" "note=RSS $lh_rss0 -> $lh_rss1 kB (leasehold), $rd_rss0 -> $rd_rss1 kB (redis)"
+	rec "test=memory: RSS per live lease" target=redis round=1 unit=B "value=$(calc "($rd_rss1 - $rd_rss0) * 1024 / $LEASES")"
+	rec "test=memory: used_memory per live lease" target=leasehold round=1 unit=B "goal=ratio<=0.75" \
+		"value=$(calc "($lh_heap1 - $lh_heap0) / $LEASES")" "note=leasehold used_memory is the Go heap in use (HeapAlloc); redis's is its allocator's"
+	rec "test=memory: used_memory per live lease" target=redis round=1 unit=B "value=$(calc "($rd_used1 - $rd_used0) / $LEASES")"
+
+	for r in $(seq "$ROUNDS"); do
+		for tgt in $(order "$r"); do
+			if [ "$tgt" = redis ]; then
+				rb "ACQUIRE vs SET NX PX, -P1, $LEASES live leases" redis "$r" 1 "$N_P1" "p99ratio<=1.0" SET "live:r$r:__rand_int__" v NX PX 30000
+			else
+				rb "ACQUIRE vs SET NX PX, -P1, $LEASES live leases" leasehold "$r" 1 "$N_P1" "p99ratio<=1.0" ACQUIRE "live:r$r:__rand_int__" 30000
+				rec "test=GC cycles in that leasehold run" target=leasehold "round=$r" unit=count "value=$GC_CYCLES"
+				rec "test=GC pause total in that leasehold run" target=leasehold "round=$r" unit=ms "value=$GC_PAUSE_MS"
+			fi
+		done
+	done
+fi
 
 # ---- mass expiry -----------------------------------------------------------
 
@@ -498,13 +544,128 @@ expiry() {
 	fi
 	budget
 }
-expiry leasehold
-stop_lh
-if [ "$EXPIRY_REDIS" = 1 ]; then
-	expiry redis
+if section expiry; then
+	expiry leasehold
+	stop_lh
+	if [ "$EXPIRY_REDIS" = 1 ]; then
+		expiry redis
+	fi
+	stop_rd
+	rec "test=mass expiry: probe p99 during / idle" target=leasehold "derive=$EXP_DURING/$EXP_IDLE" "goal=value<=2"
 fi
-stop_rd
-rec "test=mass expiry: probe p99 during / idle" target=leasehold "derive=$EXP_DURING/$EXP_IDLE" "goal=value<=2"
+
+# ---- durability: each fsync policy against Redis's AOF (issue 5) -----------
+
+# lh_persist: leasehold's INFO persistence as
+# "fsyncs fsync_avg_us compactions aof_current_size".
+lh_persist() {
+	redis-cli -h 127.0.0.1 -p "$LH_PORT" INFO persistence | tr -d '\r' |
+		awk -F: '{ v[$1] = $2 } END { print v["fsyncs"] + 0, v["fsync_avg_us"] + 0, v["compactions"] + 0, v["aof_current_size"] + 0 }'
+}
+
+# rd_persist: redis's INFO persistence as "aof_rewrites aof_delayed_fsync
+# aof_current_size busy" (busy: 1 while a rewrite runs or is scheduled).
+rd_persist() {
+	redis-cli -h 127.0.0.1 -p "$RD_PORT" INFO persistence | tr -d '\r' |
+		awk -F: '{ v[$1] = $2 } END { print v["aof_rewrites"] + 0, v["aof_delayed_fsync"] + 0, v["aof_current_size"] + 0,
+			(v["aof_rewrite_in_progress"] + v["aof_rewrite_scheduled"] > 0) }'
+}
+
+# dur_cycle TEST TARGET ROUND P: one uncontended loadgen lock-cycle run of
+# DUR_SECS against a persistent server. Its record also holds what the run
+# did to the log: for leasehold fsyncs, fsync_us (their total time, from
+# fsyncs × fsync_avg_us before and after, so within a µs per fsync),
+# compactions; for redis aof_rewrites, aof_delayed_fsync; log_bytes for both
+# when no compaction or rewrite ran meanwhile. DSUM[TARGET,P,FIELD] adds them
+# up over rounds.
+declare -A DSUM=()
+dur_cycle() {
+	local test=$1 tgt=$2 round=$3 p=$4 a b cps cycles p50 p99 bytes='' kv k
+	local extra=()
+	log "$test: $tgt (round $round)"
+	if [ "$tgt" = redis ]; then a=$(rd_persist); else a=$(lh_persist); fi
+	loadgen "$tgt" cycle -c "$CONNS" -P "$p" -keys 1000000 -d "${DUR_SECS}s"
+	if [ "$tgt" = redis ]; then b=$(rd_persist); else b=$(lh_persist); fi
+	read -r cps cycles p50 p99 <<<"$(field cycles_per_s cycles latency.p50_ms latency.p99_ms)"
+	if [ "$tgt" = redis ]; then
+		local rw0 df0 sz0 rw1 df1 sz1 busy
+		read -r rw0 df0 sz0 _ <<<"$a"
+		read -r rw1 df1 sz1 busy <<<"$b"
+		((rw1 != rw0 || busy || sz1 < sz0)) || bytes=$((sz1 - sz0))
+		extra=("aof_rewrites=$((rw1 - rw0))" "aof_delayed_fsync=$((df1 - df0))")
+	else
+		local f0 av0 c0 sz0 f1 av1 c1 sz1
+		read -r f0 av0 c0 sz0 <<<"$a"
+		read -r f1 av1 c1 sz1 <<<"$b"
+		((c1 != c0 || sz1 < sz0)) || bytes=$((sz1 - sz0))
+		extra=("fsyncs=$((f1 - f0))" "fsync_us=$((f1 * av1 - f0 * av0))" "compactions=$((c1 - c0))")
+	fi
+	[ -z "$bytes" ] || extra+=("log_bytes=$bytes" "log_cycles=$cycles")
+	rec "test=$test" "target=$tgt" "round=$round" "value=$cps" "p50_ms=$p50" "p99_ms=$p99" \
+		"ops=$cycles" "srv_cpu_s=$SRV_CPU" "cli_cpu_s=$CLI_CPU" "gc_cycles=$GC_CYCLES" "gc_pause_ms=$GC_PAUSE_MS" "${extra[@]}"
+	extra+=("cycles=$cycles" "runs=1")
+	for kv in "${extra[@]}"; do
+		k=$tgt,$p,${kv%%=*}
+		DSUM[$k]=$((${DSUM[$k]:-0} + ${kv#*=}))
+	done
+}
+
+# dur_note P: a note on the row at pipeline depth P, from DSUM.
+dur_note() {
+	local p=$1 t f out=() v
+	for t in leasehold redis; do
+		for f in cycles runs fsyncs fsync_us compactions aof_rewrites aof_delayed_fsync log_bytes log_cycles; do
+			v=${DSUM[$t,$p,$f]:-0}
+			out+=("$v")
+		done
+	done
+	awk -v s="${out[*]}" 'function per(a, b, fmt) { return b > 0 ? sprintf(fmt, a / b) : "-" }
+		BEGIN {
+			split(s, v, " ")
+			# leasehold: v[1..9], redis: v[10..18], in the order of the fields above
+			if (v[3] == 0)
+				printf "leasehold: no fsync"
+			else
+				printf "leasehold: %d fsync%s (%s cycles per fsync, %s µs each on average)",
+					v[3], v[3] == 1 ? "" : "s", per(v[1], v[3], "%.1f"), per(v[4], v[3], "%.0f")
+			printf ", %s B of log per cycle, %d compactions; ", per(v[8], v[9], "%.0f"), v[5]
+			printf "redis: %s B of AOF per cycle, %d AOF rewrites, aof_delayed_fsync %d; ",
+				per(v[17], v[18], "%.0f"), v[15], v[16]
+			printf "sums over %d leasehold and %d redis runs", v[2], v[11]
+		}'
+}
+
+if section durability && [ "$DURABILITY" = 1 ]; then
+	DUR_DIR=$PWD/$WORK/durability
+	for pol in $FSYNC_POLICIES; do
+		log "durability: leasehold --fsync $pol, redis appendonly yes, appendfsync $pol"
+		rm -rf "$DUR_DIR"
+		mkdir -p "$DUR_DIR/leasehold" "$DUR_DIR/redis"
+		# start_lh splits its spec into words: the repository path must hold no space.
+		start_lh "--data-dir $DUR_DIR/leasehold --fsync $pol"
+		start_rd --appendonly yes --appendfsync "$pol" --dir "$DUR_DIR/redis"
+		DSUM=()
+		for r in $(seq "$ROUNDS"); do
+			for p in 1 16; do
+				for tgt in $(order "$r"); do
+					dur_cycle "cycle uncontended (1M keys), -P$p, fsync $pol" "$tgt" "$r" "$p"
+				done
+			done
+		done
+		for p in 1 16; do
+			rec "test=cycle uncontended (1M keys), -P$p, fsync $pol" target=leasehold "round=$ROUNDS" "note=$(dur_note "$p")"
+		done
+		meta "durability, fsync $pol: leasehold INFO persistence after its runs: $(redis-cli -h 127.0.0.1 -p "$LH_PORT" INFO persistence |
+			tr -d '\r' | grep -E '^(fsync|fsyncs|fsync_avg_us|compactions|aof_current_size|snapshot_size):' | paste -sd' ')"
+		meta "durability, fsync $pol: redis INFO persistence after its runs: $(redis-cli -h 127.0.0.1 -p "$RD_PORT" INFO persistence |
+			tr -d '\r' | grep -E '^(aof_rewrites|aof_delayed_fsync|aof_current_size|aof_base_size|aof_last_write_status):' | paste -sd' ')"
+		stop_lh
+		stop_rd
+		rm -rf "$DUR_DIR"
+		budget
+	done
+	DUR_DIR=
+fi
 
 # ---- the table -------------------------------------------------------------
 
