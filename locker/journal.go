@@ -68,10 +68,10 @@ type LeaseState struct {
 	DelayedUntil int64
 }
 
-// tokenReserveChunk is how many tokens one reservation covers: a restart
-// skips at most this many, and a reservation (an fsync) is needed about
-// once per this many grants.
-const tokenReserveChunk = 1 << 20
+// TokenReserveChunk is how many tokens the table reserves at a time: a
+// restart skips at most about this many, and a reservation (an fsync) is
+// needed about once per this many grants.
+const TokenReserveChunk = 1 << 20
 
 // tokenBudget bounds the tokens the shards may issue to what the journal
 // has reserved.
@@ -88,7 +88,7 @@ func (b *tokenBudget) reserve(token uint64) {
 	if token <= b.ceiling.Load() {
 		return // another shard reserved past it meanwhile
 	}
-	next := token + tokenReserveChunk
+	next := token + TokenReserveChunk
 	b.journal.ReserveTokens(next)
 	b.ceiling.Store(next)
 }

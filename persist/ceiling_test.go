@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/locker"
 )
 
 // TestCeilingFileOutlivesTheLogs: the TOKENS file keeps the sequence above
@@ -50,5 +52,28 @@ func TestCeilingFileDamage(t *testing.T) {
 	}
 	if _, err := tryOpen(t, dir, nil, sessionOpts{repair: true}); err != nil {
 		t.Fatalf("Open with Repair: %v", err)
+	}
+}
+
+// TestReserveAhead: the background work reserves tokens before the table
+// needs them, so that the table's own reservation (under a shard lock)
+// finds its tokens reserved and costs no fsync.
+func TestReserveAhead(t *testing.T) {
+	s := open(t, t.TempDir(), nil, sessionOpts{noLoad: true})
+	s.acquire("k", time.Minute, "")
+	ceiling := s.store.Stats().TokenCeiling
+	s.store.reserveAhead()
+	if got := s.store.Stats().TokenCeiling; got != ceiling {
+		t.Fatalf("reserved ahead with tokens far from the ceiling: %d -> %d", ceiling, got)
+	}
+	s.store.maxToken.Store(ceiling - 10) // as if the table had granted that far
+	s.store.reserveAhead()
+	if got := s.store.Stats().TokenCeiling; got < ceiling-10+locker.TokenReserveChunk {
+		t.Fatalf("ceiling %d after reserving ahead of %d", got, ceiling-10)
+	}
+	fsyncs := s.store.Stats().Fsyncs
+	s.store.ReserveTokens(ceiling + 5) // what the table asks for next
+	if s.store.Stats().Fsyncs != fsyncs {
+		t.Fatal("a reservation already covered cost an fsync")
 	}
 }

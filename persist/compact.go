@@ -30,39 +30,10 @@ func (s *Store) Compact() error { return s.compact() }
 // during the dump is both in the new log and perhaps in the snapshot, which
 // the replay's set-don't-adjust entries make harmless.
 func (s *Store) compact() error {
-	s.mu.Lock()
-	if s.err != nil {
-		defer s.mu.Unlock()
-		return s.err
-	}
-	if s.table == nil {
-		s.mu.Unlock()
-		return errors.New("persist: Compact before Load")
-	}
-	if err := s.writeLocked(true, nil); err != nil {
-		s.mu.Unlock()
+	old, ceiling, table, prevLogs, err := s.rotate()
+	if err != nil {
 		return err
 	}
-	s.oldLogSize = s.w.Size()
-	if err := s.w.Close(); err != nil {
-		s.mu.Unlock()
-		return s.fail(err)
-	}
-	if err := s.f.Close(); err != nil {
-		s.mu.Unlock()
-		return s.fail(err)
-	}
-	old := s.logNum
-	if err := s.startLog(old + 1); err != nil {
-		s.mu.Unlock()
-		return s.fail(err)
-	}
-	prevLogs := s.logBase + s.oldLogSize
-	s.logBase = 0
-	ceiling := s.ceiling
-	table := s.table
-	s.mu.Unlock()
-
 	n := old + 1
 	size, err := s.writeSnapshot(n, ceiling, table)
 	if err != nil {
@@ -90,6 +61,40 @@ func (s *Store) compact() error {
 	s.snaps++
 	s.mu.Unlock()
 	return nil
+}
+
+// rotate closes the current log and starts the next, for compact, and
+// returns what the snapshot needs. It holds syncMu, so that no fsync outside
+// mu is at the old log while it closes; it must not be held during the dump,
+// which takes shard locks that a token reservation may be waiting under.
+func (s *Store) rotate() (old, ceiling uint64, table *locker.Table, prevLogs int64, err error) {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.err != nil:
+		return 0, 0, nil, 0, s.err
+	case s.table == nil:
+		return 0, 0, nil, 0, errors.New("persist: Compact before Load")
+	}
+	if err := s.writeLocked(true, nil); err != nil {
+		return 0, 0, nil, 0, err
+	}
+	oldSize := s.w.Size()
+	if err := s.w.Close(); err != nil {
+		return 0, 0, nil, 0, s.fail(err)
+	}
+	if err := s.f.Close(); err != nil {
+		return 0, 0, nil, 0, s.fail(err)
+	}
+	old = s.logNum
+	if err := s.startLog(old + 1); err != nil {
+		return 0, 0, nil, 0, s.fail(err)
+	}
+	prevLogs = s.logBase + oldSize
+	s.logBase = 0
+	return old, s.ceiling, s.table, prevLogs, nil
 }
 
 // writeSnapshot dumps table into snapshot n: written to a temporary file,

@@ -83,23 +83,28 @@ type Store struct {
 	appended atomic.Uint64 // changes buffered so far
 	done     atomic.Uint64 // changes written (and, under FsyncAlways, synced)
 
-	mu         sync.Mutex // guards everything below
-	dirLock    *os.File
-	f          *os.File
-	w          *record.Writer
-	logNum     uint64
-	logBase    int64  // bytes of the logs since the snapshot, before the current one
-	oldLogSize int64  // the log compact just closed
-	written    uint64 // changes written to the log
-	synced     uint64 // changes fsynced
-	ceiling    uint64 // the token reservation on disk
-	err        error
-	batch      []byte
-	rec        *recovery // until Load
-	table      *locker.Table
-	snapSize   int64
-	lastSnap   time.Time
-	snaps      int
+	maxToken atomic.Uint64 // the highest token granted, for reserveAhead
+
+	// Lock order: reserveMu, then syncMu, then mu; syncMu is never taken
+	// while mu is held.
+	reserveMu sync.Mutex // one token reservation at a time
+	syncMu    sync.Mutex // held by an fsync outside mu, and by whoever closes the log
+	mu        sync.Mutex // guards everything below
+	dirLock   *os.File
+	f         *os.File
+	w         *record.Writer
+	logNum    uint64
+	logBase   int64  // bytes of the logs since the snapshot, before the current one
+	written   uint64 // changes written to the log
+	synced    uint64 // changes fsynced
+	ceiling   uint64 // the token reservation on disk
+	err       error
+	batch     []byte
+	rec       *recovery // until Load
+	table     *locker.Table
+	snapSize  int64
+	lastSnap  time.Time
+	snaps     int
 
 	fsyncs     atomic.Uint64
 	fsyncNanos atomic.Uint64
@@ -210,24 +215,71 @@ func (s *Store) Change(shard int, c *locker.Change) {
 	b.b = appendChange(b.b, c, s.toWall(c.Deadline))
 	b.mu.Unlock()
 	s.appended.Add(1)
+	if c.Kind == locker.ChangeGrant {
+		for m := s.maxToken.Load(); c.Token > m && !s.maxToken.CompareAndSwap(m, c.Token); m = s.maxToken.Load() {
+		}
+	}
 }
 
 // ReserveTokens implements locker.Journal: the reservation is written and
-// fsynced, whatever the policy, before it returns.
+// fsynced, whatever the policy, before it returns. The background work
+// reserves ahead of the tokens issued (see reserveAhead), so the table's own
+// calls normally find their tokens reserved already and return at once.
 func (s *Store) ReserveTokens(upTo uint64) {
+	s.reserveMu.Lock()
+	defer s.reserveMu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err != nil {
-		return // the server stops before it replies with such a token
-	}
-	if err := s.writeLocked(true, appendReserve(nil, upTo)); err != nil {
+	if s.err != nil || upTo <= s.ceiling {
+		// Reserved already; or failed, and then the server stops before it
+		// replies with such a token.
+		s.mu.Unlock()
 		return
 	}
-	if err := writeCeiling(s.opts.Dir, upTo); err != nil {
+	err := s.writeLocked(false, appendReserve(nil, upTo))
+	f, written := s.f, s.written
+	s.mu.Unlock()
+	if err != nil {
+		return
+	}
+	// The fsyncs happen outside mu, so commits go on meanwhile.
+	s.syncMu.Lock()
+	err = s.fsync(f)
+	s.syncMu.Unlock()
+	if err == nil {
+		err = writeCeiling(s.opts.Dir, upTo)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
 		s.fail(err)
 		return
 	}
+	s.synced = max(s.synced, written)
 	s.ceiling = max(s.ceiling, upTo)
+	s.markDone()
+}
+
+// markDone publishes how many changes are committed as the policy counts
+// them: synced under FsyncAlways, written otherwise. The caller holds mu.
+func (s *Store) markDone() {
+	if s.opts.Fsync == FsyncAlways {
+		s.done.Store(s.synced)
+	} else {
+		s.done.Store(s.written)
+	}
+}
+
+// reserveAhead reserves tokens before the table needs them: once the highest
+// token granted comes within a chunk of the reservation, it reserves two
+// chunks past it, off the table's hot path.
+func (s *Store) reserveAhead() {
+	issued := s.maxToken.Load()
+	s.mu.Lock()
+	ceiling := s.ceiling
+	s.mu.Unlock()
+	if issued+locker.TokenReserveChunk > ceiling {
+		s.ReserveTokens(issued + 2*locker.TokenReserveChunk)
+	}
 }
 
 // Pending reports whether changes wait to be committed. It is cheap: the
@@ -273,26 +325,23 @@ func (s *Store) writeLocked(sync bool, extra []byte) error {
 		}
 	}
 	s.written = max(s.written, n)
-	if sync && s.synced < s.written || len(extra) > 0 {
-		if err := s.fsync(); err != nil {
+	if sync && s.synced < s.written {
+		if err := s.fsync(s.f); err != nil {
 			return s.fail(err)
 		}
 		s.synced = s.written
 	}
-	if s.opts.Fsync == FsyncAlways {
-		s.done.Store(s.synced)
-	} else {
-		s.done.Store(s.written)
-	}
+	s.markDone()
 	if cap(s.batch) > 4<<20 {
 		s.batch = nil // one burst should not pin a large buffer
 	}
 	return nil
 }
 
-func (s *Store) fsync() error {
+// fsync syncs f, the current log, and keeps the figures.
+func (s *Store) fsync(f *os.File) error {
 	start := time.Now()
-	err := s.f.Sync()
+	err := f.Sync()
 	d := time.Since(start)
 	s.fsyncs.Add(1)
 	s.fsyncNanos.Add(uint64(d))
@@ -336,6 +385,7 @@ func (s *Store) background() {
 		case <-tick.C:
 		}
 		s.Commit()
+		s.reserveAhead()
 		if s.opts.Fsync == FsyncEverySec && time.Since(lastSync) >= time.Second {
 			lastSync = time.Now()
 			s.syncWritten()
@@ -348,17 +398,28 @@ func (s *Store) background() {
 	}
 }
 
-// syncWritten fsyncs what has been written and not yet synced.
+// syncWritten fsyncs what has been written and not yet synced. The fsync
+// runs outside mu, so commits go on meanwhile, as Redis's everysec fsync
+// runs on a thread of its own.
 func (s *Store) syncWritten() {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	s.mu.Lock()
+	if s.err != nil || s.synced >= s.written {
+		s.mu.Unlock()
+		return
+	}
+	f, written := s.f, s.written
+	s.mu.Unlock()
+	err := s.fsync(f)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err == nil && s.synced < s.written {
-		if err := s.fsync(); err != nil {
-			s.fail(err)
-			return
-		}
-		s.synced = s.written
+	if err != nil {
+		s.fail(err)
+		return
 	}
+	s.synced = max(s.synced, written)
+	s.markDone()
 }
 
 // Close stops the background work, writes and fsyncs what is buffered, and
