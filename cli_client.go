@@ -475,8 +475,11 @@ func runCmd(c *cli.Context) error {
 	// for the lock it ends the wait (main's context is cancelled), and once
 	// the command runs it is passed on.
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sigs, forwardedSignals...)
 	defer signal.Stop(sigs)
+	// Nothing may stop leasehold while the command runs on: a closed pipe
+	// on stderr must not kill it, nor Ctrl-Z stop it (see ignoreStops).
+	ignoreStops()
 
 	cl, addr, err := newCLIClient(c)
 	if err != nil {
@@ -523,27 +526,39 @@ func runCmd(c *cli.Context) error {
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 
+	// The lease is held until every process of the command's group has
+	// ended, not only the one started: what it left running in the
+	// background still works under the lock. (A process that leaves the
+	// group, with setsid say, is beyond reach.)
 	lost := lease.Lost()
-	var kill <-chan time.Time
+	var kill, poll <-chan time.Time
 	var wasLost bool
+	var status error
 	for {
 		select {
 		case s := <-sigs:
 			signalGroup(cmd, s)
 		case <-lost:
 			lost, wasLost = nil, true
-			fmt.Fprintf(c.App.ErrWriter, "leasehold: %v; stopping the command (SIGTERM, then SIGKILL after %s)\n", lease.Err(), grace)
+			// Signal first: writing the message may fail, or take time.
 			signalGroup(cmd, syscall.SIGTERM)
 			kill = time.After(grace)
+			fmt.Fprintf(c.App.ErrWriter, "leasehold: %v; stopping the command (SIGTERM, then SIGKILL after %s)\n", strings.TrimPrefix(lease.Err().Error(), "leasehold: "), grace)
 		case <-kill:
 			kill = nil
 			signalGroup(cmd, syscall.SIGKILL)
-		case err := <-waited:
+		case status = <-waited:
+			poll = time.After(0)
+		case <-poll:
+			if groupAlive(cmd) {
+				poll = time.After(100 * time.Millisecond)
+				continue
+			}
 			release()
 			if wasLost {
 				return exitWith(exitLost, nil)
 			}
-			return commandStatus(err)
+			return commandStatus(status)
 		}
 	}
 }

@@ -357,6 +357,9 @@ func TestRunForwardsSignals(t *testing.T) {
 		{"SIGTERM trapped", syscall.SIGTERM, `echo term > "$DIR/term"; exit 3`, 3},
 		{"SIGTERM", syscall.SIGTERM, "", 128 + 15},
 		{"SIGINT", syscall.SIGINT, "", 128 + 2},
+		// A closed terminal: leasehold must not die and leave the command
+		// running without its lease kept alive.
+		{"SIGHUP", syscall.SIGHUP, "", 128 + 1},
 	}
 	_, addr := startServe(t)
 	rdb := client(t, addr)
@@ -377,6 +380,28 @@ func TestRunForwardsSignals(t *testing.T) {
 				t.Errorf("lock not released: %v", st)
 			}
 		})
+	}
+}
+
+// TestRunHoldsTheLockForTheWholeGroup: what the command leaves running in
+// the background still works under the lock, so run keeps the lease until
+// the command's whole process group has ended.
+func TestRunHoldsTheLockForTheWholeGroup(t *testing.T) {
+	t.Parallel()
+	_, addr := startServe(t)
+	rdb := client(t, addr)
+	dir := t.TempDir()
+	bg := filepath.Join(dir, "bg")
+	_, errOut, exit := run(t, []string{"LEASEHOLD_ADDR=" + addr, "BG=" + bg}, "run", "--ttl", "5s", "grp", "--",
+		"sh", "-c", `(sleep 0.5; echo done > "$BG") & exit 4`)
+	if exit != 4 {
+		t.Fatalf("run: exit %d, want the command's 4\nstderr: %s", exit, errOut)
+	}
+	if !exists(bg) {
+		t.Fatal("run returned, and released the lock, while the command's background process still ran")
+	}
+	if st := lockStatus(t, rdb, "grp"); st != nil && st["state"] != "free" {
+		t.Fatalf("lock not released after the group ended: %v", st)
 	}
 }
 

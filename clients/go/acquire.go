@@ -19,7 +19,6 @@ type acquireOptions struct {
 	owner       string
 	priority    int32
 	shared      bool
-	ephemeral   bool
 	renewEvery  time.Duration // 0: the Config's fraction of the ttl
 	noKeepAlive bool
 }
@@ -43,12 +42,12 @@ func Priority(n int32) AcquireOption { return func(o *acquireOptions) { o.priori
 // while no exclusive lease does.
 func Shared() AcquireOption { return func(o *acquireOptions) { o.shared = true } }
 
-// Ephemeral ties the lease to the connection that took it: the server
-// releases it when that connection closes. With go-redis's pool that is
-// whenever the pool closes the connection (an error, ConnMaxIdleTime,
-// ConnMaxLifetime), not only when the process exits; the keep-alive then
-// sees the lease lost.
-func Ephemeral() AcquireOption { return func(o *acquireOptions) { o.ephemeral = true } }
+// There is no option for the server's EPHEMERAL: it ties a lease to the
+// connection that took it, and a pooled client's connections come and go
+// (an unrelated command that times out closes one), so the server could end
+// a lease long before the keep-alive noticed. The keep-alive gives what a
+// connection-tied lease is for: when the process dies, renewals stop and
+// the lease runs out within its ttl.
 
 // RenewEvery renews the lease every d instead of Config.RenewFraction of its
 // ttl. d must leave room for a renewal before the lease would count as lost.
@@ -124,9 +123,6 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, o a
 	}
 	if o.shared {
 		args = append(args, "SHARED")
-	}
-	if o.ephemeral {
-		args = append(args, "EPHEMERAL")
 	}
 
 	// The server's lease starts no earlier than this: its deadline is at

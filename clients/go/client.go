@@ -55,8 +55,10 @@ func (c Config) Validate() error {
 	if c.RenewFraction <= 0 || c.RenewFraction >= 1 {
 		return fmt.Errorf("leasehold: renew fraction must be between 0 and 1, got %v", c.RenewFraction)
 	}
-	if c.MarginFraction < 0 || c.MarginFraction >= 1 {
-		return fmt.Errorf("leasehold: margin fraction must be at least 0 and below 1, got %v", c.MarginFraction)
+	if c.MarginFraction < 0.01 || c.MarginFraction >= 1 {
+		// Some margin is needed: the client's and the server's clocks do
+		// not run at exactly the same rate.
+		return fmt.Errorf("leasehold: margin fraction must be at least 0.01 and below 1, got %v", c.MarginFraction)
 	}
 	if c.RenewFraction+c.MarginFraction >= 1 {
 		return fmt.Errorf("leasehold: renew fraction %v plus margin fraction %v must be below 1: a renewal must be due before the lease counts as lost", c.RenewFraction, c.MarginFraction)

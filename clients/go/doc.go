@@ -24,11 +24,19 @@
 // only estimate. It renews the lease in the background (every third of its
 // ttl by default) and takes each renewal's deadline from the moment the
 // request was sent, not from when the reply came back: the server started
-// the new period no earlier than that, so the estimate never runs past the
-// server's deadline. When a renewal is refused (the server no longer has the
-// lease), or none has been confirmed by the estimated deadline less a safety
-// margin, the lease counts as lost: [Lease.Lost] closes and [Lease.Context]
-// is cancelled. A holder must stop using the lock then.
+// the new period no earlier than that, so the estimate does not run past the
+// server's deadline as long as the two clocks run at about the same rate.
+// When a renewal is refused (the server no longer has the lease), or none
+// has been confirmed by the estimated deadline less a safety margin, the
+// lease counts as lost: [Lease.Lost] closes and [Lease.Context] is
+// cancelled. A holder must stop using the lock then.
+//
+// The estimate has limits it cannot see past. Go's monotonic clock stops
+// while the host is suspended, so after a suspend the estimate is late by the
+// time asleep. And the server can end a lease before its deadline: a RELEASE
+// of the token from elsewhere, or a restart of a server without --data-dir.
+// The client learns of either at its next renewal, up to a third of the ttl
+// later, while someone else may already hold the lock.
 //
 // That is the most a client can do, and it is not enough on its own: a
 // process can be paused (garbage collection, a stopped VM, swapping) between

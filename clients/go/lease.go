@@ -145,7 +145,10 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 
 	n, err := l.c.do(ctx, "RELEASE", l.key, l.token).Int()
-	<-l.done
+	select {
+	case <-l.done: // the keep-alive has stopped
+	case <-ctx.Done():
+	}
 	if err != nil {
 		return fmt.Errorf("leasehold: release %q: %w", l.key, err)
 	}
