@@ -99,9 +99,15 @@ _leasehold_secs() {
 	printf -v "$1" '%d.%03d' "$(($2 / 1000))" "$(($2 % 1000))"
 }
 
-# _leasehold_now VAR: sets VAR to a wall clock in milliseconds.
+# _leasehold_now VAR: sets VAR to a clock in milliseconds. Where there is
+# /proc/uptime it is the time since boot, which no clock step moves (and
+# which counts a suspend); elsewhere the wall clock.
 _leasehold_now() {
-	if [ -n "${EPOCHREALTIME:-}" ]; then
+	local up
+	if [ -r /proc/uptime ] && read -r up _ </proc/uptime 2>/dev/null && [ -n "$up" ]; then
+		up=${up//[!0-9]/} # "350735.47": hundredths of a second
+		printf -v "$1" '%s' "$((10#$up * 10))"
+	elif [ -n "${EPOCHREALTIME:-}" ]; then
 		# bash 5, no subshell; the decimal separator follows the locale.
 		local us=${EPOCHREALTIME//[!0-9]/}
 		printf -v "$1" '%s' "$((10#$us / 1000))"
@@ -250,6 +256,10 @@ _leasehold_renew() {
 		[ "$next" -gt "$now" ] || next=$((now + 1))
 		_leasehold_nap $((next - now)) || break
 		_leasehold_now start
+		if [ "$start" -ge $((ok + ttl - margin)) ]; then
+			lost="the lease on $key (token $token) may be lost: no renewal was confirmed before its deadline"
+			break
+		fi
 		bound=$((ok + ttl - margin - start))
 		[ "$bound" -le "$cap" ] || bound=$cap
 		[ "$bound" -ge 10 ] || bound=10
@@ -268,6 +278,8 @@ _leasehold_renew() {
 			if [ $((now - ok)) -lt $((ttl - margin)) ]; then
 				echo "leasehold_with_lock: renewing $key failed (${reply:-no reply from $(_leasehold_where)}); retrying" >&2
 				next=$((now + (interval < 1000 ? interval : 1000)))
+				# Never sleep past the deadline: it is checked on waking.
+				[ "$next" -le $((ok + ttl - margin)) ] || next=$((ok + ttl - margin))
 				continue
 			fi
 			lost="the lease on $key (token $token) may be lost: no renewal was confirmed before its deadline"
@@ -338,6 +350,12 @@ leasehold_with_lock() (
 	shift 2
 	if ! _leasehold_is_uint "$ttl" || [ "$ttl" -eq 0 ]; then
 		echo "leasehold_with_lock: TTL_MS must be a positive number of milliseconds, got '$ttl'" >&2
+		exit 2
+	fi
+	if ! command -v timeout >/dev/null 2>&1; then
+		# Without it a renewal to a server that stopped answering could hang
+		# for ever, and the loss never be noticed.
+		echo "leasehold_with_lock: needs coreutils' timeout, to bound each renewal" >&2
 		exit 2
 	fi
 	wait_ms=${LEASEHOLD_WAIT_MS:-0}
