@@ -18,6 +18,10 @@ type Journal interface {
 	// ReserveTokens returns once a restart is sure to start its token
 	// sequence above upTo: the table issues no token above a reservation.
 	// It may block (on an fsync) and is called under a shard's lock, rarely.
+	// A journal that has failed may return without that assurance; it must
+	// then keep every reply that would show such a token from being sent
+	// (the server commits before it replies, and a failed journal's commits
+	// fail).
 	ReserveTokens(upTo uint64)
 }
 
@@ -69,8 +73,8 @@ type LeaseState struct {
 }
 
 // TokenReserveChunk is how many tokens the table reserves at a time: a
-// restart skips at most about this many, and a reservation (an fsync) is
-// needed about once per this many grants.
+// restart skips at most a few times this many, and a reservation (an fsync)
+// is needed about once per this many grants.
 const TokenReserveChunk = 1 << 20
 
 // tokenBudget bounds the tokens the shards may issue to what the journal
@@ -107,11 +111,15 @@ func (s *shard) journal(kind ChangeKind, i uint32, token uint64, deadline int64,
 	if s.journalTo == nil {
 		return
 	}
-	c := Change{Kind: kind, Key: s.key(s.at(i)), Token: token, Deadline: deadline, Owner: owner, Shared: shared}
+	// The shard's own Change, reused under its lock: one on the stack would
+	// escape through the interface call and cost an allocation per change.
+	c := &s.change
+	*c = Change{Kind: kind, Key: s.key(s.at(i)), Token: token, Deadline: deadline, Owner: owner, Shared: shared}
 	if kind == ChangeCreate {
 		c.Options = s.options(i)
 	}
-	s.journalTo.Change(s.num, &c)
+	s.journalTo.Change(s.num, c)
+	*c = Change{} // hold no key or owner past the call
 }
 
 // options returns the settings Create gave entry i.
@@ -134,21 +142,29 @@ func (s *shard) options(i uint32) CreateOptions {
 func (t *Table) Dump(fn func(*LockState)) {
 	var states []LockState
 	for _, s := range t.shards {
-		now := int64(t.cfg.Clock.Now())
-		s.mu.Lock()
-		states = states[:0]
-		for i := uint32(1); i < s.top; i++ {
-			if s.at(i).flags&flagLive == 0 || s.settle(i, now) == 0 {
-				continue
+		// A slice of the shard per lock hold, as Scan does, so that a dump
+		// of a large table stalls no shard for long.
+		for i, done := uint32(1), false; !done; {
+			now := int64(t.cfg.Clock.Now())
+			s.mu.Lock()
+			states = states[:0]
+			for end := i + dumpSlice; i < end && i < s.top; i++ {
+				if s.at(i).flags&flagLive == 0 || s.settle(i, now) == 0 {
+					continue
+				}
+				states = append(states, s.state(i))
 			}
-			states = append(states, s.state(i))
-		}
-		t.unlock(s)
-		for n := range states {
-			fn(&states[n])
+			done = i >= s.top
+			t.unlock(s)
+			for n := range states {
+				fn(&states[n])
+			}
 		}
 	}
 }
+
+// dumpSlice is how many entry slots Dump examines per hold of a shard lock.
+const dumpSlice = 1024
 
 // state describes entry i for Dump.
 func (s *shard) state(i uint32) LockState {

@@ -70,6 +70,7 @@ type shard struct {
 	num        int          // this shard's index in the table
 	journalTo  Journal      // nil without one
 	budget     *tokenBudget // the journal's token reservation; nil without a journal
+	change     Change       // the journal's Change, reused
 
 	lastToken uint64 // tokens granted by this shard only grow from here
 

@@ -68,6 +68,8 @@ func (s *Store) compact() error {
 // mu is at the old log while it closes; it must not be held during the dump,
 // which takes shard locks that a token reservation may be waiting under.
 func (s *Store) rotate() (old, ceiling uint64, table *locker.Table, prevLogs int64, err error) {
+	s.reserveMu.Lock() // a reservation must not write to the old log and fsync the new
+	defer s.reserveMu.Unlock()
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
 	s.mu.Lock()

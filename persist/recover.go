@@ -67,11 +67,12 @@ func dataFiles(dir string) (logs, snaps []uint64, err error) {
 
 // recovery is what reading the directory found.
 type recovery struct {
-	model    *model
-	nextLog  uint64   // the number the new log takes
-	stale    []string // files a newer snapshot makes useless
-	warnings []string
-	logBytes int64 // the size of the logs replayed
+	model     *model
+	nextLog   uint64   // the number the new log takes
+	stale     []string // files a newer snapshot makes useless
+	warnings  []string
+	logBytes  int64 // the size of the logs replayed
+	snapBytes int64 // the size of the snapshot loaded
 }
 
 // recoverDir rebuilds the model from dir's newest snapshot and the logs after
@@ -100,6 +101,9 @@ func recoverDir(dir string, repair bool, delay time.Duration) (*recovery, error)
 	if len(snaps) > 0 {
 		first = snaps[len(snaps)-1]
 		path := filepath.Join(dir, snapName(first))
+		if fi, err := os.Stat(path); err == nil {
+			rec.snapBytes = fi.Size()
+		}
 		if _, err := readFile(path, rec.model, true); err != nil {
 			// A snapshot is renamed into place only once complete and
 			// synced: damage in it is never a torn write.
@@ -171,7 +175,7 @@ func recoverDir(dir string, repair bool, delay time.Duration) (*recovery, error)
 			rec.warnings = append(rec.warnings, cerr.Error()+"; repaired: cut there, later logs dropped")
 			rec.stale = append(rec.stale, pathsOf(dir, replay[k+1:])...)
 		}
-		if err := os.Truncate(path, good); err != nil {
+		if err := truncateSynced(path, good); err != nil {
 			return nil, err
 		}
 		break
@@ -315,4 +319,22 @@ func corrupt(path string, err error) error {
 func invalidRecord(err error) bool {
 	return errors.Is(err, record.ErrInvalidChunk) || errors.Is(err, record.ErrZeroedChunk) ||
 		errors.Is(err, record.ErrUnexpectedEOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// truncateSynced cuts a file at size and makes the cut durable before the
+// new log is started: after a power cut the old log must not come back
+// torn while it is no longer the newest.
+func truncateSynced(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(size)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

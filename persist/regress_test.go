@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -282,5 +283,44 @@ func TestRegressionRepairAppliesPartOfCutRecord(t *testing.T) {
 	_, after := s.status("half-commit")
 	if during != after {
 		t.Errorf("BUG: the repaired run held the lock %q from the record it cut (present=%v), the next start has it present=%v", "half-commit", during, after)
+	}
+}
+
+// A token reservation by the table (under a shard lock, on a request
+// goroutine) racing with the background compaction's rotate: ReserveTokens
+// captures s.f under mu, drops mu, then fsyncs that *os.File after rotate has
+// closed it -> "file already closed" -> s.fail -> the server stops.
+func TestRegressionReserveRacesRotate(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, nil, sessionOpts{fsync: FsyncEverySec})
+	s.acquire("a", time.Minute, "")
+	s.commit()
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			s.store.Compact()
+		}
+	}()
+	base := s.store.Stats().TokenCeiling
+	deadline := time.Now().Add(2 * time.Second)
+	var err error
+	for i := uint64(1); time.Now().Before(deadline); i++ {
+		s.store.ReserveTokens(base + i*locker.TokenReserveChunk)
+		if err = s.store.Stats().Err; err != nil {
+			break
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("store failed by a reservation racing compaction: %v", err)
 	}
 }

@@ -59,7 +59,8 @@ type Options struct {
 	Clock        locker.Clock  // the lock table's; deadlines are converted from it
 	LockDelay    time.Duration // the table's default lock-delay
 	// CompactBytes: the log is compacted (a snapshot written, older files
-	// removed) once it exceeds both this and twice the last snapshot's size.
+	// removed) once it exceeds both this and twice the last snapshot's size;
+	// 0 for DefaultCompactBytes.
 	CompactBytes int64
 	Log          zerolog.Logger
 }
@@ -84,9 +85,11 @@ type Store struct {
 	done     atomic.Uint64 // changes written (and, under FsyncAlways, synced)
 
 	maxToken atomic.Uint64 // the highest token granted, for reserveAhead
+	reserved atomic.Uint64 // ceiling, for ReserveTokens to read without a lock
 
-	// Lock order: reserveMu, then syncMu, then mu; syncMu is never taken
-	// while mu is held.
+	// Lock order: reserveMu, then syncMu, then mu; neither of the first two
+	// is taken while a later one is held. Whoever closes the log holds all
+	// three, so that no fsync outside mu is at a file being closed.
 	reserveMu sync.Mutex // one token reservation at a time
 	syncMu    sync.Mutex // held by an fsync outside mu, and by whoever closes the log
 	mu        sync.Mutex // guards everything below
@@ -128,6 +131,9 @@ func Open(opts Options) (*Store, error) {
 	if opts.Shards < 1 || opts.Clock == nil {
 		return nil, errors.New("persist: shards and clock are required")
 	}
+	if opts.CompactBytes < 0 {
+		return nil, fmt.Errorf("persist: compact bytes must not be negative, got %d", opts.CompactBytes)
+	}
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -152,6 +158,7 @@ func Open(opts Options) (*Store, error) {
 		rec:        rec,
 		ceiling:    rec.model.ceiling,
 		logBase:    rec.logBytes,
+		snapSize:   rec.snapBytes,
 		stopC:      make(chan struct{}),
 		doneC:      make(chan struct{}),
 	}
@@ -183,6 +190,9 @@ func (s *Store) FirstToken(boot uint64) uint64 {
 // Load installs the recovered locks into t and starts the store's
 // background work (fsync once a second, compaction).
 func (s *Store) Load(t *locker.Table) error {
+	if n := t.Config().Shards; n != len(s.bufs) {
+		return fmt.Errorf("persist: the table has %d shards, the store was opened for %d", n, len(s.bufs))
+	}
 	s.mu.Lock()
 	rec := s.rec
 	s.rec = nil
@@ -197,6 +207,10 @@ func (s *Store) Load(t *locker.Table) error {
 			return fmt.Errorf("persist: restoring %q: %w", key, err)
 		}
 	}
+	// Reserve the first tokens now, so that the first grant does not wait
+	// for the fsync.
+	s.maxToken.Store(t.Config().FirstToken)
+	s.reserveAhead()
 	s.mu.Lock()
 	s.table = t
 	s.mu.Unlock()
@@ -226,6 +240,9 @@ func (s *Store) Change(shard int, c *locker.Change) {
 // reserves ahead of the tokens issued (see reserveAhead), so the table's own
 // calls normally find their tokens reserved already and return at once.
 func (s *Store) ReserveTokens(upTo uint64) {
+	if upTo <= s.reserved.Load() {
+		return // the common case: reserved ahead already, no lock taken
+	}
 	s.reserveMu.Lock()
 	defer s.reserveMu.Unlock()
 	s.mu.Lock()
@@ -256,6 +273,7 @@ func (s *Store) ReserveTokens(upTo uint64) {
 	}
 	s.synced = max(s.synced, written)
 	s.ceiling = max(s.ceiling, upTo)
+	s.reserved.Store(s.ceiling)
 	s.markDone()
 }
 
@@ -378,6 +396,8 @@ func (s *Store) background() {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	lastSync := time.Now()
+	var retryAt time.Time // compaction, after a failure
+	var backoff time.Duration
 	for {
 		select {
 		case <-s.stopC:
@@ -390,9 +410,15 @@ func (s *Store) background() {
 			lastSync = time.Now()
 			s.syncWritten()
 		}
-		if s.needsCompaction() {
+		if time.Now().After(retryAt) && s.needsCompaction() {
 			if err := s.compact(); err != nil {
-				s.opts.Log.Error().Err(err).Str("dir", s.opts.Dir).Msg("compaction failed")
+				// Each try starts a log and dumps the table: back off, up
+				// to a minute, rather than hammer a full disk every tick.
+				backoff = min(max(2*backoff, time.Second), time.Minute)
+				retryAt = time.Now().Add(backoff)
+				s.opts.Log.Error().Err(err).Str("dir", s.opts.Dir).Dur("retry_in", backoff).Msg("compaction failed")
+			} else {
+				backoff = 0
 			}
 		}
 	}
