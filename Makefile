@@ -86,7 +86,7 @@ fuzz:
 ## side by side with Redis (scripts/bench.sh; ROUNDS=3, about 10 minutes).
 ## Results in bench-results/; see docs/performance.md.
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchmem ./locker ./protocol ./internal/glob ./server
+	$(GO) test -run '^$$' -bench . -benchmem ./locker ./persist ./protocol ./internal/glob ./server
 	bash scripts/bench.sh
 
 ## bench-quick: the side-by-side run with small counts, a smoke test (< 1 minute).
