@@ -359,7 +359,7 @@ func (s *Store) writeLocked(sync bool, extra []byte) error {
 // fsync syncs f, the current log, and keeps the figures.
 func (s *Store) fsync(f *os.File) error {
 	start := time.Now()
-	err := f.Sync()
+	err := syncData(f)
 	d := time.Since(start)
 	s.fsyncs.Add(1)
 	s.fsyncNanos.Add(uint64(d))
