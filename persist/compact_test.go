@@ -166,7 +166,7 @@ func TestBackgroundCompaction(t *testing.T) {
 		s.release("k", tok)
 		s.commit()
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for s.store.Stats().Compactions == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("no compaction within 5s: %+v", s.store.Stats())

@@ -743,10 +743,10 @@ func TestCloseWritesBuffered(t *testing.T) {
 func TestBackgroundWork(t *testing.T) {
 	poll := func(t *testing.T, what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(3 * time.Second)
+		deadline := time.Now().Add(10 * time.Second)
 		for !cond() {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 3s", what)
+				t.Fatalf("%s: not within 10s", what)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
