@@ -169,7 +169,7 @@ func TestBackgroundCompaction(t *testing.T) {
 	deadline := time.Now().Add(15 * time.Second)
 	for s.store.Stats().Compactions == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("no compaction within 5s: %+v", s.store.Stats())
+			t.Fatalf("no compaction within 15s: %+v", s.store.Stats())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
