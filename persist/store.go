@@ -162,6 +162,7 @@ func Open(opts Options) (*Store, error) {
 		stopC:      make(chan struct{}),
 		doneC:      make(chan struct{}),
 	}
+	s.reserved.Store(s.ceiling)
 	for _, path := range rec.stale {
 		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
 			dirLock.Close()
