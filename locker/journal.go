@@ -214,18 +214,7 @@ func (t *Table) Restore(st *LockState) error {
 	}
 	e := s.at(i)
 	if st.Created {
-		e.flags |= flagCreated
-		o := st.Options
-		ls := lockSettings{defaultTTL: int64(o.DefaultTTL), lockDelay: inheritDelay, limit: int32(o.Limit)}
-		if o.LockDelaySet {
-			ls.lockDelay = int64(o.LockDelay)
-		}
-		if o.Limit > 0 {
-			e.flags |= flagSemaphore
-		}
-		if ls != (lockSettings{lockDelay: inheritDelay}) {
-			s.settings[i] = ls
-		}
+		s.makeCreated(i, settingsOf(st.Options))
 	}
 	e.token = max(e.token, st.LastToken)
 	s.lastToken = max(s.lastToken, st.LastToken)

@@ -46,6 +46,27 @@ type lockSettings struct {
 
 const inheritDelay = -1
 
+// settingsOf turns Create's options into a lock's settings; options undoes it.
+func settingsOf(o CreateOptions) lockSettings {
+	st := lockSettings{defaultTTL: int64(o.DefaultTTL), lockDelay: inheritDelay, limit: int32(o.Limit)}
+	if o.LockDelaySet {
+		st.lockDelay = int64(o.LockDelay)
+	}
+	return st
+}
+
+// makeCreated marks entry i as made by Create, with settings st.
+func (s *shard) makeCreated(i uint32, st lockSettings) {
+	e := s.at(i)
+	e.flags |= flagCreated
+	if st.limit > 0 {
+		e.flags |= flagSemaphore
+	}
+	if st != (lockSettings{lockDelay: inheritDelay}) {
+		s.settings[i] = st
+	}
+}
+
 // shard is one independently locked part of the table.
 type shard struct {
 	mu sync.Mutex // guards every field below

@@ -190,13 +190,12 @@ func (t *Table) Create(key []byte, opts CreateOptions) (bool, error) {
 	if opts.Limit < 0 || opts.Limit > MaxLimit {
 		return false, fmt.Errorf("%w: must be between 1 and %d", ErrLimitRange, MaxLimit)
 	}
-	st := lockSettings{defaultTTL: int64(opts.DefaultTTL), lockDelay: inheritDelay, limit: int32(opts.Limit)}
 	if opts.LockDelaySet {
 		if err := t.checkLockDelay(opts.LockDelay); err != nil {
 			return false, err
 		}
-		st.lockDelay = int64(opts.LockDelay)
 	}
+	st := settingsOf(opts)
 	h, s := t.locate(key)
 	now := int64(t.cfg.Clock.Now())
 	s.mu.Lock()
@@ -211,14 +210,7 @@ func (t *Table) Create(key []byte, opts CreateOptions) (bool, error) {
 		// Its leases would have to become permits mid-flight.
 		return false, &KeyError{Key: string(key), Err: ErrInUse}
 	}
-	e := s.at(i)
-	e.flags |= flagCreated
-	if st.limit > 0 {
-		e.flags |= flagSemaphore
-	}
-	if st != (lockSettings{lockDelay: inheritDelay}) {
-		s.settings[i] = st
-	}
+	s.makeCreated(i, st)
 	// The create's time: a replay needs it to tell which of the leases it
 	// knows of had expired by then (expiry is not journaled).
 	s.journal(ChangeCreate, i, 0, now, nil, false)
