@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"container/heap"
 	"time"
 
@@ -18,7 +19,7 @@ type blockState struct {
 	wait  *locker.Wait      // ACQUIRE's
 	key   string            // ACQUIRE's key
 	multi *locker.MultiWait // MACQUIRE's
-	keys  []string          // MACQUIRE's keys, in the order given
+	keys  [][]byte          // MACQUIRE's keys, in the order given (copies)
 }
 
 // waitOutcome is how a wait ended: its grant, if any.
@@ -72,9 +73,9 @@ func macquireWaiting(c *conn, req protocol.MAcquireRequest) error {
 		protocol.WriteTokens(c.wr, tokens)
 		return nil
 	}
-	b.keys = make([]string, len(req.Keys))
+	b.keys = make([][]byte, len(req.Keys)) // req's alias the reader's buffer
 	for j, k := range req.Keys {
-		b.keys[j] = string(k)
+		b.keys[j] = bytes.Clone(k)
 	}
 	c.park(b, progress)
 	return nil
@@ -170,7 +171,7 @@ func (c *conn) giveBack(b *blockState, out waitOutcome) {
 		return
 	}
 	for j, k := range b.keys {
-		c.srv.table.Release([]byte(k), out.tokens[j])
+		c.srv.table.Release(k, out.tokens[j])
 	}
 }
 
@@ -187,9 +188,7 @@ func (c *conn) endWait(out waitOutcome) {
 		protocol.WriteToken(c.wr, out.token, out.granted)
 	} else {
 		if out.granted {
-			for j, k := range b.keys {
-				c.srv.ties.granted(c, []byte(k), out.tokens[j], b.ephemeral)
-			}
+			c.tieAll(b.keys, out.tokens, b.ephemeral)
 		}
 		protocol.WriteTokens(c.wr, out.tokens)
 	}
