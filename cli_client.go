@@ -228,9 +228,10 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 // would hide `leasehold --addr X status KEY`.)
 func clientAddr(c *cli.Context) string {
 	envVal, envSet := os.LookupEnv(env("ADDR")[0])
+	envSet = envSet && envVal != "" // set but empty: as if unset, the default
 	for _, ctx := range c.Lineage() {
 		if ctx.Command != nil && ctx.IsSet("addr") {
-			if v := ctx.String("addr"); !envSet || v != envVal {
+			if v := ctx.String("addr"); v != "" && (!envSet || v != envVal) {
 				return v
 			}
 		}
@@ -238,7 +239,10 @@ func clientAddr(c *cli.Context) string {
 	if envSet {
 		return envVal
 	}
-	return c.String("addr")
+	if v := c.String("addr"); v != "" {
+		return v
+	}
+	return leasehold.DefaultAddr
 }
 
 // newCLIClient connects to the server clientAddr names.
