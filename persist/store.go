@@ -292,11 +292,7 @@ func (s *Store) markDone() {
 // token granted comes within a chunk of the reservation, it reserves two
 // chunks past it, off the table's hot path.
 func (s *Store) reserveAhead() {
-	issued := s.maxToken.Load()
-	s.mu.Lock()
-	ceiling := s.ceiling
-	s.mu.Unlock()
-	if issued+locker.TokenReserveChunk > ceiling {
+	if issued := s.maxToken.Load(); issued+locker.TokenReserveChunk > s.reserved.Load() {
 		s.ReserveTokens(issued + 2*locker.TokenReserveChunk)
 	}
 }
