@@ -45,13 +45,45 @@ func newApp() *cli.App {
 		Commands: append([]*cli.Command{{
 			Name:   "serve",
 			Usage:  "run the lock server",
-			Flags:  flags,
+			Flags:  withoutEnv(serveFlags()),
 			Action: serve,
 		}}, clientCommands()...),
 	}
 }
 
 func env(name string) []string { return []string{"LEASEHOLD_" + name} }
+
+// withoutEnv returns serve's own copies of the flags, which read no
+// environment variable (their help still names it). The top-level copies
+// read it, so that a flag on the command line, before or after "serve",
+// wins over the environment: urfave/cli counts a flag set from the
+// environment as set, and were serve's copies to read it, LEASEHOLD_ADDR
+// would beat `leasehold --addr X serve`.
+func withoutEnv(flags []cli.Flag) []cli.Flag {
+	for _, f := range flags {
+		var vars *[]string
+		var usage *string
+		switch f := f.(type) {
+		case *cli.StringFlag:
+			vars, usage = &f.EnvVars, &f.Usage
+		case *cli.IntFlag:
+			vars, usage = &f.EnvVars, &f.Usage
+		case *cli.Int64Flag:
+			vars, usage = &f.EnvVars, &f.Usage
+		case *cli.DurationFlag:
+			vars, usage = &f.EnvVars, &f.Usage
+		case *cli.BoolFlag:
+			vars, usage = &f.EnvVars, &f.Usage
+		default:
+			panic(fmt.Sprintf("withoutEnv: flag type %T", f))
+		}
+		for _, v := range *vars {
+			*usage += " [$" + v + "]"
+		}
+		*vars = nil
+	}
+	return flags
+}
 
 // serveFlags reads every default from the packages' DefaultConfig, so the
 // help text cannot drift from what the server does.
@@ -81,7 +113,8 @@ func serveFlags() []cli.Flag {
 
 // flag returns the context that holds flag name's value: the innermost
 // command on whose command line it was given, so that `leasehold --addr X
-// serve` and `leasehold serve --addr X` both work, or c for the default.
+// serve` and `leasehold serve --addr X` both work; else the top level, if
+// the environment sets it (see withoutEnv); else c, for the default.
 func flag(c *cli.Context, name string) *cli.Context {
 	for _, ctx := range c.Lineage() {
 		if ctx.Command != nil && ctx.IsSet(name) {

@@ -448,3 +448,34 @@ func TestFlagsBeforeServe(t *testing.T) {
 		t.Fatalf("--shards 3 before serve: exit %d, stderr %q; want a failure naming shards", exit, stderr)
 	}
 }
+
+// TestCommandLineBeatsEnvironment checks that a flag on the command line,
+// before or after serve, wins over its LEASEHOLD_ variable, and that the
+// variable still counts when no flag is given.
+func TestCommandLineBeatsEnvironment(t *testing.T) {
+	cases := []struct {
+		name string
+		args func(flagAddr string) []string
+		want string // "flag" or "env"
+	}{
+		{"flag before serve", func(a string) []string { return []string{"--addr", a, "serve"} }, "flag"},
+		{"flag after serve", func(a string) []string { return []string{"serve", "--addr", a} }, "flag"},
+		{"flag without serve", func(a string) []string { return []string{"--addr", a} }, "flag"},
+		{"no flag, serve", func(string) []string { return []string{"serve"} }, "env"},
+		{"no flag, no serve", func(string) []string { return nil }, "env"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			flagAddr, envAddr := freeAddr(t), freeAddr(t)
+			want := map[string]string{"flag": flagAddr, "env": envAddr}[tc.want]
+			p := start(t, []string{"LEASEHOLD_ADDR=" + envAddr, "LEASEHOLD_LOG_FORMAT=json"}, tc.args(flagAddr)...)
+			p.waitListening(want)
+			if exit := p.stop(syscall.SIGTERM); exit != 0 {
+				t.Fatalf("exit status %d, want 0\nstderr: %s", exit, p.stderr)
+			}
+			if got := p.logLines()[0]["addr"]; got != want {
+				t.Errorf("listening on %v, want the %s's %s", got, tc.want, want)
+			}
+		})
+	}
+}
