@@ -319,11 +319,18 @@ func (s *shard) heldBy(i uint32, token uint64) bool {
 	return e.flags&flagHeld != 0 && e.token == token
 }
 
-// expireDue advances the wheel to now, expiring the leases and ending the
-// lock-delays it hands back, and returns how many leases it expired.
-func (s *shard) expireDue(now int64) int {
+// expireBatch is the most timers one expireDue call moves or fires, so
+// that the reaper holds a shard's lock for tens of microseconds at a time
+// even when a million leases fall due together or a wheel level cascades.
+const expireBatch = 256
+
+// expireDue advances the wheel towards now, expiring the leases and ending
+// the lock-delays that are due, and moving at most expireBatch timers. It
+// returns how many leases it expired and whether it reached now; if not, the
+// caller drops the lock, so that commands get a turn, and calls again.
+func (s *shard) expireDue(now int64) (expired int, done bool) {
 	before := s.counts.expired.Load()
-	s.wheel.advance(now/s.tick, func(i uint32) {
+	done = s.wheel.advanceBudget(now/s.tick, expireBatch, func(i uint32) {
 		e := s.at(i)
 		if e.flags&(flagHeld|flagDelayed|flagMulti) == 0 {
 			return
@@ -334,7 +341,7 @@ func (s *shard) expireDue(now int64) int {
 		}
 		s.settle(i, now)
 	})
-	return int(s.counts.expired.Load() - before)
+	return int(s.counts.expired.Load() - before), done
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

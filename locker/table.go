@@ -111,9 +111,13 @@ func (t *Table) ExpireDue() int {
 	n := 0
 	for _, s := range t.shards {
 		now := int64(t.cfg.Clock.Now())
-		s.mu.Lock()
-		n += s.expireDue(now)
-		t.unlock(s)
+		for done := false; !done; {
+			var expired int
+			s.mu.Lock()
+			expired, done = s.expireDue(now)
+			t.unlock(s)
+			n += expired
+		}
 	}
 	return n
 }

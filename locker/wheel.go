@@ -22,6 +22,7 @@ type timerWheel struct {
 	levels  [][wheelSlots]uint32 // list heads
 	counts  []int                // timers per level, to skip empty stretches
 	now     int64                // last tick advanced to
+	inTick  bool                 // tick now's cascades and firing are not all done yet (see advanceBudget)
 	pending int                  // timers scheduled
 }
 
@@ -110,10 +111,27 @@ func (w *timerWheel) unlink(id uint32, n *wheelNode) {
 // due, in tick order. A fired timer is disarmed before fire runs, so fire may
 // schedule it again.
 func (w *timerWheel) advance(to int64, fire func(id uint32)) {
-	for w.now < to {
+	w.advanceBudget(to, -1, fire)
+}
+
+// advanceBudget is advance with a budget: it stops after moving or firing
+// budget timers (none if budget < 0) and reports whether it reached to. The
+// owner may drop its lock between calls, and schedule or cancel timers
+// meanwhile, as at any other time; the next call carries on where this one
+// stopped. So a cascade that moves tens of thousands of timers, or a slot
+// with as many due at once, is done in bounded steps rather than one long
+// lock hold.
+func (w *timerWheel) advanceBudget(to int64, budget int, fire func(id uint32)) (done bool) {
+	for {
+		if w.inTick && !w.finishTick(&budget, fire) {
+			return false
+		}
+		if w.now >= to {
+			return true
+		}
 		if w.pending == 0 {
 			w.now = to
-			return
+			return true
 		}
 		// With the lowest levels empty, nothing can happen before the next
 		// tick at which the first non-empty level cascades: jump there.
@@ -125,22 +143,48 @@ func (w *timerWheel) advance(to int64, fire func(id uint32)) {
 			}
 		}
 		w.now++
-		// At the start of a level-l slot's span, move its timers down.
-		for l := 1; l < len(w.levels) && w.now&(1<<(wheelBits*l)-1) == 0; l++ {
-			w.cascade(l, int(w.now>>(wheelBits*l))&wheelMask)
-		}
-		// Re-read the slot's head every time: fire may schedule a timer
-		// that needs a new level, and growing w.levels moves the array.
+		w.inTick = true
+	}
+}
+
+// finishTick does the work of tick w.now that is still to do, within budget:
+// at the start of a level-l slot's span it moves that slot's timers down,
+// and then it fires level 0's slot. It reports whether the tick is done.
+func (w *timerWheel) finishTick(budget *int, fire func(id uint32)) bool {
+	for l := 1; l < len(w.levels) && w.now&(1<<(wheelBits*l)-1) == 0; l++ {
+		slot := int(w.now>>(wheelBits*l)) & wheelMask
+		// No timer scheduled meanwhile lands in this slot: it covers ticks
+		// from w.now on, which place puts in lower levels.
 		for {
-			id := w.levels[0][w.now&wheelMask]
+			id := w.levels[l][slot]
 			if id == 0 {
 				break
 			}
+			if *budget == 0 {
+				return false
+			}
+			*budget--
 			w.unlink(id, w.nodes.wheelNode(id))
-			w.pending--
-			fire(id)
+			w.place(id, max(w.nodes.wheelDue(id), w.now))
 		}
 	}
+	// Re-read the slot's head every time: fire may schedule a timer that
+	// needs a new level, and growing w.levels moves the array.
+	for {
+		id := w.levels[0][w.now&wheelMask]
+		if id == 0 {
+			break
+		}
+		if *budget == 0 {
+			return false
+		}
+		*budget--
+		w.unlink(id, w.nodes.wheelNode(id))
+		w.pending--
+		fire(id)
+	}
+	w.inTick = false
+	return true
 }
 
 func (w *timerWheel) lowestBusyLevel() int {
@@ -150,17 +194,4 @@ func (w *timerWheel) lowestBusyLevel() int {
 		}
 	}
 	return len(w.counts)
-}
-
-func (w *timerWheel) cascade(level, slot int) {
-	id := w.levels[level][slot]
-	w.levels[level][slot] = 0
-	for id != 0 {
-		n := w.nodes.wheelNode(id)
-		next := n.next
-		n.slot = 0
-		w.counts[level]--
-		w.place(id, max(w.nodes.wheelDue(id), w.now))
-		id = next
-	}
 }

@@ -27,7 +27,9 @@ func (t *testNodes) wheelDue(id uint32) int64 { return t.due[id] }
 
 // TestWheelFiresAtDueTick schedules, reschedules and cancels timers at random
 // distances spanning several levels and checks that each fires exactly once,
-// at the first tick at or after its due tick, and cancelled ones never.
+// at the first tick at or after its due tick, and cancelled ones never. Half
+// the advances run on a small budget, so that schedules and cancels land
+// between the steps of a cascade or of a slot's firing.
 func TestWheelFiresAtDueTick(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3, 4, 5} {
 		rng := rand.New(rand.NewPCG(seed, seed))
@@ -36,7 +38,8 @@ func TestWheelFiresAtDueTick(t *testing.T) {
 		w := newTimerWheel(start, nodes)
 		want := map[uint32]int64{} // id -> tick it must fire at
 		const ids = 2000
-		for step := 0; step < 20000; step++ {
+		target := w.now // where budgeted advances are headed
+		for step := 0; step < 40000; step++ {
 			id := uint32(rng.IntN(ids)) + 1
 			switch rng.IntN(4) {
 			case 0, 1:
@@ -49,8 +52,14 @@ func TestWheelFiresAtDueTick(t *testing.T) {
 				w.cancel(id)
 				delete(want, id)
 			case 3:
-				to := w.now + rng.Int64N(1<<12)
-				w.advance(to, func(id uint32) {
+				if target <= w.now {
+					target = w.now + rng.Int64N(1<<12)
+				}
+				budget := -1
+				if rng.IntN(2) == 0 {
+					budget = 1 + rng.IntN(16)
+				}
+				done := w.advanceBudget(target, budget, func(id uint32) {
 					due, ok := want[id]
 					if !ok {
 						t.Fatalf("seed %d: timer %d fired but was not scheduled", seed, id)
@@ -60,6 +69,12 @@ func TestWheelFiresAtDueTick(t *testing.T) {
 					}
 					delete(want, id)
 				})
+				if !done {
+					continue
+				}
+				if w.now != target {
+					t.Fatalf("seed %d: advance done at %d, asked for %d", seed, w.now, target)
+				}
 				for id, due := range want {
 					if due <= w.now {
 						t.Fatalf("seed %d: timer %d due %d not fired by %d", seed, id, due, w.now)
@@ -74,6 +89,46 @@ func TestWheelFiresAtDueTick(t *testing.T) {
 		if len(want) != 0 || w.pending != 0 {
 			t.Fatalf("seed %d: %d timers never fired", seed, len(want))
 		}
+	}
+}
+
+// TestWheelBudgetBoundsCascade puts 10,000 timers in one level-1 slot and
+// checks that a budgeted advance moves or fires no more than its budget per
+// call, still fires every timer at its due tick, and reports done only at
+// the end.
+func TestWheelBudgetBoundsCascade(t *testing.T) {
+	nodes := newTestNodes()
+	w := newTimerWheel(0, nodes)
+	const n, budget = 10000, 100
+	for id := uint32(1); id <= n; id++ {
+		due := int64(128 + id%64) // all in the level-1 slot covering 128..191
+		nodes.due[id] = due
+		w.schedule(id, due)
+	}
+	fired, calls := 0, 0
+	for done := false; !done; calls++ {
+		if calls > 2*n/budget+200 {
+			t.Fatalf("no end after %d calls", calls)
+		}
+		inCall := 0
+		done = w.advanceBudget(1000, budget, func(id uint32) {
+			inCall++
+			if w.now != nodes.due[id] {
+				t.Fatalf("timer %d fired at %d, due %d", id, w.now, nodes.due[id])
+			}
+		})
+		if inCall > budget {
+			t.Fatalf("one call fired %d timers; budget %d", inCall, budget)
+		}
+		fired += inCall
+	}
+	if fired != n || w.pending != 0 {
+		t.Fatalf("fired %d of %d, %d pending", fired, n, w.pending)
+	}
+	// Moving 10,000 timers down a level and firing them takes at least 200
+	// steps of 100.
+	if calls < 2*n/budget {
+		t.Fatalf("done in %d calls; a budget of %d needs at least %d", calls, budget, 2*n/budget)
 	}
 }
 
