@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math/bits"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -111,12 +112,18 @@ func (t *Table) ExpireDue() int {
 	n := 0
 	for _, s := range t.shards {
 		now := int64(t.cfg.Clock.Now())
-		for done := false; !done; {
+		for done := false; ; {
 			var expired int
 			s.mu.Lock()
 			expired, done = s.expireDue(now)
 			t.unlock(s)
 			n += expired
+			if done {
+				break
+			}
+			// Let a command waiting for the lock have it before the next
+			// batch: sync.Mutex lets the unlocker take it straight back.
+			runtime.Gosched()
 		}
 	}
 	return n
