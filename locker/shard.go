@@ -324,13 +324,21 @@ func (s *shard) heldBy(i uint32, token uint64) bool {
 // even when a million leases fall due together or a wheel level cascades.
 const expireBatch = 256
 
-// expireDue advances the wheel towards now, expiring the leases and ending
-// the lock-delays that are due, and moving at most expireBatch timers. It
-// returns how many leases it expired and whether it reached now; if not, the
-// caller drops the lock, so that commands get a turn, and calls again.
-func (s *shard) expireDue(now int64) (expired int, done bool) {
+// expireDue advances the wheel towards upTo, expiring the leases and ending
+// the lock-delays that are due by now, and moving at most expireBatch
+// timers. It returns how many leases it expired and whether it reached
+// upTo; if not, the caller drops the lock, so that commands get a turn, and
+// calls again.
+//
+// upTo is the clock when the pass over the shard began and stays the same
+// across calls, so that the pass ends; now is read afresh for each call (now
+// >= upTo). A batch must judge deadlines, and date the leases it hands to
+// waiters, by the time it runs, not by when the pass began: time goes on
+// while other commands hold the lock between batches, and another ExpireDue
+// with an earlier reading may finish a tick this one left unfinished.
+func (s *shard) expireDue(upTo, now int64) (expired int, done bool) {
 	before := s.counts.expired.Load()
-	done = s.wheel.advanceBudget(now/s.tick, expireBatch, func(i uint32) {
+	done = s.wheel.advanceBudget(upTo/s.tick, expireBatch, func(i uint32) {
 		e := s.at(i)
 		if e.flags&(flagHeld|flagDelayed|flagMulti) == 0 {
 			return

@@ -111,11 +111,11 @@ func (t *Table) Close() error {
 func (t *Table) ExpireDue() int {
 	n := 0
 	for _, s := range t.shards {
-		now := int64(t.cfg.Clock.Now())
+		upTo := int64(t.cfg.Clock.Now())
 		for done := false; ; {
 			var expired int
 			s.mu.Lock()
-			expired, done = s.expireDue(now)
+			expired, done = s.expireDue(upTo, max(upTo, int64(t.cfg.Clock.Now())))
 			t.unlock(s)
 			n += expired
 			if done {
