@@ -41,6 +41,10 @@ type Config struct {
 	// Journal, when set, receives every change a restart must replay, and
 	// reserves the tokens the table issues (see Journal); nil for none.
 	Journal Journal
+	// PrefetchFrom is the number of live locks from which the table asks
+	// callers to prefetch pipelined keys (see Table.PrefetchWorthwhile);
+	// 0 means DefaultPrefetchFrom.
+	PrefetchFrom int
 }
 
 // DefaultShards returns the default shard count: the power of two at or above
@@ -113,6 +117,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("locker: first token %d leaves no room below 2^53", c.FirstToken)
 	case c.Clock == nil:
 		return errors.New("locker: clock is required")
+	case c.PrefetchFrom < 0:
+		return fmt.Errorf("locker: prefetch threshold must not be negative, got %d", c.PrefetchFrom)
 	}
 	return nil
 }

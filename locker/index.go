@@ -92,3 +92,12 @@ func (x *keyIndex) remove(h, entry uint32) {
 	x.slots[hole] = indexSlot{}
 	x.count--
 }
+
+// firstCandidate returns the first entry stored under hash h, or 0: for a
+// prefetch, which guesses that it is the key's own.
+func (x *keyIndex) firstCandidate(h uint32) uint32 {
+	for e := range x.candidates(h) {
+		return e
+	}
+	return 0
+}

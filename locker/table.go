@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,6 +21,8 @@ type Table struct {
 	shardBits int
 	tick      int64
 
+	prefetching atomic.Bool // PrefetchWorthwhile's answer, refreshed by ExpireDue
+
 	mu      sync.Mutex // guards started, closed
 	started bool
 	closed  bool
@@ -32,6 +35,9 @@ type Table struct {
 func New(cfg Config) (*Table, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.PrefetchFrom == 0 {
+		cfg.PrefetchFrom = DefaultPrefetchFrom
 	}
 	t := &Table{
 		cfg:       cfg,
@@ -126,6 +132,7 @@ func (t *Table) ExpireDue() int {
 			runtime.Gosched()
 		}
 	}
+	t.updatePrefetching()
 	return n
 }
 

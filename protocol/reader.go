@@ -137,9 +137,10 @@ type Reader struct {
 	limits ReaderLimits
 	window int // limits.MaxInlineLen+1: bytes searched for a line end before the line is too long
 
-	buf []byte
-	cmd int // start of the pending command in buf
-	end int // end of the buffered bytes in buf
+	buf  []byte
+	base int64 // the stream offset of buf[0]: bytes dropped from the front so far
+	cmd  int   // start of the pending command in buf
+	end  int   // end of the buffered bytes in buf
 
 	state readerState
 	pos   int   // start of the line or bulk data being parsed
@@ -212,6 +213,18 @@ func (r *Reader) ReadCommand() ([][]byte, error) {
 			return nil, ErrWouldBlock
 		}
 	}
+}
+
+// Lookahead returns the bytes buffered after the command ReadCommand last
+// returned, which may hold whole commands the client pipelined behind it,
+// and the stream offset where they start (a count of bytes since the
+// connection opened). It returns nil in the middle of a command. The slice is
+// valid only until the next ReadCommand; see PeekArgs.
+func (r *Reader) Lookahead() ([]byte, int64) {
+	if r.err != nil || r.state != stateIdle {
+		return nil, 0
+	}
+	return r.buf[r.cmd:r.end], r.base + int64(r.cmd)
 }
 
 // parse advances the state machine over the buffered bytes. It returns true
@@ -451,8 +464,10 @@ func (r *Reader) fill() error {
 		if len(r.buf) > readerKeepBuf {
 			r.buf = make([]byte, readerBufSize)
 		}
+		r.base += int64(r.end)
 		r.cmd, r.end, r.pos, r.scan = 0, 0, 0, 0
 	} else if r.cmd > 0 {
+		r.base += int64(r.cmd)
 		n := copy(r.buf, r.buf[r.cmd:r.end])
 		r.pos -= r.cmd
 		r.scan -= r.cmd

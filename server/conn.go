@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/protocol"
 	"github.com/rs/zerolog"
 	"github.com/tidwall/redcon"
@@ -46,6 +47,7 @@ type conn struct {
 	flushQueued           bool               // event loop: in the loop's flushLater
 	openAfterRound        bool               // event loop: runCommands' verdict, for the deferred flush
 	blocked               *blockState        // parked in ACQUIRE ... WAIT
+	prefetchedTo          int64              // stream offset up to which pipelined commands' keys were prefetched
 	ephemeral             map[lease]struct{} // the EPHEMERAL leases tied to this connection (see ephemeralTies)
 	sub                   *subscription      // pub/sub channels and patterns, when listening
 
@@ -147,6 +149,11 @@ func (c *conn) runCommands() (open bool) {
 			return false
 		}
 		c.commands.Add(1)
+		if c.srv.table.PrefetchWorthwhile() {
+			if ahead, at := c.rd.Lookahead(); len(ahead) > 0 && at >= c.prefetchedTo {
+				c.prefetchedTo = at + int64(c.prefetchKeys(ahead))
+			}
+		}
 		c.dispatch(args)
 		c.unflushed = true
 	}
@@ -168,6 +175,27 @@ func (c *conn) readFailed(err error) {
 	default:
 		c.log.Debug().Err(err).Msg("read failed")
 	}
+}
+
+// prefetchKeys hands the keys of the next lock commands pipelined in ahead
+// to the table's Prefetch, so that their cache misses overlap rather than
+// come one command at a time (see locker.Table.Prefetch), and returns how
+// many bytes those commands span. Only pipelined input gets here: with one
+// command per read there is nothing ahead to overlap.
+func (c *conn) prefetchKeys(ahead []byte) int {
+	var keys [locker.PrefetchMax][]byte
+	n := 0
+	spanned := protocol.PeekArgs(ahead, len(keys), func(name, arg []byte) {
+		i := protocol.LookupIndex(name)
+		if i >= 0 && protocol.Commands[i].FirstKey == 1 && c.srv.table.CheckKey(arg) == nil {
+			keys[n] = arg
+			n++
+		}
+	})
+	if n > 0 {
+		c.srv.table.Prefetch(keys[:n])
+	}
+	return spanned
 }
 
 // dispatch runs one command and buffers its reply.
