@@ -80,6 +80,7 @@ fuzz:
 	$(GO) test ./protocol -run '^$$' -fuzz '^FuzzReaderRoundTrip$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./protocol -run '^$$' -fuzz '^FuzzParseMAcquire$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./protocol -run '^$$' -fuzz '^FuzzPeekArgs$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./protocol -run '^$$' -fuzz '^FuzzLookaheadStream$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/glob -run '^$$' -fuzz '^FuzzMatch$$' -fuzztime $(FUZZTIME)
 
 ## bench: Go benchmarks of the lock table, the RESP reader, the server's hot

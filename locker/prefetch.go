@@ -47,7 +47,9 @@ func (t *Table) Prefetch(keys [][]byte) {
 // PrefetchWorthwhile reports whether the table is large enough for Prefetch
 // to save more than it costs (Config.PrefetchFrom live locks); in a small
 // table everything is in cache and the extra hashing and locking only cost.
-// The reaper refreshes the answer every tick.
+// The reaper refreshes the answer every tick (ExpireDue does). It is always
+// false on platforms without a prefetch instruction stub (only amd64 and
+// arm64 have one).
 func (t *Table) PrefetchWorthwhile() bool { return t.prefetching.Load() }
 
 // updatePrefetching refreshes PrefetchWorthwhile's answer from the shards'
@@ -57,5 +59,5 @@ func (t *Table) updatePrefetching() {
 	for _, s := range t.shards {
 		locks += int(s.counts.locks.Load())
 	}
-	t.prefetching.Store(locks >= t.cfg.PrefetchFrom)
+	t.prefetching.Store(PrefetchSupported && locks >= t.cfg.PrefetchFrom)
 }

@@ -10,7 +10,9 @@ package protocol
 // header of more than nine digits or with leading zeros, anything
 // malformed), and the Reader judges
 // those bytes as usual when it gets to them. What it does report agrees with
-// what the Reader returns for the same bytes. Use it on Reader.Lookahead.
+// what the Reader returns for the same bytes, unless the Reader refuses them
+// under its ReaderLimits (which PeekArgs does not know), and then the
+// connection is closing anyway. Use it on Reader.Lookahead.
 func PeekArgs(b []byte, max int, fn func(name, arg []byte)) int {
 	off := 0
 	for range max {

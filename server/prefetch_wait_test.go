@@ -1,0 +1,77 @@
+package server
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/locker"
+)
+
+// TestPrefetchAroundWaitAndQuit pipelines, with the prefetch gate open, a
+// batch that parks mid-buffer in ACQUIRE ... WAIT and ends in QUIT followed
+// by more lock commands. Every command before QUIT must run once, in order,
+// after the wait ends; the commands after QUIT are peeked (and their keys
+// prefetched) but must never run.
+func TestPrefetchAroundWaitAndQuit(t *testing.T) {
+	ts := startServer(t, func(c *Config) { c.Locker.PrefetchFrom = 1 })
+	rdb := ts.client()
+	holder, err := rdb.Do(ctx(t), "ACQUIRE", "w", 30000).Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if locker.PrefetchSupported { // elsewhere the gate stays shut, and the replies must be the same
+		eventually(t, 5*time.Second, "the reaper opens the prefetch gate", ts.table.PrefetchWorthwhile)
+	}
+
+	frame := func(args ...string) string {
+		s := "*" + strconv.Itoa(len(args)) + "\r\n"
+		for _, a := range args {
+			s += "$" + strconv.Itoa(len(a)) + "\r\n" + a + "\r\n"
+		}
+		return s
+	}
+	var b strings.Builder
+	b.WriteString(frame("ACQUIRE", "before", "30000"))
+	b.WriteString(frame("ACQUIRE", "w", "30000", "WAIT", "5000"))
+	for i := range 20 {
+		b.WriteString(frame("ACQUIRE", "after:"+strconv.Itoa(i), "30000"))
+	}
+	b.WriteString(frame("STATUS", "w"))
+	b.WriteString(frame("QUIT"))
+	for i := range 20 {
+		b.WriteString(frame("ACQUIRE", "never:"+strconv.Itoa(i), "30000"))
+	}
+	rc := ts.dial()
+	rc.send(b.String())
+	if got := rc.line(); !strings.HasPrefix(got, ":") {
+		t.Fatalf("ACQUIRE before = %q", got)
+	}
+	// Parked, with the rest of the batch buffered behind it.
+	eventually(t, 5*time.Second, "ACQUIRE w WAIT parks", func() bool { return ts.stats.blocked.Load() == 1 })
+	if n, err := rdb.Do(ctx(t), "RELEASE", "w", holder).Int(); err != nil || n != 1 {
+		t.Fatalf("RELEASE w = %d, %v", n, err)
+	}
+	if got := rc.line(); !strings.HasPrefix(got, ":") || got == ":"+strconv.FormatUint(holder, 10) {
+		t.Fatalf("ACQUIRE w WAIT = %q, want a new token", got)
+	}
+	for i := range 20 {
+		if got := rc.line(); !strings.HasPrefix(got, ":") {
+			t.Fatalf("ACQUIRE after:%d = %q", i, got)
+		}
+	}
+	if got := rc.line(); !strings.HasPrefix(got, "*") {
+		t.Fatalf("STATUS w = %q, want an array", got)
+	}
+	for rc.line() != "+OK" { // STATUS's fields, then QUIT's reply
+	}
+	if !rc.closed() {
+		t.Fatal("the connection stayed open after QUIT")
+	}
+	for i := range 20 {
+		if _, err := rdb.Do(ctx(t), "ACQUIRE", "never:"+strconv.Itoa(i), 1000).Uint64(); err != nil {
+			t.Fatalf("never:%d is held (%v): a command after QUIT ran", i, err)
+		}
+	}
+}
