@@ -446,7 +446,7 @@ func TestBatchedReaperUnderConcurrency(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(700 * time.Millisecond)
+	time.Sleep(700 * time.Millisecond) // how long the stress runs: a bound, not a wait for anything
 	stop.Store(true)
 	wg.Wait()
 	close(fail)
