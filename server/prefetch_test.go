@@ -11,20 +11,34 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// startPrefetchingServer starts a server whose table prefetches the keys of
+// pipelined commands from its first lock on (PrefetchFrom 1).
+func startPrefetchingServer(t *testing.T) *testServer {
+	return startServer(t, func(c *Config) { c.Locker.PrefetchFrom = 1 })
+}
+
+// waitForPrefetching waits for the reaper to open ts's prefetch gate, once
+// the table holds a lock. Where the platform has no prefetch stub the gate
+// stays shut, and the replies must be the same all the same.
+func waitForPrefetching(t *testing.T, ts *testServer) {
+	t.Helper()
+	if locker.PrefetchSupported {
+		eventually(t, 5*time.Second, "the reaper opens the prefetch gate", ts.table.PrefetchWorthwhile)
+	}
+}
+
 // TestPipelinedCommandsWithPrefetch sends pipelines of mixed commands with
 // the table's prefetching switched on (PrefetchFrom 1), so that every
 // pipelined lock command's key is prefetched before it runs, and checks
 // every reply. Prefetching must change no answer.
 func TestPipelinedCommandsWithPrefetch(t *testing.T) {
-	ts := startServer(t, func(c *Config) { c.Locker.PrefetchFrom = 1 })
+	ts := startPrefetchingServer(t)
 	rdb := ts.client()
 	held, err := rdb.Do(ctx(t), "ACQUIRE", "held", 60000).Uint64()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if locker.PrefetchSupported { // elsewhere the gate stays shut, and the replies must be the same
-		eventually(t, 5*time.Second, "the reaper opens the prefetch gate", ts.table.PrefetchWorthwhile)
-	}
+	waitForPrefetching(t, ts)
 
 	for round := range 3 {
 		pipe := rdb.Pipeline()
@@ -69,15 +83,8 @@ func TestPipelinedCommandsWithPrefetch(t *testing.T) {
 	// The same through a raw socket, with an inline command in the middle
 	// and the last command split across two writes.
 	rc := ts.dial()
-	frame := func(args ...string) string {
-		s := "*" + strconv.Itoa(len(args)) + "\r\n"
-		for _, a := range args {
-			s += "$" + strconv.Itoa(len(a)) + "\r\n" + a + "\r\n"
-		}
-		return s
-	}
-	batch := frame("ACQUIRE", "raw:1", "60000") + frame("ACQUIRE", "held", "1000") + "PING\r\n" + frame("VERIFY", "held", strconv.FormatUint(held, 10))
-	last := frame("ACQUIRE", "raw:2", "60000")
+	batch := resp("ACQUIRE", "raw:1", "60000") + resp("ACQUIRE", "held", "1000") + "PING\r\n" + resp("VERIFY", "held", strconv.FormatUint(held, 10))
+	last := resp("ACQUIRE", "raw:2", "60000")
 	rc.send(batch + last[:9])
 	time.Sleep(10 * time.Millisecond) // a deliberate gap, so that the server most likely reads the first part alone
 	rc.send(last[9:])

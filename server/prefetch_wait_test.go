@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/leasehold/leasehold/locker"
 )
 
 // TestPrefetchAroundWaitAndQuit pipelines, with the prefetch gate open, a
@@ -15,33 +13,24 @@ import (
 // after the wait ends; the commands after QUIT are peeked (and their keys
 // prefetched) but must never run.
 func TestPrefetchAroundWaitAndQuit(t *testing.T) {
-	ts := startServer(t, func(c *Config) { c.Locker.PrefetchFrom = 1 })
+	ts := startPrefetchingServer(t)
 	rdb := ts.client()
 	holder, err := rdb.Do(ctx(t), "ACQUIRE", "w", 30000).Uint64()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if locker.PrefetchSupported { // elsewhere the gate stays shut, and the replies must be the same
-		eventually(t, 5*time.Second, "the reaper opens the prefetch gate", ts.table.PrefetchWorthwhile)
-	}
+	waitForPrefetching(t, ts)
 
-	frame := func(args ...string) string {
-		s := "*" + strconv.Itoa(len(args)) + "\r\n"
-		for _, a := range args {
-			s += "$" + strconv.Itoa(len(a)) + "\r\n" + a + "\r\n"
-		}
-		return s
-	}
 	var b strings.Builder
-	b.WriteString(frame("ACQUIRE", "before", "30000"))
-	b.WriteString(frame("ACQUIRE", "w", "30000", "WAIT", "5000"))
+	b.WriteString(resp("ACQUIRE", "before", "30000"))
+	b.WriteString(resp("ACQUIRE", "w", "30000", "WAIT", "5000"))
 	for i := range 20 {
-		b.WriteString(frame("ACQUIRE", "after:"+strconv.Itoa(i), "30000"))
+		b.WriteString(resp("ACQUIRE", "after:"+strconv.Itoa(i), "30000"))
 	}
-	b.WriteString(frame("STATUS", "w"))
-	b.WriteString(frame("QUIT"))
+	b.WriteString(resp("STATUS", "w"))
+	b.WriteString(resp("QUIT"))
 	for i := range 20 {
-		b.WriteString(frame("ACQUIRE", "never:"+strconv.Itoa(i), "30000"))
+		b.WriteString(resp("ACQUIRE", "never:"+strconv.Itoa(i), "30000"))
 	}
 	rc := ts.dial()
 	rc.send(b.String())
