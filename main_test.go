@@ -12,12 +12,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 // binary is the leasehold command built once by TestMain; buildErr is why
@@ -52,31 +53,6 @@ var serveFlagNames = []string{
 	"data-dir", "fsync", "restart-grace", "repair",
 }
 
-// leaseholdEnv is the test's environment without any LEASEHOLD_ variable,
-// plus the given ones.
-func leaseholdEnv(extra ...string) []string {
-	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "LEASEHOLD_") })
-	return append(env, extra...)
-}
-
-// syncBuffer is written by exec's copying goroutine and read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // run runs the binary to completion, bounded by commandTimeout.
 func run(t *testing.T, env []string, args ...string) (stdout, stderr string, exit int) {
 	t.Helper()
@@ -86,7 +62,7 @@ func run(t *testing.T, env []string, args ...string) (stdout, stderr string, exi
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
-	cmd.Env = leaseholdEnv(env...)
+	cmd.Env = testutil.Environ(env...)
 	cmd.WaitDelay = time.Second
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -107,7 +83,7 @@ func run(t *testing.T, env []string, args ...string) (stdout, stderr string, exi
 type process struct {
 	t      *testing.T
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *testutil.SyncBuffer
 	done   chan struct{} // closed when Wait returned
 	err    error         // Wait's result, set before done is closed
 }
@@ -118,8 +94,8 @@ func start(t *testing.T, env []string, args ...string) *process {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	p := &process{t: t, cmd: exec.Command(binary, args...), stderr: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd.Env = leaseholdEnv(env...)
+	p := &process{t: t, cmd: exec.Command(binary, args...), stderr: &testutil.SyncBuffer{}, done: make(chan struct{})}
+	p.cmd.Env = testutil.Environ(env...)
 	p.cmd.Stderr = p.stderr
 	p.cmd.WaitDelay = time.Second
 	if err := p.cmd.Start(); err != nil {

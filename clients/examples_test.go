@@ -11,7 +11,6 @@
 package clients_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/server"
 	"github.com/rs/zerolog"
 )
@@ -153,40 +153,11 @@ func closedPort(t *testing.T) string {
 	return port
 }
 
-// env is the test process's environment without LEASEHOLD_ settings, plus extra.
-func env(extra ...string) []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LEASEHOLD_") {
-			out = append(out, kv)
-		}
-	}
-	return append(out, extra...)
-}
-
-// syncBuffer is a bytes.Buffer that can be read while the process writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // proc is a process a test started in a process group of its own.
 type proc struct {
 	t              *testing.T
 	cmd            *exec.Cmd
-	stdout, stderr syncBuffer
+	stdout, stderr testutil.SyncBuffer
 	done           chan struct{}
 	exit           int
 	elapsed        time.Duration
@@ -349,14 +320,14 @@ func TestPythonExample(t *testing.T) {
 	py := python(t)
 	script := repoPath(t, "clients/python/example.py")
 	ts := startServer(t)
-	p := start(t, env("LEASEHOLD_HOST="+ts.host, "LEASEHOLD_PORT="+ts.port), "", py, script, "examples:py").wait()
+	p := start(t, testutil.Environ("LEASEHOLD_HOST="+ts.host, "LEASEHOLD_PORT="+ts.port), "", py, script, "examples:py").wait()
 	checkExample(t, p, "examples:py", "python")
 	if _, held := ts.Table().Status([]byte("examples:py")); held {
 		t.Error("the example left its lock behind")
 	}
 
 	// No server: a message on stderr, a non-zero status.
-	p = start(t, env("LEASEHOLD_PORT="+closedPort(t)), "", py, script).wait()
+	p = start(t, testutil.Environ("LEASEHOLD_PORT="+closedPort(t)), "", py, script).wait()
 	if p.exit == 0 || !strings.Contains(p.stderr.String(), "python example:") {
 		t.Fatalf("python example without a server: %s", p)
 	}
@@ -370,13 +341,13 @@ func TestNodeExample(t *testing.T) {
 		missing(t, "clients/node/node_modules has no redis package (npm ci in clients/node)")
 	}
 	ts := startServer(t)
-	p := start(t, env("LEASEHOLD_HOST="+ts.host, "LEASEHOLD_PORT="+ts.port), "", node, script, "examples:node").wait()
+	p := start(t, testutil.Environ("LEASEHOLD_HOST="+ts.host, "LEASEHOLD_PORT="+ts.port), "", node, script, "examples:node").wait()
 	checkExample(t, p, "examples:node", "node")
 	if _, held := ts.Table().Status([]byte("examples:node")); held {
 		t.Error("the example left its lock behind")
 	}
 
-	p = start(t, env("LEASEHOLD_PORT="+closedPort(t)), "", node, script).wait()
+	p = start(t, testutil.Environ("LEASEHOLD_PORT="+closedPort(t)), "", node, script).wait()
 	if p.exit == 0 || !strings.Contains(p.stderr.String(), "node example:") {
 		t.Fatalf("node example without a server: %s", p)
 	}

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 // These tests run bash scripts that source scripts/leasehold.sh, against a
@@ -40,7 +42,7 @@ func newShell(t *testing.T) *shellEnv {
 func (sh *shellEnv) start(script string, extraEnv ...string) *proc {
 	sh.t.Helper()
 	full := "set -euo pipefail\nsource \"$LH\"\n" + script
-	e := env(append([]string{"LH=" + sh.lib, "LEASEHOLD_HOST=" + sh.ts.host, "LEASEHOLD_PORT=" + sh.ts.port}, extraEnv...)...)
+	e := testutil.Environ(append([]string{"LH=" + sh.lib, "LEASEHOLD_HOST=" + sh.ts.host, "LEASEHOLD_PORT=" + sh.ts.port}, extraEnv...)...)
 	return start(sh.t, e, "", sh.bash, "-c", full)
 }
 
@@ -96,7 +98,7 @@ func TestLeaseholdShLint(t *testing.T) {
 		}
 		missing(t, "shellcheck not found")
 	}
-	p := start(t, env(), "", sc, "--shell=bash", repoPath(t, "scripts/leasehold.sh")).wait()
+	p := start(t, testutil.Environ(), "", sc, "--shell=bash", repoPath(t, "scripts/leasehold.sh")).wait()
 	if p.exit != 0 {
 		t.Fatalf("shellcheck scripts/leasehold.sh: %s", p)
 	}
@@ -195,7 +197,7 @@ func TestLeaseholdShDefaultAddress(t *testing.T) {
 	t.Parallel()
 	sh := newShell(t)
 	// LEASEHOLD_HOST unset: 127.0.0.1, under set -u.
-	p := start(t, env("LH="+sh.lib, "LEASEHOLD_PORT="+sh.ts.port), "", sh.bash, "-c",
+	p := start(t, testutil.Environ("LH="+sh.lib, "LEASEHOLD_PORT="+sh.ts.port), "", sh.bash, "-c",
 		"set -euo pipefail\nsource \"$LH\"\nleasehold_acquire d 30000\n").wait()
 	expect(t, p, 0, "{n}\n")
 }

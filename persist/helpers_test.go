@@ -1,36 +1,17 @@
 package persist
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/rs/zerolog"
 )
-
-// logBuf is a zerolog destination tests read back.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // session is one run of a server over a data directory: a store and the
 // table it journals.
@@ -40,7 +21,7 @@ type session struct {
 	table *locker.Table
 	clock *locker.ManualClock
 	first uint64 // the table's FirstToken
-	log   *logBuf
+	log   *testutil.SyncBuffer
 }
 
 type sessionOpts struct {
@@ -59,7 +40,7 @@ type sessionOpts struct {
 	noLoad    bool // leave the store without its table: no background work
 }
 
-func (o sessionOpts) options(dir string, clock locker.Clock, log *logBuf) Options {
+func (o sessionOpts) options(dir string, clock locker.Clock, log *testutil.SyncBuffer) Options {
 	shards := o.shards
 	if shards == 0 {
 		shards = 4
@@ -97,7 +78,7 @@ func tryOpen(t *testing.T, dir string, clock *locker.ManualClock, o sessionOpts)
 		clock = &locker.ManualClock{}
 		clock.Advance(time.Hour) // an origin far from zero, as locker's tests do
 	}
-	log := &logBuf{}
+	log := &testutil.SyncBuffer{}
 	store, err := Open(o.options(dir, clock, log))
 	if err != nil {
 		return nil, err
@@ -282,7 +263,7 @@ func fileSize(t *testing.T, path string) int64 {
 	return fi.Size()
 }
 
-func warnings(l *logBuf) []string {
+func warnings(l *testutil.SyncBuffer) []string {
 	var out []string
 	for _, line := range strings.Split(l.String(), "\n") {
 		if strings.Contains(line, `"level":"warn"`) {

@@ -1,0 +1,41 @@
+// Package testutil holds the small helpers that tests in several packages
+// of this module share: a buffer a test can read while a process or a
+// logger writes to it, and an environment free of leasehold's settings.
+// Only tests import it.
+package testutil
+
+import (
+	"bytes"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// SyncBuffer is a bytes.Buffer that is safe to write from one goroutine (a
+// child process's output copier, a logger) while the test reads it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what has been written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Environ returns the test process's environment without any LEASEHOLD_
+// variable, plus extra, so that a developer's own settings cannot leak into
+// a server or client a test starts.
+func Environ(extra ...string) []string {
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "LEASEHOLD_") })
+	return append(env, extra...)
+}
