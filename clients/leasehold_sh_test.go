@@ -88,7 +88,9 @@ func expect(t *testing.T, p *proc, exit int, stdout string) {
 	}
 }
 
-func TestLeaseholdShLint(t *testing.T) {
+// TestShellScriptsLint runs shellcheck over the client script and over the
+// benchmark, which nothing else runs in CI.
+func TestShellScriptsLint(t *testing.T) {
 	t.Parallel()
 	sc, err := exec.LookPath("shellcheck")
 	if err != nil {
@@ -98,9 +100,10 @@ func TestLeaseholdShLint(t *testing.T) {
 		}
 		missing(t, "shellcheck not found")
 	}
-	p := start(t, testutil.Environ(), "", sc, "--shell=bash", repoPath(t, "scripts/leasehold.sh")).wait()
+	p := start(t, testutil.Environ(), "", sc, "--shell=bash",
+		repoPath(t, "scripts/leasehold.sh"), repoPath(t, "scripts/bench.sh")).wait()
 	if p.exit != 0 {
-		t.Fatalf("shellcheck scripts/leasehold.sh: %s", p)
+		t.Fatalf("shellcheck: %s", p)
 	}
 }
 

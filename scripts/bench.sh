@@ -130,15 +130,14 @@ go build -o bin/loadgen ./scripts/loadgen
 
 # ---- servers ---------------------------------------------------------------
 
-LH_PID= LH_PORT= RD_PID= RD_PORT=
+LH_PID='' LH_PORT='' RD_PID='' RD_PORT=''
 DUR_DIR= # the durability section's data directories, removed on exit
-SERVERS_STARTED=0
 
 stop_pid() {
-	local pid=$1 i
+	local pid=$1
 	[ -n "$pid" ] || return 0
 	kill -TERM "$pid" 2>/dev/null || return 0
-	for i in $(seq 50); do
+	for _ in $(seq 50); do
 		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.1
 	done
@@ -174,8 +173,8 @@ trap 'exit 130' INT TERM
 
 # wait_ready PORT PID: until the server answers PING, at most 10 s.
 wait_ready() {
-	local port=$1 pid=$2 i
-	for i in $(seq 200); do
+	local port=$1 pid=$2 _
+	for _ in $(seq 200); do
 		kill -0 "$pid" 2>/dev/null || die "server on port $port exited; see $WORK"
 		if [ "$(redis-cli -h 127.0.0.1 -p "$port" PING 2>/dev/null)" = PONG ]; then
 			return 0
@@ -298,7 +297,7 @@ gc_stats() {
 	awk -F: '$1 == "gc_cycles" {c = $2} $1 == "gc_pause_total_ns" {p = $2} END {print c + 0, p + 0}' <<<"$info"
 }
 
-GC_CYCLES= GC_PAUSE_MS=
+GC_CYCLES='' GC_PAUSE_MS=''
 # measure TARGET CMD...: runs a client command, bounded by STEP_TIMEOUT, and
 # sets OUT (its stdout), SRV_CPU and CLI_CPU (seconds), and for leasehold
 # GC_CYCLES and GC_PAUSE_MS over the run.
@@ -306,7 +305,7 @@ measure() {
 	local tgt=$1 pid g0 g1 s0 s1 c0
 	shift
 	pid=$(pid_of "$tgt")
-	GC_CYCLES= GC_PAUSE_MS=
+	GC_CYCLES='' GC_PAUSE_MS=''
 	[ "$tgt" = redis ] || g0=$(gc_stats)
 	s0=$(cpu_ticks "$pid")
 	children_cpu
@@ -394,10 +393,17 @@ meta "settings: ROUNDS=$ROUNDS CONNS=$CONNS N_P1=$N_P1 N_P16=$N_P16 CYCLE_SECS=$
 
 # ---- throughput, alternating A/B -------------------------------------------
 
-if section throughput; then
-	start_lh
+# Each round gets a fresh pair of servers: otherwise a round runs while the
+# previous round's leases (30 s) expire, and round 1 alone grows the table
+# from empty, so the rounds would not measure the same thing.
+fresh_pair() {
+	start_lh "${1:-}"
 	start_rd
+}
+
+if section throughput; then
 	for r in $(seq "$ROUNDS"); do
+		fresh_pair
 		acquire_rows "$r" "" "lock:r$r:"
 		for p in 1 16; do
 			n=$N_P1
@@ -430,8 +436,8 @@ if section variants; then
 	for spec in "${variants[@]}"; do
 		[ -n "${spec// /}" ] || continue
 		v=$((v + 1))
-		start_lh "$spec"
 		for r in $(seq "$ROUNDS"); do
+			fresh_pair "$spec"
 			acquire_rows "$r" ", leasehold $spec" "lock:v${v}r$r:"
 		done
 	done
@@ -467,15 +473,21 @@ if section memory; then
 		"value=$(calc "($lh_heap1 - $lh_heap0) / $LEASES")" "note=leasehold used_memory is the Go heap in use (HeapAlloc); redis's is its allocator's"
 	rec "test=memory: used_memory per live lease" target=redis round=1 unit=B "value=$(calc "($rd_used1 - $rd_used0) / $LEASES")"
 
+	# At -P 1 the saturated client decides the tail; at -P 16 the server's
+	# work per batch shows, so both are measured with the leases live.
 	for r in $(seq "$ROUNDS"); do
-		for tgt in $(order "$r"); do
-			if [ "$tgt" = redis ]; then
-				rb "ACQUIRE vs SET NX PX, -P1, $LEASES live leases" redis "$r" 1 "$N_P1" "p99ratio<=1.0" SET "live:r$r:__rand_int__" v NX PX 30000
-			else
-				rb "ACQUIRE vs SET NX PX, -P1, $LEASES live leases" leasehold "$r" 1 "$N_P1" "p99ratio<=1.0" ACQUIRE "live:r$r:__rand_int__" 30000
-				rec "test=GC cycles in that leasehold run" target=leasehold "round=$r" unit=count "value=$GC_CYCLES"
-				rec "test=GC pause total in that leasehold run" target=leasehold "round=$r" unit=ms "value=$GC_PAUSE_MS"
-			fi
+		for p in 1 16; do
+			n=$N_P1
+			[ "$p" = 1 ] || n=$N_P16
+			for tgt in $(order "$r"); do
+				if [ "$tgt" = redis ]; then
+					rb "ACQUIRE vs SET NX PX, -P$p, $LEASES live leases" redis "$r" "$p" "$n" "p99ratio<=1.0" SET "live:p${p}r$r:__rand_int__" v NX PX 30000
+				else
+					rb "ACQUIRE vs SET NX PX, -P$p, $LEASES live leases" leasehold "$r" "$p" "$n" "p99ratio<=1.0" ACQUIRE "live:p${p}r$r:__rand_int__" 30000
+					rec "test=GC cycles in that leasehold run, -P$p" target=leasehold "round=$r" unit=count "value=$GC_CYCLES"
+					rec "test=GC pause total in that leasehold run, -P$p" target=leasehold "round=$r" unit=ms "value=$GC_PAUSE_MS"
+				fi
+			done
 		done
 	done
 fi
