@@ -133,7 +133,7 @@ var Commands = []Command{
 	{Name: "auth", Arity: -2, Flags: []string{"fast"}, Group: GroupConnection,
 		Args: []Arg{str("username").opt(), str("password")}, Summary: "Fails as Redis does without a password: leasehold has no authentication."},
 	{Name: "client", Arity: -2, Flags: []string{}, Group: GroupConnection,
-		Args: []Arg{oneof("subcommand", token("ID"), token("GETNAME"), str("name").after("SETNAME"), block("setinfo", str("attr"), str("value")).after("SETINFO"), token("INFO"))}, Summary: "Connection identity, as clients set it on connect."},
+		Args: []Arg{oneof("subcommand", token("ID"), token("GETNAME"), str("name").after("SETNAME"), block("setinfo", str("attr"), str("value")).after("SETINFO"), token("INFO"), block("unblock", integer("client-id"), oneof("unblock-type", token("TIMEOUT"), token("ERROR")).opt()).after("UNBLOCK"))}, Summary: "Connection identity, as clients set it on connect; UNBLOCK ends another connection's WAIT."},
 	{Name: "command", Arity: -1, Flags: []string{}, Group: GroupServer,
 		Args: []Arg{oneof("subcommand", token("COUNT"), block("docs", str("name").many().opt()).after("DOCS"), block("info", str("name").many().opt()).after("INFO"), token("LIST")).opt()}, Summary: "Describes the commands, from this table."},
 	{Name: "info", Arity: -1, Flags: []string{}, Group: GroupServer,

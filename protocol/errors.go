@@ -22,10 +22,11 @@ func (e *Error) Error() string { return e.Code + " " + e.Msg }
 // where they mean the same thing, so that clients that type them (go-redis,
 // redis-py) recognise them.
 const (
-	CodeErr     = "ERR"     // generic: bad arguments, limits, unknown commands
-	CodeNoLock  = "NOLOCK"  // the lock does not exist and the server requires CREATE
-	CodeInUse   = "INUSE"   // DELETE of a lock whose lease is live
-	CodeNoProto = "NOPROTO" // HELLO asked for a protocol version other than 2 (Redis's code)
+	CodeErr       = "ERR"       // generic: bad arguments, limits, unknown commands
+	CodeNoLock    = "NOLOCK"    // the lock does not exist and the server requires CREATE
+	CodeInUse     = "INUSE"     // DELETE of a lock whose lease is live
+	CodeNoProto   = "NOPROTO"   // HELLO asked for a protocol version other than 2 (Redis's code)
+	CodeUnblocked = "UNBLOCKED" // a WAIT ended by CLIENT UNBLOCK ... ERROR (Redis's code)
 )
 
 // ErrorCodes documents every code, for COMMAND DOCS' neighbours and docs/commands.md.
@@ -34,6 +35,7 @@ var ErrorCodes = []struct{ Code, Meaning string }{
 	{CodeNoLock, "The lock does not exist and the server runs with `--require-create`; `CREATE` it first."},
 	{CodeInUse, "`DELETE` of a lock that a live lease holds, or that is in its lock-delay; release it, or wait for the lease or the delay to end."},
 	{CodeNoProto, "`HELLO` asked for a protocol version this server does not speak (only RESP2); clients fall back to RESP2."},
+	{CodeUnblocked, "Another connection ended this `ACQUIRE` or `MACQUIRE` ... `WAIT` with `CLIENT UNBLOCK id ERROR`; nothing was granted."},
 }
 
 var (
@@ -57,6 +59,8 @@ var (
 	ErrBadNumKeys = &Error{CodeErr, "numkeys must be between 1 and " + strconv.Itoa(MaxMultiKeys)}
 	// ErrEmptyOwner is OWNER with an empty id.
 	ErrEmptyOwner = &Error{CodeErr, "OWNER must not be empty"}
+	// ErrUnblocked ends a WAIT that CLIENT UNBLOCK ... ERROR cut short, Redis's text.
+	ErrUnblocked = &Error{CodeUnblocked, "client unblocked via CLIENT UNBLOCK"}
 	// ErrNoProto is HELLO with a protocol version other than 2.
 	ErrNoProto = &Error{CodeNoProto, "sorry, this protocol version is not supported"}
 	// ErrInternal is what a client sees for an error nobody mapped; the

@@ -185,10 +185,40 @@ func handleClient(c *conn, args [][]byte) error {
 		c.wr.WriteString("OK")
 	case sub == "info" && len(args) == 2:
 		c.wr.WriteBulkString(c.describe() + "\n")
-	case sub == "id" || sub == "getname" || sub == "setname" || sub == "setinfo" || sub == "info":
+	case sub == "unblock" && (len(args) == 3 || len(args) == 4):
+		return clientUnblock(c, args[2:])
+	case sub == "id" || sub == "getname" || sub == "setname" || sub == "setinfo" || sub == "info" || sub == "unblock":
 		return &protocol.Error{Code: protocol.CodeErr, Msg: "wrong number of arguments for 'client|" + sub + "' command"}
 	default:
 		return protocol.UnknownSubcommandError("client", args[1])
+	}
+	return nil
+}
+
+// clientUnblock serves CLIENT UNBLOCK id [TIMEOUT|ERROR] as Redis does: the
+// connection id, if parked in ACQUIRE or MACQUIRE ... WAIT, gets the reply
+// of a timeout (nil), or with ERROR the UNBLOCKED error, and the reply is 1;
+// otherwise 0. A client gives up a wait this way without closing the
+// connection it waits on.
+func clientUnblock(c *conn, args [][]byte) error {
+	id, err := strconv.ParseUint(string(args[0]), 10, 64)
+	if err != nil {
+		return protocol.ErrNotInteger
+	}
+	asError := false
+	if len(args) == 2 {
+		switch strings.ToLower(string(args[1])) {
+		case "timeout":
+		case "error":
+			asError = true
+		default:
+			return &protocol.Error{Code: protocol.CodeErr, Msg: "CLIENT UNBLOCK reason should be TIMEOUT or ERROR"}
+		}
+	}
+	if target := c.srv.connByID(id); target != nil && target.unblockWait(asError) {
+		c.wr.WriteInt(1)
+	} else {
+		c.wr.WriteInt(0)
 	}
 	return nil
 }

@@ -37,19 +37,20 @@ type conn struct {
 
 	// Owned by whoever runs the connection's commands.
 	name, libName, libVer string
-	quit                  bool               // reply, flush, then close
-	unflushed             bool               // replies are waiting in wr
-	pending               []byte             // event loop: reply bytes the socket has not taken yet
-	sockErr               error              // event loop: the socket refused a write
-	lastRead              int64              // event loop: monotonic ns of the last read, for the idle timeout
-	drained               bool               // event loop: the last read emptied the socket
-	closeWhenFlushed      bool               // event loop: close once pending is written (QUIT, protocol error)
-	flushQueued           bool               // event loop: in the loop's flushLater
-	openAfterRound        bool               // event loop: runCommands' verdict, for the deferred flush
-	blocked               *blockState        // parked in ACQUIRE ... WAIT
-	prefetchedTo          int64              // stream offset up to which pipelined commands' keys were prefetched
-	ephemeral             map[lease]struct{} // the EPHEMERAL leases tied to this connection (see ephemeralTies)
-	sub                   *subscription      // pub/sub channels and patterns, when listening
+	quit                  bool                       // reply, flush, then close
+	unflushed             bool                       // replies are waiting in wr
+	pending               []byte                     // event loop: reply bytes the socket has not taken yet
+	sockErr               error                      // event loop: the socket refused a write
+	lastRead              int64                      // event loop: monotonic ns of the last read, for the idle timeout
+	drained               bool                       // event loop: the last read emptied the socket
+	closeWhenFlushed      bool                       // event loop: close once pending is written (QUIT, protocol error)
+	flushQueued           bool                       // event loop: in the loop's flushLater
+	openAfterRound        bool                       // event loop: runCommands' verdict, for the deferred flush
+	blocked               *blockState                // parked in ACQUIRE ... WAIT
+	parked                atomic.Pointer[blockState] // blocked, for CLIENT UNBLOCK on other goroutines
+	prefetchedTo          int64                      // stream offset up to which pipelined commands' keys were prefetched
+	ephemeral             map[lease]struct{}         // the EPHEMERAL leases tied to this connection (see ephemeralTies)
+	sub                   *subscription              // pub/sub channels and patterns, when listening
 
 	// Goroutine transport with subscriptions: a writer goroutine sends
 	// messages, and wmu orders its writes with the connection's own.

@@ -272,6 +272,19 @@ func (l *ioLoop) progressed(c *conn, b *blockState, token uint64) {
 	l.serveReadable(c)
 }
 
+// unblock ends c's wait b, if it is still on, for CLIENT UNBLOCK; it runs
+// on the loop.
+func (l *ioLoop) unblock(c *conn, b *blockState, asError bool) {
+	if c.fd < 0 || c.blocked != b {
+		return // it ended on its own meanwhile
+	}
+	l.waitTimers.disarm(b)
+	out := c.cancelWait()
+	out.unblockedErr = asError
+	c.endWait(out)
+	l.serveReadable(c)
+}
+
 // drainOutbox writes c's queued pub/sub messages; it runs on the loop.
 func (l *ioLoop) drainOutbox(c *conn) {
 	if c.fd < 0 {

@@ -23,5 +23,6 @@ func (l *ioLoop) adopt(net.Conn) (*conn, error)         { return nil, errNoEvent
 func (l *ioLoop) closeUnregistered(*conn)               {}
 func (l *ioLoop) armWaitTimer(*conn, *blockState)       {}
 func (l *ioLoop) progressed(*conn, *blockState, uint64) {}
+func (l *ioLoop) unblock(*conn, *blockState, bool)      {}
 func (l *ioLoop) drainOutbox(*conn)                     {}
 func (l *ioLoop) closeConn(*conn)                       {}

@@ -30,7 +30,7 @@ type Server struct {
 
 	mu     sync.Mutex // guards ln, conns, closed, loops
 	ln     net.Listener
-	conns  map[*conn]struct{}
+	conns  map[uint64]*conn // open connections by CLIENT ID
 	closed bool
 	loops  []*ioLoop
 	wg     sync.WaitGroup // connection and event-loop goroutines
@@ -101,7 +101,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		table:    table,
 		handlers: commandHandlers(),
 		started:  time.Now(),
-		conns:    make(map[*conn]struct{}),
+		conns:    make(map[uint64]*conn),
 		closing:  make(chan struct{}),
 	}, nil
 }
@@ -255,7 +255,7 @@ func (s *Server) startConn(nc net.Conn) {
 			return
 		}
 		s.mu.Lock()
-		s.conns[c] = struct{}{}
+		s.conns[c.id] = c
 		s.mu.Unlock()
 		if !l.post(func() { l.register(c) }) {
 			c.loop.closeUnregistered(c) // the server is closing
@@ -263,7 +263,7 @@ func (s *Server) startConn(nc net.Conn) {
 		return
 	}
 	c := newGoroutineConn(s, nc)
-	s.conns[c] = struct{}{}
+	s.conns[c.id] = c
 	s.wg.Add(1)
 	s.mu.Unlock()
 	go func() {
@@ -276,7 +276,7 @@ func (s *Server) startConn(nc net.Conn) {
 // dropConn forgets a closed connection, keeping its command count.
 func (s *Server) dropConn(c *conn) {
 	s.mu.Lock()
-	delete(s.conns, c)
+	delete(s.conns, c.id)
 	s.stats.commandsOfClosed.Add(c.commands.Load())
 	s.mu.Unlock()
 }
@@ -295,7 +295,7 @@ func (s *Server) Close() error {
 	if s.ln != nil {
 		err = s.ln.Close()
 	}
-	for c := range s.conns {
+	for _, c := range s.conns {
 		if c.nc != nil {
 			c.nc.Close()
 		}
@@ -340,6 +340,13 @@ func (s *Server) fail(err error) {
 	})
 }
 
+// connByID returns the open connection with that CLIENT ID, or nil.
+func (s *Server) connByID(id uint64) *conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns[id]
+}
+
 // clientCount is the number of open connections.
 func (s *Server) clientCount() int {
 	s.mu.Lock()
@@ -353,7 +360,7 @@ func (s *Server) commandCount() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.stats.commandsOfClosed.Load()
-	for c := range s.conns {
+	for _, c := range s.conns {
 		n += c.commands.Load()
 	}
 	return n

@@ -15,6 +15,9 @@ type blockState struct {
 	timer     int   // index in the loop's wait heap; -1 when not in it
 	deadline  int64 // Server.monotonic() ns
 	ephemeral bool  // the leases, once granted, are released when c closes
+	// unblock carries CLIENT UNBLOCK to the goroutine transport's wait
+	// (true: with ERROR); the event loop gets a posted task instead.
+	unblock chan bool
 	// One of the two:
 	wait  *locker.Wait      // ACQUIRE's
 	key   string            // ACQUIRE's key
@@ -27,6 +30,9 @@ type waitOutcome struct {
 	granted bool
 	token   uint64   // ACQUIRE's
 	tokens  []uint64 // MACQUIRE's, in the order of its keys
+	// unblockedErr: CLIENT UNBLOCK ... ERROR ended it; without a grant the
+	// reply is the UNBLOCKED error rather than nil.
+	unblockedErr bool
 }
 
 // acquireWaiting serves ACQUIRE with WAIT: granted at once, or parked until
@@ -112,10 +118,55 @@ func (c *conn) park(b *blockState, progress chan uint64) {
 	c.srv.stats.blocked.Add(1)
 	c.blocked = b
 	if c.loop != nil {
+		c.parked.Store(b)
 		c.loop.armWaitTimer(c, b) // the loop replies later
 		return
 	}
+	b.unblock = make(chan bool, 1)
+	c.parked.Store(b)
 	c.waitInline(b, progress)
+}
+
+// unpark forgets c's wait, once it has ended, and returns it.
+func (c *conn) unpark() *blockState {
+	b := c.blocked
+	c.blocked = nil
+	c.parked.Store(nil)
+	c.srv.stats.blocked.Add(-1)
+	return b
+}
+
+// unblockWait asks c, if it is parked in a WAIT, to end that wait as if it
+// timed out (asError: with the UNBLOCKED error instead of nil). It runs on
+// the caller's goroutine, so it only hands the request to c's own loop or
+// goroutine, and reports whether c was parked when asked. A lease handed to
+// c before its wait ends is delivered all the same, as at a timeout.
+func (c *conn) unblockWait(asError bool) bool {
+	b := c.parked.Load()
+	if b == nil {
+		return false
+	}
+	if l := c.loop; l != nil {
+		return l.post(func() { l.unblock(c, b, asError) })
+	}
+	select {
+	case b.unblock <- asError:
+	default: // already asked; the first request decides
+	}
+	return true
+}
+
+// cancelWait ends c's wait before its time: a single wait handed its lease
+// in the meantime takes it; a multi-lock gives back what it took.
+func (c *conn) cancelWait() waitOutcome {
+	b := c.blocked
+	var out waitOutcome
+	if b.multi == nil {
+		out.token, out.granted = c.srv.table.CancelWait(b.wait)
+	} else {
+		c.srv.table.CancelAll(b.multi)
+	}
+	return out
 }
 
 // resumeWait carries c's wait on after a Notify (token is a single wait's
@@ -130,16 +181,9 @@ func (c *conn) resumeWait(token uint64) (out waitOutcome, done bool) {
 	return waitOutcome{granted: tokens != nil, tokens: tokens}, done
 }
 
-// timeoutWait ends c's wait at its deadline. A single wait handed its lease
-// in the meantime takes it; a multi-lock gives back what it took.
+// timeoutWait ends c's wait at its deadline, as cancelWait does.
 func (c *conn) timeoutWait() waitOutcome {
-	b := c.blocked
-	var out waitOutcome
-	if b.multi == nil {
-		out.token, out.granted = c.srv.table.CancelWait(b.wait)
-	} else {
-		c.srv.table.CancelAll(b.multi)
-	}
+	out := c.cancelWait()
 	if !out.granted {
 		c.srv.stats.waitTimeouts.Add(1)
 	}
@@ -149,9 +193,7 @@ func (c *conn) timeoutWait() waitOutcome {
 // abandonWait ends c's wait without a reply, its connection gone: nothing is
 // granted to a closed connection.
 func (c *conn) abandonWait() {
-	b := c.blocked
-	c.blocked = nil
-	c.srv.stats.blocked.Add(-1)
+	b := c.unpark()
 	if b.multi != nil {
 		c.srv.table.CancelAll(b.multi)
 		return
@@ -177,16 +219,17 @@ func (c *conn) giveBack(b *blockState, out waitOutcome) {
 
 // endWait ends c's wait with its outcome and writes the reply.
 func (c *conn) endWait(out waitOutcome) {
-	b := c.blocked
-	c.blocked = nil
-	c.srv.stats.blocked.Add(-1)
+	b := c.unpark()
 	c.lastRead = c.srv.monotonic() // the idle clock restarts when the wait ends
-	if b.multi == nil {
+	switch {
+	case out.unblockedErr && !out.granted:
+		c.writeErr(protocol.ErrUnblocked)
+	case b.multi == nil:
 		if out.granted {
 			c.srv.ties.granted(c, []byte(b.key), out.token, b.ephemeral)
 		}
 		protocol.WriteToken(c.wr, out.token, out.granted)
-	} else {
+	default:
 		if out.granted {
 			c.tieAll(b.keys, out.tokens, b.ephemeral)
 		}
@@ -231,6 +274,10 @@ wait:
 		case <-timer.C:
 			out = c.timeoutWait()
 			break wait
+		case asError := <-b.unblock:
+			out = c.cancelWait()
+			out.unblockedErr = asError
+			break wait
 		case <-hangup:
 			gone = true
 			break wait
@@ -250,8 +297,7 @@ wait:
 		// The watch stops at pipelined bytes; a FIN behind them still
 		// means nobody will read this grant.
 		c.giveBack(b, out)
-		c.blocked = nil
-		c.srv.stats.blocked.Add(-1)
+		c.unpark()
 		c.quit = true
 		return
 	}

@@ -75,9 +75,11 @@ func newOwner() string {
 // Acquire blocks until the server answers, for at most the wait plus the
 // read timeout (Config.Redis.ReadTimeout), or until ctx is done. If ctx is
 // cancelled while the server still holds the request in its queue, Acquire
-// returns ctx's error at once; a goroutine owned by the Client collects the
-// server's answer and releases a lease granted too late. ctx bounds the call
-// only: the lease lives on after it, until Release or loss.
+// returns ctx's error at once; a goroutine owned by the Client takes the
+// request out of the queue (CLIENT UNBLOCK) and releases a lease granted
+// before that landed. ctx bounds the call only: the lease lives on after
+// it, until Release or loss. A waiting Acquire costs one round trip more
+// than a TryAcquire, for the waiting connection's CLIENT ID.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
 	var o acquireOptions
 	for _, opt := range opts {
@@ -162,20 +164,31 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, o a
 
 // acquireWaiting runs an ACQUIRE ... WAIT on the client without a socket read
 // timeout, bounded by the wait plus the read timeout. go-redis reads no
-// context cancellation off a socket, so the call runs on a goroutine and
-// Acquire gives up on it when ctx is done; the goroutine then releases a
-// lease granted after all.
+// context cancellation off a socket, so the call runs on a goroutine, on a
+// connection whose CLIENT ID it asks first; when ctx is done, Acquire
+// returns at once and a goroutine owned by the Client sends CLIENT UNBLOCK
+// for that ID, so the request leaves the server's queue and its connection
+// goes back to the pool, rather than both waiting out the WAIT. That
+// goroutine releases a lease granted before the unblock landed.
 func (c *Client) acquireWaiting(ctx context.Context, key string, wait time.Duration, args []any) (uint64, error) {
-	type result struct {
-		token uint64
-		err   error
-	}
-	done := make(chan result, 1)
+	done := make(chan waitResult, 1)
+	waiting := make(chan int64, 1) // the waiting connection's CLIENT ID
 	started := c.goTracked(func() {
 		cctx, cancel := c.callContext(ctx, wait)
 		defer cancel()
-		tok, err := c.wait.Do(cctx, args...).Uint64()
-		done <- result{tok, err}
+		conn := c.wait.Conn()
+		defer conn.Close()
+		id, err := conn.ClientID(cctx).Result()
+		if err == nil {
+			err = ctx.Err() // given up already: do not queue at all
+		}
+		if err != nil {
+			done <- waitResult{0, err}
+			return
+		}
+		waiting <- id
+		tok, err := conn.Do(cctx, args...).Uint64()
+		done <- waitResult{tok, err}
 	})
 	if !started {
 		return 0, redis.ErrClosed
@@ -185,15 +198,49 @@ func (c *Client) acquireWaiting(ctx context.Context, key string, wait time.Durat
 		return r.token, r.err
 	case <-ctx.Done():
 	}
-	release := func() {
-		if r := <-done; r.err == nil {
-			c.Release(context.WithoutCancel(ctx), key, r.token)
-		}
-	}
-	if !c.goTracked(release) {
-		release() // closing: the wait's connection is closed, it ends at once
+	abandon := func() { c.abandonWait(context.WithoutCancel(ctx), key, waiting, done) }
+	if !c.goTracked(abandon) {
+		abandon() // closing: the wait's connection is closed, it ends at once
 	}
 	return 0, ctx.Err()
+}
+
+// waitResult is how a waiting ACQUIRE ended: its token, or why not.
+type waitResult struct {
+	token uint64
+	err   error
+}
+
+// abandonWait ends a waiting ACQUIRE nobody waits for any more: it unblocks
+// the connection waiting (its ID comes on waiting) until its result comes on
+// done, and releases the lease if that result is a grant. An unblock that
+// finds no wait (the ACQUIRE is not in the server's queue yet) is sent again
+// after a pause that doubles up to a second, until the result comes; at
+// worst, the WAIT ends on its own.
+func (c *Client) abandonWait(ctx context.Context, key string, waiting <-chan int64, done <-chan waitResult) {
+	var retry <-chan time.Time
+	pause := 5 * time.Millisecond
+	id := int64(-1)
+	for {
+		select {
+		case r := <-done:
+			if r.err == nil {
+				c.Release(ctx, key, r.token)
+			}
+			return
+		case id = <-waiting:
+		case <-retry:
+		}
+		uctx, cancel := c.callContext(ctx, 0)
+		n, err := c.rdb.ClientUnblock(uctx, id).Result()
+		cancel()
+		if err == nil && n == 1 {
+			retry = nil // the result is on its way
+			continue
+		}
+		retry = time.After(pause)
+		pause = min(2*pause, time.Second)
+	}
 }
 
 // renewInterval is how often a lease of ttl is renewed.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -226,17 +227,61 @@ func TestAcquireCancelledWhileWaiting(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("cancelled Acquire did not return within 2s")
 	}
-	// The server still queues the request: the lease it gets on release is
-	// given back by the client.
+	// The client unblocked the request: it left the server's queue, and its
+	// connection is back in the pool, long before the 20s WAIT ends.
+	eventually(t, 5*time.Second, "abandoned wait out of the queue and its connection idle", func() bool {
+		st, _ := srv.Table().Status([]byte("k"))
+		ps := c.Redis().PoolStats()
+		return st.Waiters == 0 && ps.TotalConns == ps.IdleConns
+	})
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "lease granted to the abandoned wait released", func() bool {
-		st, ok := srv.Table().Status([]byte("k"))
-		return !ok || (!st.Held && st.Waiters == 0)
-	})
-	if st, ok := srv.Table().Status([]byte("k")); ok && st.LastToken == held.Token() {
-		t.Error("the abandoned wait was never granted: the test did not test the clean-up")
+	if st, ok := srv.Table().Status([]byte("k")); ok && (st.Held || st.LastToken != held.Token()) {
+		t.Errorf("after the release: %+v; the abandoned wait was granted the lock", st)
+	}
+	c.Close()
+	checkLeaks()
+}
+
+// TestAcquireCancelledAsGranted cancels waiting Acquires at the moment the
+// lock is released to them, many times: whether the cancellation or the
+// grant reaches the server first, no lease is left behind.
+func TestAcquireCancelledAsGranted(t *testing.T) {
+	srv := startServer(t)
+	checkLeaks := noLeaks(t)
+	c := newClient(t, srv.Addr().String())
+	ctx := testContext(t)
+	for i := range 50 {
+		key := fmt.Sprintf("k%d", i)
+		held, err := c.Acquire(ctx, key, 10*time.Second, leasehold.NoKeepAlive())
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		got := make(chan error, 1)
+		go func() {
+			l, err := c.Acquire(wctx, key, 10*time.Second, leasehold.Wait(20*time.Second), leasehold.NoKeepAlive())
+			if err == nil {
+				err = l.Release(ctx)
+			}
+			got <- err
+		}()
+		eventually(t, 5*time.Second, "waiter queued", func() bool {
+			st, _ := srv.Table().Status([]byte(key))
+			return st.Waiters == 1
+		})
+		go cancel()
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		eventually(t, 5*time.Second, "nothing held", func() bool {
+			st, ok := srv.Table().Status([]byte(key))
+			return !ok || !st.Held && st.Waiters == 0
+		})
 	}
 	c.Close()
 	checkLeaks()
