@@ -201,12 +201,8 @@ func handleClient(c *conn, args [][]byte) error {
 // otherwise 0. A client gives up a wait this way without closing the
 // connection it waits on.
 func clientUnblock(c *conn, args [][]byte) error {
-	id, err := strconv.ParseUint(string(args[0]), 10, 64)
-	if err != nil {
-		return protocol.ErrNotInteger
-	}
 	asError := false
-	if len(args) == 2 {
+	if len(args) == 2 { // checked before the id, as Redis does
 		switch strings.ToLower(string(args[1])) {
 		case "timeout":
 		case "error":
@@ -215,7 +211,12 @@ func clientUnblock(c *conn, args [][]byte) error {
 			return &protocol.Error{Code: protocol.CodeErr, Msg: "CLIENT UNBLOCK reason should be TIMEOUT or ERROR"}
 		}
 	}
-	if target := c.srv.connByID(id); target != nil && target.unblockWait(asError) {
+	// Redis reads a signed id: a negative one names nobody.
+	id, err := strconv.ParseInt(string(args[0]), 10, 64)
+	if err != nil {
+		return protocol.ErrNotInteger
+	}
+	if target := c.srv.connByID(uint64(max(id, 0))); target != nil && target.unblockWait(asError) {
 		c.wr.WriteInt(1)
 	} else {
 		c.wr.WriteInt(0)

@@ -260,8 +260,11 @@ func (l *ioLoop) armWaitTimer(c *conn, b *blockState) {
 // progressed carries a parked connection's wait on after its Notify; it
 // runs on the loop.
 func (l *ioLoop) progressed(c *conn, b *blockState, token uint64) {
-	if c.fd < 0 || c.blocked != b {
-		return // the wait already ended, and CancelWait or CancelAll saw to this grant
+	if c.fd < 0 || c.blocked != b || l.stopping {
+		// The wait already ended, and CancelWait or CancelAll saw to this
+		// grant; or the loop is closing its connections, and closeConn's
+		// abandonWait will, rather than run more of c's commands.
+		return
 	}
 	out, done := c.resumeWait(token)
 	if !done {
@@ -275,8 +278,8 @@ func (l *ioLoop) progressed(c *conn, b *blockState, token uint64) {
 // unblock ends c's wait b, if it is still on, for CLIENT UNBLOCK; it runs
 // on the loop.
 func (l *ioLoop) unblock(c *conn, b *blockState, asError bool) {
-	if c.fd < 0 || c.blocked != b {
-		return // it ended on its own meanwhile
+	if c.fd < 0 || c.blocked != b || l.stopping {
+		return // it ended on its own meanwhile, or closeConn will end it
 	}
 	l.waitTimers.disarm(b)
 	out := c.cancelWait()

@@ -168,8 +168,7 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, o a
 // connection whose CLIENT ID it asks first; when ctx is done, Acquire
 // returns at once and a goroutine owned by the Client sends CLIENT UNBLOCK
 // for that ID, so the request leaves the server's queue and its connection
-// goes back to the pool, rather than both waiting out the WAIT. That
-// goroutine releases a lease granted before the unblock landed.
+// goes back to the pool, rather than both waiting out the WAIT.
 func (c *Client) acquireWaiting(ctx context.Context, key string, wait time.Duration, args []any) (uint64, error) {
 	done := make(chan waitResult, 1)
 	waiting := make(chan int64, 1) // the waiting connection's CLIENT ID
@@ -177,24 +176,24 @@ func (c *Client) acquireWaiting(ctx context.Context, key string, wait time.Durat
 		cctx, cancel := c.callContext(ctx, wait)
 		defer cancel()
 		conn := c.wait.Conn()
-		defer conn.Close()
 		id, err := conn.ClientID(cctx).Result()
 		if err == nil {
 			err = ctx.Err() // given up already: do not queue at all
 		}
 		if err != nil {
-			done <- waitResult{0, err}
+			done <- waitResult{conn: conn, err: err}
 			return
 		}
 		waiting <- id
 		tok, err := conn.Do(cctx, args...).Uint64()
-		done <- waitResult{tok, err}
+		done <- waitResult{conn: conn, token: tok, err: err}
 	})
 	if !started {
 		return 0, redis.ErrClosed
 	}
 	select {
 	case r := <-done:
+		r.conn.Close() // back to the pool
 		return r.token, r.err
 	case <-ctx.Done():
 	}
@@ -205,37 +204,48 @@ func (c *Client) acquireWaiting(ctx context.Context, key string, wait time.Durat
 	return 0, ctx.Err()
 }
 
-// waitResult is how a waiting ACQUIRE ended: its token, or why not.
+// waitResult is how a waiting ACQUIRE ended, and the connection it waited
+// on, which its receiver puts back in the pool.
 type waitResult struct {
+	conn  *redis.Conn
 	token uint64
 	err   error
 }
 
-// abandonWait ends a waiting ACQUIRE nobody waits for any more: it unblocks
-// the connection waiting (its ID comes on waiting) until its result comes on
-// done, and releases the lease if that result is a grant. An unblock that
-// finds no wait (the ACQUIRE is not in the server's queue yet) is sent again
-// after a pause that doubles up to a second, until the result comes; at
-// worst, the WAIT ends on its own.
+// abandonWait ends a waiting ACQUIRE nobody waits for any more. Until the
+// wait's result comes on done, it sends CLIENT UNBLOCK for the waiting
+// connection (its ID comes on waiting), over the Client's own control
+// connection, since waits may hold every connection of the pool. An unblock
+// that finds no wait (the ACQUIRE is not in the server's queue yet) is sent
+// again after a pause that doubles up to a second; a server that refuses
+// CLIENT UNBLOCK is left to end the WAIT on its own. Then it releases the
+// lease if the result is a grant, on the wait's own connection, and only
+// then puts that connection back in the pool: no unblock for it can still
+// be on its way to end some later wait on it.
 func (c *Client) abandonWait(ctx context.Context, key string, waiting <-chan int64, done <-chan waitResult) {
 	var retry <-chan time.Time
 	pause := 5 * time.Millisecond
-	id := int64(-1)
+	var id int64
 	for {
 		select {
 		case r := <-done:
 			if r.err == nil {
-				c.Release(ctx, key, r.token)
+				rctx, cancel := c.callContext(ctx, 0)
+				r.conn.Do(rctx, "RELEASE", key, r.token)
+				cancel()
 			}
+			r.conn.Close()
 			return
 		case id = <-waiting:
 		case <-retry:
 		}
 		uctx, cancel := c.callContext(ctx, 0)
-		n, err := c.rdb.ClientUnblock(uctx, id).Result()
+		n, err := c.ctl.ClientUnblock(uctx, id).Result()
 		cancel()
-		if err == nil && n == 1 {
-			retry = nil // the result is on its way
+		var refused redis.Error
+		switch {
+		case err == nil && n == 1, errors.As(err, &refused):
+			retry = nil // the result is on its way, or will come when the WAIT ends
 			continue
 		}
 		retry = time.After(pause)

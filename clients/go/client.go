@@ -82,8 +82,10 @@ func (c Config) validateRedis() error {
 type Client struct {
 	cfg Config
 	// rdb runs every command but a waiting ACQUIRE; wait runs those. They
-	// are the same client when New made it.
-	rdb, wait *redis.Client
+	// are the same client when New made it. ctl, of one connection, sends
+	// CLIENT UNBLOCK for abandoned waits, which may hold every connection
+	// of wait's pool; it dials only when first needed.
+	rdb, wait, ctl *redis.Client
 	// owned are the go-redis clients Close closes.
 	owned []*redis.Client
 	// readTimeout bounds each call (beyond WAIT); 0 is no bound.
@@ -132,7 +134,15 @@ func New(cfg Config) (*Client, error) {
 	opts.ReadTimeout = -1 // no socket read deadline but the context's
 	opts.ContextTimeoutEnabled = true
 	rdb := redis.NewClient(&opts)
-	return &Client{cfg: cfg, rdb: rdb, wait: rdb, owned: []*redis.Client{rdb}, readTimeout: rt}, nil
+	ctl := newControlClient(opts)
+	return &Client{cfg: cfg, rdb: rdb, wait: rdb, ctl: ctl, owned: []*redis.Client{rdb, ctl}, readTimeout: rt}, nil
+}
+
+// newControlClient is a one-connection client with opts's settings, for
+// CLIENT UNBLOCK.
+func newControlClient(opts redis.Options) *redis.Client {
+	opts.PoolSize, opts.MinIdleConns, opts.MaxIdleConns = 1, 0, 1
+	return redis.NewClient(&opts)
 }
 
 // NewFromRedis returns a Client that runs its commands on rdb, which stays
@@ -146,7 +156,8 @@ func New(cfg Config) (*Client, error) {
 // command's read timeout beyond rdb's ReadTimeout. It runs on a second
 // go-redis client made from a copy of rdb's options (so without rdb's
 // hooks) with no socket read timeout, bounded by context deadlines instead;
-// Close closes that one.
+// Close closes that one, and the one-connection client that ends abandoned
+// waits (CLIENT UNBLOCK), made the same way.
 func NewFromRedis(rdb *redis.Client, cfg Config) (*Client, error) {
 	if rdb == nil {
 		return nil, errors.New("leasehold: NewFromRedis with a nil redis client")
@@ -166,7 +177,8 @@ func NewFromRedis(rdb *redis.Client, cfg Config) (*Client, error) {
 	opts.ReadTimeout = -1
 	opts.ContextTimeoutEnabled = true
 	wait := redis.NewClient(&opts)
-	return &Client{cfg: cfg, rdb: rdb, wait: wait, owned: []*redis.Client{wait}, readTimeout: rt}, nil
+	ctl := newControlClient(opts)
+	return &Client{cfg: cfg, rdb: rdb, wait: wait, ctl: ctl, owned: []*redis.Client{wait, ctl}, readTimeout: rt}, nil
 }
 
 // effectiveReadTimeout is the per-call bound a go-redis ReadTimeout option

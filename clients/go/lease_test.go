@@ -5,8 +5,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -201,7 +203,8 @@ func TestAcquireWaitsForRelease(t *testing.T) {
 func TestAcquireCancelledWhileWaiting(t *testing.T) {
 	srv := startServer(t)
 	checkLeaks := noLeaks(t)
-	c := newClient(t, srv.Addr().String())
+	// One connection, held by the wait: the unblock cannot borrow it.
+	c := newClient(t, srv.Addr().String(), func(cfg *leasehold.Config) { cfg.Redis.PoolSize = 1 })
 	ctx := testContext(t)
 
 	held, err := c.Acquire(ctx, "k", 10*time.Second)
@@ -242,6 +245,76 @@ func TestAcquireCancelledWhileWaiting(t *testing.T) {
 	}
 	c.Close()
 	checkLeaks()
+}
+
+// TestAbandonedWaitsUnblockEndsNoLaterWait: the connection of a wait that
+// was abandoned and then granted goes back to the pool only once the
+// client's unblock for it is done, so that unblock cannot end the next wait
+// on that connection. A slow dial holds the unblock back while the grant
+// comes, and the next Acquire finds the granted wait's connection idle in
+// the pool, if it was put back too early.
+func TestAbandonedWaitsUnblockEndsNoLaterWait(t *testing.T) {
+	srv := startServer(t)
+	addr := srv.Addr().String()
+	holder := newClient(t, addr)
+	var dials atomic.Int32
+	c := newClient(t, addr, func(cfg *leasehold.Config) {
+		cfg.Redis.PoolSize = 2
+		cfg.Redis.Dialer = func(ctx context.Context, network, a string) (net.Conn, error) {
+			if dials.Add(1) > 1 {
+				time.Sleep(300 * time.Millisecond) // the unblock's connection is slow to come
+			}
+			return (&net.Dialer{}).DialContext(ctx, network, a)
+		}
+	})
+	ctx := testContext(t)
+	a, err := holder.Acquire(ctx, "a", 30*time.Second, leasehold.NoKeepAlive())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Acquire(ctx, "b", 30*time.Second, leasehold.NoKeepAlive()); err != nil {
+		t.Fatal(err)
+	}
+	actx, cancel := context.WithCancel(ctx)
+	gotA := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(actx, "a", 30*time.Second, leasehold.Wait(20*time.Second), leasehold.NoKeepAlive())
+		gotA <- err
+	}()
+	eventually(t, 5*time.Second, "a's waiter queued", func() bool {
+		st, _ := srv.Table().Status([]byte("a"))
+		return st.Waiters == 1
+	})
+	cancel()                               // the unblock goes out on a new, slow connection
+	if err := a.Release(ctx); err != nil { // so the abandoned wait is granted first
+		t.Fatal(err)
+	}
+	if err := <-gotA; !errors.Is(err, context.Canceled) {
+		t.Fatalf("abandoned Acquire: %v", err)
+	}
+	timeouts := func() string {
+		info, err := holder.Redis().Info(ctx, "locks").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, after, _ := strings.Cut(info, "wait_timeouts:")
+		n, _, _ := strings.Cut(after, "\r\n")
+		return n
+	}
+	before := timeouts()
+	// b stays held: this wait can only time out, and an unblock would end
+	// it without counting a timeout.
+	if _, err := c.Acquire(ctx, "b", 30*time.Second, leasehold.Wait(time.Second), leasehold.NoKeepAlive()); !errors.Is(err, leasehold.ErrNotAcquired) {
+		t.Fatalf("waiting for b, which stays held: %v", err)
+	}
+	if after := timeouts(); after == before {
+		t.Fatalf("the wait for b ended without timing out (wait_timeouts stayed %s): a stale unblock ended it", before)
+	}
+	eventually(t, 5*time.Second, "the abandoned wait's late grant released", func() bool {
+		st, _ := srv.Table().Status([]byte("a"))
+		return !st.Held
+	})
+	c.Close()
 }
 
 // TestAcquireCancelledAsGranted cancels waiting Acquires at the moment the
