@@ -82,6 +82,7 @@ fuzz:
 	$(GO) test ./protocol -run '^$$' -fuzz '^FuzzPeekArgs$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./protocol -run '^$$' -fuzz '^FuzzLookaheadStream$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/glob -run '^$$' -fuzz '^FuzzMatch$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./server -run '^$$' -fuzz '^FuzzCommands$$' -fuzztime $(FUZZTIME)
 
 ## bench: Go benchmarks of the lock table, the RESP reader, the server's hot
 ## path and the hand-off of a lock to a waiter (p50/p99), then leasehold

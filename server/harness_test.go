@@ -36,6 +36,14 @@ func withManualClock(clock *locker.ManualClock) option {
 
 func startServer(t testing.TB, opts ...option) *testServer {
 	t.Helper()
+	return startServerLogging(t, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel), opts...)
+}
+
+// startServerLogging is startServer with the server's log going to log: a
+// fuzz test's server outlives each input's *testing.T and must not log to
+// the *testing.F.
+func startServerLogging(t testing.TB, log zerolog.Logger, opts ...option) *testServer {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Locker.Shards = 8
@@ -52,7 +60,7 @@ func startServer(t testing.TB, opts ...option) *testServer {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	srv, err := New(cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel))
+	srv, err := New(cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
