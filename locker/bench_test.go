@@ -164,3 +164,81 @@ func BenchmarkCommandsDuringMassExpiry(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)-1]), "max-ns")
 	b.ReportMetric(float64(len(lat))/float64(b.N), "cycles/op")
 }
+
+// BenchmarkSemaphore measures a semaphore of 65,536 permits (MaxLimit):
+// filling it (each permit for its own owner), releasing every permit, and,
+// filled again, all its leases expiring in one tick. Each is per lease; what grows with the number of
+// holders shows here.
+func BenchmarkSemaphore(b *testing.B) {
+	const n = MaxLimit
+	setup := func(b *testing.B) (*Table, *ManualClock, []uint64) {
+		b.StopTimer()
+		defer b.StartTimer()
+		clock := &ManualClock{}
+		cfg := DefaultConfig()
+		cfg.FirstToken = 1
+		cfg.Clock = clock
+		tb, err := New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := tb.Create([]byte("sem"), CreateOptions{Limit: n}); err != nil {
+			b.Fatal(err)
+		}
+		return tb, clock, make([]uint64, 0, n)
+	}
+	fill := func(b *testing.B, tb *Table, tokens []uint64) []uint64 {
+		for j := range n {
+			// Named owners, as the Go client always sends: a grant looks
+			// for the owner's lease first.
+			tok, ok, err := tb.Acquire([]byte("sem"), time.Second, []byte("owner-"+strconv.Itoa(j)))
+			if err != nil || !ok {
+				b.Fatalf("permit %d: %v %v", len(tokens), ok, err)
+			}
+			tokens = append(tokens, tok)
+		}
+		return tokens
+	}
+	b.Run("acquire", func(b *testing.B) {
+		for range b.N {
+			tb, _, tokens := setup(b)
+			fill(b, tb, tokens)
+			b.StopTimer()
+			tb.Close()
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/lease")
+	})
+	b.Run("release", func(b *testing.B) {
+		for range b.N {
+			tb, _, tokens := setup(b)
+			b.StopTimer()
+			tokens = fill(b, tb, tokens)
+			b.StartTimer()
+			for _, tok := range tokens {
+				tb.Release([]byte("sem"), tok)
+			}
+			b.StopTimer()
+			tb.Close()
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/lease")
+	})
+	b.Run("expire", func(b *testing.B) {
+		for range b.N {
+			tb, clock, tokens := setup(b)
+			b.StopTimer()
+			fill(b, tb, tokens)
+			clock.Advance(2 * time.Second)
+			b.StartTimer()
+			tb.ExpireDue()
+			b.StopTimer()
+			if st := tb.Stats(); st.Held != 0 {
+				b.Fatalf("%d leases left", st.Held)
+			}
+			tb.Close()
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/lease")
+	})
+}

@@ -1,5 +1,10 @@
 package locker
 
+import (
+	"cmp"
+	"slices"
+)
+
 // A lock that may have more than one holder at a time keeps its leases in a
 // holder set beside the entry rather than in the entry itself: a read/write
 // lock while readers hold it (SHARED), and a semaphore (Create with a Limit)
@@ -8,8 +13,17 @@ package locker
 // lock-delay, keeps every other grant out, and any holder in the set keeps an
 // exclusive grant out.
 //
-// The entry's deadline is the earliest deadline in the set, so the timer
-// wheel needs one node per lock however many hold it; settling walks the set.
+// The entry's deadline is never later than the earliest deadline in the set,
+// so the timer wheel needs one node per lock however many hold it; settling
+// walks the set, and makes the entry's deadline exactly the earliest.
+//
+// A semaphore may have up to MaxLimit holders, so only settling walks the
+// set, once per call. The items stay in grant order, which is token order,
+// so a token is found by binary search; an owner is found by a scan while
+// the set is small, and by an index once it has grown. A grant or a renewal only ever
+// lowers the entry's deadline, and a release leaves it be: when the lease
+// that held the earliest deadline leaves, the timer fires early once, and
+// that settling finds the next.
 
 // holder is one lease in a holder set.
 type holder struct {
@@ -26,6 +40,20 @@ type holder struct {
 type holderSet struct {
 	items []holder
 	live  int // items not delayed
+	// byOwner maps each owner with a live lease to its token, once the set
+	// has grown past ownerIndexFrom items; nil before.
+	byOwner map[string]uint64
+}
+
+// ownerIndexFrom is the size of a holder set above which looking an owner
+// up by a scan costs more than keeping an index of owners.
+const ownerIndexFrom = 32
+
+// forget takes h's owner out of the owner index, as h's lease ends.
+func (hs *holderSet) forget(h *holder) {
+	if hs.byOwner != nil && h.owner != "" && hs.byOwner[h.owner] == h.token {
+		delete(hs.byOwner, h.owner)
+	}
 }
 
 // holders returns entry i's holder set, or nil when the entry has none.
@@ -83,10 +111,17 @@ func (s *shard) grantHolder(i uint32, now, ttl int64, owner []byte) uint64 {
 	s.journal(ChangeGrant, i, h.token, h.deadline, owner, e.flags&flagSemaphore == 0)
 	hs.items = append(hs.items, h)
 	hs.live++
+	if hs.byOwner != nil && h.owner != "" {
+		hs.byOwner[h.owner] = h.token
+	}
 	s.counts.held.Add(1)
 	s.counts.granted.Add(1)
 	s.emitHolder(EventAcquired, i, &h)
-	s.scheduleHolders(i)
+	if len(hs.items) == 1 {
+		s.scheduleHolders(i) // a new set: the entry's deadline is stale
+	} else {
+		s.lowerHoldersDeadline(i, h.deadline)
+	}
 	return h.token
 }
 
@@ -94,10 +129,9 @@ func (s *shard) grantHolder(i uint32, now, ttl int64, owner []byte) uint64 {
 // with token, or -1.
 func (s *shard) liveHolder(i uint32, token uint64) int {
 	if hs := s.holders(i); hs != nil {
-		for n := range hs.items {
-			if h := &hs.items[n]; h.token == token && !h.delayed {
-				return n
-			}
+		n, found := slices.BinarySearchFunc(hs.items, token, func(h holder, t uint64) int { return cmp.Compare(h.token, t) })
+		if found && !hs.items[n].delayed {
+			return n
 		}
 	}
 	return -1
@@ -106,14 +140,30 @@ func (s *shard) liveHolder(i uint32, token uint64) int {
 // ownersHolder returns the position of owner's live lease in entry i's
 // holder set, or -1.
 func (s *shard) ownersHolder(i uint32, owner []byte) int {
-	if hs := s.holders(i); hs != nil {
+	hs := s.holders(i)
+	switch {
+	case hs == nil:
+		return -1
+	case hs.byOwner == nil && len(hs.items) > ownerIndexFrom:
+		hs.byOwner = make(map[string]uint64, len(hs.items))
+		for n := range hs.items {
+			if h := &hs.items[n]; h.owner != "" && !h.delayed {
+				hs.byOwner[h.owner] = h.token
+			}
+		}
+	case hs.byOwner == nil:
 		for n := range hs.items {
 			if h := &hs.items[n]; h.owner == string(owner) && !h.delayed {
 				return n
 			}
 		}
+		return -1
 	}
-	return -1
+	token, ok := hs.byOwner[string(owner)]
+	if !ok {
+		return -1
+	}
+	return s.liveHolder(i, token)
 }
 
 // renewHolder moves the deadline of the n-th lease of entry i.
@@ -123,7 +173,7 @@ func (s *shard) renewHolder(i uint32, n int, now, ttl int64) {
 	s.journal(ChangeExtend, i, h.token, h.deadline, nil, false)
 	s.counts.renewed.Add(1)
 	s.emitHolder(EventExtended, i, h)
-	s.scheduleHolders(i)
+	s.lowerHoldersDeadline(i, h.deadline)
 }
 
 // releaseHolder ends the n-th lease of entry i, as its holder asked.
@@ -132,16 +182,25 @@ func (s *shard) releaseHolder(i uint32, n int) {
 	s.counts.released.Add(1)
 	s.journal(ChangeRelease, i, hs.items[n].token, 0, nil, false)
 	s.emitHolder(EventReleased, i, &hs.items[n])
+	hs.forget(&hs.items[n])
 	s.dropHolder(i, n)
 	s.counts.held.Add(-1)
 	hs.live--
-	s.scheduleHolders(i)
+	if len(hs.items) == 0 {
+		s.scheduleHolders(i) // forgets the set
+	}
 }
 
 // dropHolder removes the n-th item of entry i's holder set, keeping the
-// order of the rest (the order STATUS lists them in).
+// order of the rest (grant order, which STATUS lists and liveHolder
+// searches). The oldest, the usual one to go, leaves without a copy.
 func (s *shard) dropHolder(i uint32, n int) {
 	hs := s.holderSets[i]
+	if n == 0 {
+		hs.items[0] = holder{}
+		hs.items = hs.items[1:]
+		return
+	}
 	copy(hs.items[n:], hs.items[n+1:])
 	hs.items[len(hs.items)-1] = holder{}
 	hs.items = hs.items[:len(hs.items)-1]
@@ -153,11 +212,13 @@ func (s *shard) dropHolder(i uint32, n int) {
 func (s *shard) settleHolders(i uint32, now int64) {
 	hs := s.holders(i)
 	delay := s.lockDelay(i)
-	for n := 0; n < len(hs.items); {
-		h := &hs.items[n]
+	kept := hs.items[:0] // compacted in place, in one pass
+	for n := range hs.items {
+		h := hs.items[n]
 		if !h.delayed && h.deadline <= now {
 			s.counts.expired.Add(1)
-			s.emitHolder(EventExpired, i, h)
+			s.emitHolder(EventExpired, i, &h)
+			hs.forget(&h)
 			s.counts.held.Add(-1)
 			hs.live--
 			if delay > 0 {
@@ -167,12 +228,12 @@ func (s *shard) settleHolders(i uint32, now int64) {
 				s.counts.delayed.Add(1)
 			}
 		}
-		if h.deadline <= now {
-			s.dropHolder(i, n)
-			continue
+		if h.deadline > now {
+			kept = append(kept, h)
 		}
-		n++
 	}
+	clear(hs.items[len(kept):]) // the backing array must not pin owners
+	hs.items = kept
 	s.scheduleHolders(i)
 }
 
@@ -193,6 +254,15 @@ func (s *shard) scheduleHolders(i uint32) {
 	}
 	e.deadline = first
 	s.wheel.schedule(i, s.wheelDue(i))
+}
+
+// lowerHoldersDeadline moves entry i's deadline, which bounds its holder
+// set's earliest, to d if d comes first: d is a holder's new deadline.
+func (s *shard) lowerHoldersDeadline(i uint32, d int64) {
+	if e := s.at(i); d < e.deadline {
+		e.deadline = d
+		s.wheel.schedule(i, s.wheelDue(i))
+	}
 }
 
 // emitHolder records an event about one lease of entry i's holder set.

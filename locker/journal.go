@@ -1,6 +1,8 @@
 package locker
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -237,7 +239,6 @@ func (t *Table) Restore(st *LockState) error {
 				s.counts.held.Add(1)
 			}
 			hs.items = append(hs.items, h)
-			s.scheduleHolders(i)
 			continue
 		}
 		if e.flags&(flagHeld|flagDelayed|flagMulti) != 0 {
@@ -258,6 +259,12 @@ func (t *Table) Restore(st *LockState) error {
 		}
 		s.counts.held.Add(1)
 		s.wheel.schedule(i, s.wheelDue(i))
+	}
+	if hs := s.holders(i); hs != nil {
+		// Grant order is token order, which liveHolder searches by; a
+		// rebuilt state need not list them so.
+		slices.SortFunc(hs.items, func(a, b holder) int { return cmp.Compare(a.token, b.token) })
+		s.scheduleHolders(i)
 	}
 	s.settle(i, now)
 	return nil
