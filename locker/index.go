@@ -111,6 +111,22 @@ func (x *keyIndex) migrate() {
 	}
 }
 
+// idleMigrateRounds is how many migrate calls migrateIdle makes: 1,024
+// slots, some microseconds under the shard's lock.
+const idleMigrateRounds = 16
+
+// migrateIdle moves a pending grow on for the reaper, once per tick: only
+// inserts and removes move it otherwise, and a shard whose keys stop
+// changing would go on probing two tables for absent keys.
+func (x *keyIndex) migrateIdle() {
+	for range idleMigrateRounds {
+		if x.old == nil {
+			return
+		}
+		x.migrate()
+	}
+}
+
 // remove deletes entry, stored under hash h. In the new table it shifts
 // later members of its probe run back, so that no tombstone is left behind;
 // in the old one it leaves a tombstone.

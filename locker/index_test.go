@@ -3,6 +3,7 @@ package locker
 import (
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -80,5 +81,41 @@ func BenchmarkIndexInsert(b *testing.B) {
 			slowest = max(slowest, time.Since(start))
 		}
 		b.ReportMetric(float64(slowest.Nanoseconds()), "slowest-ns")
+	}
+}
+
+// TestReaperFinishesAGrow: a shard whose keys stop changing in the middle of
+// a grow gets it finished by the reaper's ticks, and loses no key on the way.
+func TestReaperFinishesAGrow(t *testing.T) {
+	tb, _ := newTestTable(t)
+	migrating := func() int {
+		n := 0
+		for _, s := range tb.shards {
+			s.mu.Lock()
+			if s.index.old != nil {
+				n++
+			}
+			s.mu.Unlock()
+		}
+		return n
+	}
+	tokens := map[string]uint64{}
+	for j := 0; migrating() == 0; j++ {
+		if j == 100_000 {
+			t.Fatal("no shard started growing")
+		}
+		key := "k" + strconv.Itoa(j)
+		tokens[key] = mustAcquire(t, tb, key, time.Hour, "")
+	}
+	for tick := 0; migrating() > 0; tick++ {
+		if tick == 1000 {
+			t.Fatalf("%d shards still growing after %d reaper ticks", migrating(), tick)
+		}
+		tb.ExpireDue()
+	}
+	for key, tok := range tokens {
+		if !tb.Verify([]byte(key), tok) {
+			t.Fatalf("%s lost its lease across the grow", key)
+		}
 	}
 }

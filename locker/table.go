@@ -122,6 +122,9 @@ func (t *Table) ExpireDue() int {
 			var expired int
 			s.mu.Lock()
 			expired, done = s.expireDue(upTo, max(upTo, int64(t.cfg.Clock.Now())))
+			if done {
+				s.index.migrateIdle()
+			}
 			t.unlock(s)
 			n += expired
 			if done {
