@@ -231,6 +231,10 @@ func (t *Table) Restore(st *LockState) error {
 				s.holderSets[i] = hs
 				e.flags |= flagMulti
 			}
+			// Later grants must come after every restored holder, in token
+			// order (liveHolder searches by it), whatever LastToken says.
+			e.token = max(e.token, l.Token)
+			s.lastToken = max(s.lastToken, l.Token)
 			h := holder{token: l.Token, deadline: l.Deadline, owner: string(l.Owner)}
 			if l.DelayedUntil != 0 {
 				h = holder{token: l.Token, deadline: l.DelayedUntil, delayed: true}

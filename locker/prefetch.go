@@ -32,6 +32,9 @@ func (t *Table) Prefetch(keys [][]byte) {
 		s.mu.Lock()
 		if x := &s.index; len(x.slots) > 0 {
 			prefetch(uintptr(unsafe.Pointer(&x.slots[h&x.mask()])))
+			if x.old != nil { // growing: the key may still be in the old table
+				prefetch(uintptr(unsafe.Pointer(&x.old[h&uint32(len(x.old)-1)])))
+			}
 		}
 		s.mu.Unlock()
 	}

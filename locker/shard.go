@@ -169,6 +169,11 @@ func (s *shard) insert(h uint32, key []byte) uint32 {
 		s.free = s.free[:n-1]
 	} else {
 		i = s.top
+		if i == tombstone {
+			// The index marks vacated slots with this number; 2^32 entries
+			// in one shard is some 256 GiB of them.
+			panic("locker: a shard is out of entry numbers")
+		}
 		s.top++
 		s.entries.grow(i)
 	}
