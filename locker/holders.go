@@ -20,10 +20,10 @@ import (
 // A semaphore may have up to MaxLimit holders, so only settling walks the
 // set, once per call. The items stay in grant order, which is token order,
 // so a token is found by binary search; an owner is found by a scan while
-// the set is small, and by an index once it has grown. A grant or a renewal only ever
-// lowers the entry's deadline, and a release leaves it be: when the lease
-// that held the earliest deadline leaves, the timer fires early once, and
-// that settling finds the next.
+// the set is small, and by an index once it has grown. A grant or a
+// renewal only ever lowers the entry's deadline, and a release leaves it
+// be: when the lease that held the earliest deadline leaves, the timer
+// fires early once, and that settling finds the next.
 
 // holder is one lease in a holder set.
 type holder struct {

@@ -173,7 +173,7 @@ trap 'exit 130' INT TERM
 
 # wait_ready PORT PID: until the server answers PING, at most 10 s.
 wait_ready() {
-	local port=$1 pid=$2 _
+	local port=$1 pid=$2
 	for _ in $(seq 200); do
 		kill -0 "$pid" 2>/dev/null || die "server on port $port exited; see $WORK"
 		if [ "$(redis-cli -h 127.0.0.1 -p "$port" PING 2>/dev/null)" = PONG ]; then
