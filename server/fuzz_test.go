@@ -65,8 +65,8 @@ func FuzzCommands(f *testing.F) {
 type fuzzConn struct {
 	nc      net.Conn
 	rc      *rawConn
-	id      int64 // CLIENT ID
-	pending []string
+	id      int64      // CLIENT ID
+	pending [][]string // the waiting commands sent, in order, their replies unread
 }
 
 type fuzzRun struct {
@@ -203,7 +203,7 @@ func (r *fuzzRun) step() {
 	r.drain(c)
 	r.send(c, args)
 	if async {
-		c.pending = append(c.pending, strings.Join(args, " "))
+		c.pending = append(c.pending, args)
 		return
 	}
 	r.check(args, c.rc.reply())
@@ -211,8 +211,8 @@ func (r *fuzzRun) step() {
 
 // drain reads the replies of c's waits still pending.
 func (r *fuzzRun) drain(c *fuzzConn) {
-	for _, cmd := range c.pending {
-		r.checkLate(strings.Fields(cmd), c.rc.reply())
+	for _, args := range c.pending {
+		r.checkLate(args, c.rc.reply())
 	}
 	c.pending = c.pending[:0]
 }
