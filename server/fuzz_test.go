@@ -2,7 +2,6 @@ package server
 
 import (
 	"bufio"
-	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -224,23 +223,11 @@ func (r *fuzzRun) dial() *fuzzConn {
 	}
 	nc.SetDeadline(time.Now().Add(10 * time.Second)) // a hang fails the run
 	c := &fuzzConn{nc: nc, rc: &rawConn{t: r.t, Conn: nc, r: bufio.NewReader(nc)}}
-	r.send(c, []string{"CLIENT", "ID"})
-	id, ok := c.rc.reply().(int64)
-	if !ok {
-		r.t.Fatal("CLIENT ID did not answer an integer")
-	}
-	c.id = id
+	c.id = clientID(r.t, c.rc)
 	return c
 }
 
-func (r *fuzzRun) send(c *fuzzConn, args []string) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	c.rc.send(b.String())
-}
+func (r *fuzzRun) send(c *fuzzConn, args []string) { c.rc.send(resp(args...)) }
 
 // check holds a reply to the run's invariants and records granted tokens.
 // A token granted by this command must be at least every token read
