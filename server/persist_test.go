@@ -21,7 +21,7 @@ import (
 // Restarts against the in-process server: a server on a data directory is
 // closed and a new one started on the same directory, as a clean restart
 // of the binary would. Crashes (kill -9) are tested with the binary, in
-// package main (crash_test.go).
+// package command (crash_test.go).
 
 // persistServer is a server on a data directory, stopped by stop (Close)
 // and started again on the same directory by startPersist.

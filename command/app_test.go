@@ -1,4 +1,4 @@
-package main
+package command
 
 import (
 	"bytes"
@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 		binary = filepath.Join(dir, "leasehold")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		// go test puts its own toolchain first in PATH.
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", binary, ".").CombinedOutput()
+		out, err := exec.CommandContext(ctx, "go", "build", "-o", binary, "..").CombinedOutput()
 		cancel()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)

@@ -1,0 +1,97 @@
+// Package command is the leasehold command line: serve (the lock server)
+// and the client commands that talk to one from shell scripts (run, acquire,
+// verify, release, extend, status). It owns flags, exit statuses and the
+// process group run puts its command in; the server itself is package
+// server, the client package clients/go. See docs/cli.md.
+package command
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+)
+
+// version is what --version prints and the server reports in INFO; Run
+// sets it.
+var version = "dev"
+
+// Run runs the leasehold command line args (args[0] is the program's name)
+// and returns the process's exit status: 0, 1 for a server's failure, or the
+// code of a client command's outcome (docs/cli.md). ctx's cancellation
+// (SignalContext: SIGINT, SIGTERM) shuts serve down and ends a client
+// command's wait; ver is the build's version.
+func Run(ctx context.Context, args []string, ver string) int {
+	if ver != "" {
+		version = ver
+	}
+	err := newApp().RunContext(ctx, args)
+	return exitStatus(err, os.Stderr)
+}
+
+func newApp() *cli.App {
+	flags := serveFlags()
+	return &cli.App{
+		Name:    "leasehold",
+		Usage:   "a lock server with fencing tokens, spoken to over the Redis protocol",
+		Version: version,
+		Flags:   flags,
+		Action:  serve, // serve is the default when no subcommand is given
+		// main turns errors into exit statuses; cli must not exit itself.
+		ExitErrHandler: func(*cli.Context, error) {},
+		Commands: append([]*cli.Command{{
+			Name:   "serve",
+			Usage:  "run the lock server",
+			Flags:  withoutEnv(serveFlags()),
+			Action: serve,
+		}}, clientCommands()...),
+	}
+}
+
+func env(name string) []string { return []string{"LEASEHOLD_" + name} }
+
+// withoutEnv returns serve's own copies of the flags, which read no
+// environment variable (their help still names it). The top-level copies
+// read it, so that a flag on the command line, before or after "serve",
+// wins over the environment: urfave/cli counts a flag set from the
+// environment as set, and were serve's copies to read it, LEASEHOLD_ADDR
+// would beat `leasehold --addr X serve`.
+func withoutEnv(flags []cli.Flag) []cli.Flag {
+	for _, f := range flags {
+		var vars *[]string
+		var usage *string
+		switch f := f.(type) {
+		case *cli.StringFlag:
+			vars, usage = &f.EnvVars, &f.Usage
+		case *cli.IntFlag:
+			vars, usage = &f.EnvVars, &f.Usage
+		case *cli.Int64Flag:
+			vars, usage = &f.EnvVars, &f.Usage
+		case *cli.DurationFlag:
+			vars, usage = &f.EnvVars, &f.Usage
+		case *cli.BoolFlag:
+			vars, usage = &f.EnvVars, &f.Usage
+		default:
+			panic(fmt.Sprintf("withoutEnv: flag type %T", f))
+		}
+		for _, v := range *vars {
+			*usage += " [$" + v + "]"
+		}
+		*vars = nil
+	}
+	return flags
+}
+
+// flag returns the context that holds flag name's value: the innermost
+// command on whose command line it was given, so that `leasehold --addr X
+// serve` and `leasehold serve --addr X` both work; else the top level, if
+// the environment sets it (see withoutEnv); else c, for the default.
+func flag(c *cli.Context, name string) *cli.Context {
+	for _, ctx := range c.Lineage() {
+		if ctx.Command != nil && ctx.IsSet(name) {
+			return ctx
+		}
+	}
+	return c
+}

@@ -1,0 +1,110 @@
+package command
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/persist"
+	"github.com/leasehold/leasehold/server"
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+)
+
+// serveFlags reads every default from the packages' DefaultConfig, so the
+// help text cannot drift from what the server does.
+func serveFlags() []cli.Flag {
+	def := server.DefaultConfig()
+	return []cli.Flag{
+		&cli.StringFlag{Name: "addr", Value: def.Addr, EnvVars: env("ADDR"), Usage: "TCP address to listen on, HOST:PORT"},
+		&cli.IntFlag{Name: "shards", Value: def.Locker.Shards, EnvVars: env("SHARDS"), Usage: "lock table shards, a power of two; the default is 16 per CPU"},
+		&cli.DurationFlag{Name: "max-ttl", Value: def.Locker.MaxTTL, EnvVars: env("MAX_TTL"), Usage: "longest lease or default ttl a client may ask for"},
+		&cli.IntFlag{Name: "max-key-len", Value: def.Locker.MaxKeyLen, EnvVars: env("MAX_KEY_LEN"), Usage: fmt.Sprintf("longest lock name or owner id in bytes (at most %d)", locker.MaxKeyLenLimit)},
+		&cli.DurationFlag{Name: "lock-delay", Value: def.Locker.LockDelay, EnvVars: env("LOCK_DELAY"), Usage: "after a lease expires (not when released), keep the lock ungrantable this long; CREATE ... LOCKDELAY overrides"},
+		&cli.BoolFlag{Name: "require-create", EnvVars: env("REQUIRE_CREATE"), Usage: "ACQUIRE of an unknown lock fails instead of creating it"},
+		&cli.DurationFlag{Name: "tick", Value: def.Locker.Tick, EnvVars: env("TICK"), Usage: "expiry timer wheel resolution"},
+		&cli.IntFlag{Name: "io-loops", Value: def.IOLoops, EnvVars: env("IO_LOOPS"), Usage: "epoll event loops serving connections (Linux); 0 runs a goroutine per connection"},
+		&cli.IntFlag{Name: "max-clients", Value: def.MaxClients, EnvVars: env("MAX_CLIENTS"), Usage: "most open connections"},
+		&cli.DurationFlag{Name: "idle-timeout", Value: def.IdleTimeout, EnvVars: env("IDLE_TIMEOUT"), Usage: "close connections silent this long (0: never)"},
+		&cli.Int64Flag{Name: "max-bulk-len", Value: def.Limits.MaxBulkLen, EnvVars: env("MAX_BULK_LEN"), Usage: "longest RESP bulk string in bytes"},
+		&cli.Int64Flag{Name: "max-query-buffer", Value: def.Limits.MaxQueryBuffer, EnvVars: env("MAX_QUERY_BUFFER"), Usage: "most bytes one pending command may occupy"},
+		&cli.StringFlag{Name: "data-dir", EnvVars: env("DATA_DIR"), Usage: "keep locks, leases and the token sequence in this directory, across restarts and crashes (default: none, nothing touches disk)"},
+		&cli.StringFlag{Name: "fsync", Value: def.Persist.Fsync.String(), EnvVars: env("FSYNC"), Usage: "with --data-dir: always (a grant is on disk before its reply; concurrent grants share an fsync), everysec or no, as Redis's appendfsync"},
+		&cli.DurationFlag{Name: "restart-grace", EnvVars: env("RESTART_GRACE"), Usage: "with --data-dir: every lease still live at start runs at least this long after the start, so holders can renew"},
+		&cli.BoolFlag{Name: "repair", EnvVars: env("REPAIR"), Usage: "with --data-dir: start on a damaged data directory by dropping everything from the damage on (logged), instead of refusing to start"},
+		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"), Usage: "debug, info, warn or error"},
+		&cli.StringFlag{Name: "log-format", EnvVars: env("LOG_FORMAT"), Usage: "json or console (default: console when stderr is a terminal)"},
+	}
+}
+
+func serve(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (see --help)", c.Args().First())
+	}
+	str := func(name string) string { return flag(c, name).String(name) }
+	num := func(name string) int { return flag(c, name).Int(name) }
+	dur := func(name string) time.Duration { return flag(c, name).Duration(name) }
+	num64 := func(name string) int64 { return flag(c, name).Int64(name) }
+
+	log, err := newLogger(os.Stderr, str("log-level"), str("log-format"))
+	if err != nil {
+		return err
+	}
+	cfg := server.DefaultConfig()
+	cfg.Version = version
+	cfg.Addr = str("addr")
+	cfg.MaxClients = num("max-clients")
+	cfg.IOLoops = num("io-loops")
+	cfg.IdleTimeout = dur("idle-timeout")
+	cfg.Limits.MaxBulkLen = num64("max-bulk-len")
+	cfg.Limits.MaxQueryBuffer = num64("max-query-buffer")
+	cfg.Locker.Shards = num("shards")
+	cfg.Locker.MaxTTL = dur("max-ttl")
+	cfg.Locker.MaxKeyLen = num("max-key-len")
+	cfg.Locker.RequireCreate = flag(c, "require-create").Bool("require-create")
+	cfg.Locker.LockDelay = dur("lock-delay")
+	cfg.Locker.Tick = dur("tick")
+	cfg.Locker.FirstToken = locker.BootEpochToken(time.Now())
+	cfg.Persist.Dir = str("data-dir")
+	if cfg.Persist.Fsync, err = persist.ParsePolicy(str("fsync")); err != nil {
+		return err
+	}
+	cfg.Persist.RestartGrace = dur("restart-grace")
+	cfg.Persist.Repair = flag(c, "repair").Bool("repair")
+	srv, err := server.New(cfg, log)
+	if err != nil {
+		return err
+	}
+	if err := srv.ListenAndServe(c.Context); err != nil {
+		return err
+	}
+	log.Info().Msg("shut down")
+	return nil
+}
+
+func newLogger(w *os.File, level, format string) (zerolog.Logger, error) {
+	levels := map[string]zerolog.Level{
+		"debug": zerolog.DebugLevel, "info": zerolog.InfoLevel,
+		"warn": zerolog.WarnLevel, "error": zerolog.ErrorLevel,
+	}
+	lvl, ok := levels[strings.ToLower(level)]
+	if !ok {
+		return zerolog.Logger{}, fmt.Errorf("log level %q: want debug, info, warn or error", level)
+	}
+	var out io.Writer = w
+	switch format {
+	case "":
+		if fi, err := w.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			out = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+		}
+	case "console":
+		out = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+	case "json":
+	default:
+		return zerolog.Logger{}, fmt.Errorf("log format %q: want json or console", format)
+	}
+	return zerolog.New(out).Level(lvl).With().Timestamp().Logger(), nil
+}
