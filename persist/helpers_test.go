@@ -128,13 +128,7 @@ func (s *session) close() {
 func (s *session) crash() {
 	s.t.Helper()
 	st := s.store
-	st.mu.Lock()
-	started := st.table != nil
-	st.mu.Unlock()
-	if started {
-		close(st.stopC)
-		<-st.doneC
-	}
+	st.stopBackground()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.f.Close()
