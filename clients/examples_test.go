@@ -26,9 +26,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/servertest/lockserver"
 	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/server"
-	"github.com/rs/zerolog"
 )
 
 // runTimeout bounds every process a test starts.
@@ -102,7 +102,8 @@ func python(t *testing.T) string {
 	return pythonPath
 }
 
-// lockServer is a real server on a random loopback port.
+// lockServer is a real server on a random loopback port, with its address
+// split for the examples' environment.
 type lockServer struct {
 	*server.Server
 	host, port string
@@ -110,35 +111,12 @@ type lockServer struct {
 
 func startServer(t *testing.T) *lockServer {
 	t.Helper()
-	cfg := server.DefaultConfig()
-	cfg.Addr = "127.0.0.1:0"
-	cfg.Locker.Shards = 8
-	cfg.Version = "test"
-	srv, err := server.New(cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
+	ts := lockserver.Start(t)
+	host, port, err := net.SplitHostPort(ts.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve() }()
-	t.Cleanup(func() {
-		srv.Close()
-		select {
-		case err := <-served:
-			if !errors.Is(err, server.ErrServerClosed) {
-				t.Errorf("Serve returned %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Error("Serve did not return after Close")
-		}
-	})
-	host, port, err := net.SplitHostPort(srv.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &lockServer{Server: srv, host: host, port: port}
+	return &lockServer{Server: ts.Server, host: host, port: port}
 }
 
 // closedPort is a loopback port nobody listens on.

@@ -4,16 +4,13 @@ import (
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/leasehold/leasehold/locker"
-	"github.com/rs/zerolog"
 )
 
 // BenchmarkJournaledGrantRelease is the lock table's hot path with a Store
 // as its journal, committing every 64 operations.
 func BenchmarkJournaledGrantRelease(b *testing.B) {
 	dir := b.TempDir()
-	s := openB(b, dir)
+	s := open(b, dir, nil, sessionOpts{fsync: FsyncNo})
 	keys := make([][]byte, 1024)
 	for i := range keys {
 		keys[i] = []byte("key" + strconv.Itoa(i))
@@ -30,33 +27,4 @@ func BenchmarkJournaledGrantRelease(b *testing.B) {
 			s.store.Commit()
 		}
 	}
-}
-
-type benchSession struct {
-	store *Store
-	table *locker.Table
-}
-
-func openB(b *testing.B, dir string) *benchSession {
-	clock := &locker.ManualClock{}
-	clock.Advance(time.Hour)
-	store, err := Open(Options{Dir: dir, Fsync: FsyncNo, Shards: 4, Clock: clock, Log: zerolog.Nop()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { store.Close() })
-	cfg := locker.DefaultConfig()
-	cfg.Shards = 4
-	cfg.Clock = clock
-	cfg.Journal = store
-	cfg.FirstToken = store.FirstToken(1000)
-	table, err := locker.New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := store.Load(table); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { table.Close() })
-	return &benchSession{store, table}
 }

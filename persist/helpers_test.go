@@ -16,7 +16,7 @@ import (
 // session is one run of a server over a data directory: a store and the
 // table it journals.
 type session struct {
-	t     *testing.T
+	t     testing.TB
 	store *Store
 	table *locker.Table
 	clock *locker.ManualClock
@@ -63,7 +63,7 @@ const boot = 1000
 
 // open starts a session over dir, failing the test if the store does not
 // open or load. clock may be nil for a new one.
-func open(t *testing.T, dir string, clock *locker.ManualClock, o sessionOpts) *session {
+func open(t testing.TB, dir string, clock *locker.ManualClock, o sessionOpts) *session {
 	t.Helper()
 	s, err := tryOpen(t, dir, clock, o)
 	if err != nil {
@@ -72,7 +72,7 @@ func open(t *testing.T, dir string, clock *locker.ManualClock, o sessionOpts) *s
 	return s
 }
 
-func tryOpen(t *testing.T, dir string, clock *locker.ManualClock, o sessionOpts) (*session, error) {
+func tryOpen(t testing.TB, dir string, clock *locker.ManualClock, o sessionOpts) (*session, error) {
 	t.Helper()
 	if clock == nil {
 		clock = &locker.ManualClock{}
@@ -128,13 +128,7 @@ func (s *session) close() {
 func (s *session) crash() {
 	s.t.Helper()
 	st := s.store
-	st.mu.Lock()
-	started := st.table != nil
-	st.mu.Unlock()
-	if started {
-		close(st.stopC)
-		<-st.doneC
-	}
+	st.stopBackground()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.f.Close()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/record"
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/locker"
 )
 
@@ -51,23 +52,6 @@ func readRecords(t *testing.T, path string) []logRecord {
 			}
 		}
 		out = append(out, rec)
-	}
-}
-
-func flipByte(t *testing.T, path string, off int64) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b := make([]byte, 1)
-	if _, err := f.ReadAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-	b[0] ^= 0x5a
-	if _, err := f.WriteAt(b, off); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -113,7 +97,7 @@ func TestTornTail(t *testing.T) {
 			appendToFile(t, path, []byte("\x01\x02\x03 garbage after the last record"))
 		}, true},
 		{"a few garbage bytes appended", false, func(t *testing.T, path string, last logRecord) { appendToFile(t, path, []byte{0xff, 1}) }, true},
-		{"last byte flipped", false, func(t *testing.T, path string, last logRecord) { flipByte(t, path, fileSize(t, path)-1) }, false},
+		{"last byte flipped", false, func(t *testing.T, path string, last logRecord) { testutil.FlipByte(t, path, fileSize(t, path)-1) }, false},
 		{"a multi-block commit cut short", true, func(t *testing.T, path string, last logRecord) { truncateBy(t, path, 10) }, false},
 		{"a multi-block commit cut at a block boundary", true, func(t *testing.T, path string, last logRecord) {
 			os.Truncate(path, (last.offset/blockSize+1)*blockSize)
@@ -229,7 +213,7 @@ func TestCorruptionMidLog(t *testing.T) {
 			dir := t.TempDir()
 			path, recs := manyCommits(t, dir, 3)
 			d := pickRecord(t, recs, block)
-			flipByte(t, path, recs[d].offset+legacyHeader+2)
+			testutil.FlipByte(t, path, recs[d].offset+legacyHeader+2)
 
 			_, err := tryOpen(t, dir, nil, sessionOpts{})
 			var cerr *CorruptError
@@ -290,7 +274,7 @@ func TestCorruptionInOlderLog(t *testing.T) {
 	s.close()
 
 	last := recs[len(recs)-1]
-	flipByte(t, path, fileSize(t, path)-1)
+	testutil.FlipByte(t, path, fileSize(t, path)-1)
 	_, err := tryOpen(t, dir, nil, sessionOpts{})
 	var cerr *CorruptError
 	if !errors.As(err, &cerr) || cerr.File != path || cerr.Offset != last.offset {
@@ -357,7 +341,7 @@ func TestDamagedSnapshot(t *testing.T) {
 		name   string
 		damage func(t *testing.T, path string)
 	}{
-		{"byte flipped", func(t *testing.T, path string) { flipByte(t, path, legacyHeader+3) }},
+		{"byte flipped", func(t *testing.T, path string) { testutil.FlipByte(t, path, legacyHeader+3) }},
 		{"cut short", func(t *testing.T, path string) { truncateBy(t, path, 5) }},
 	}
 	for _, c := range cases {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/rs/zerolog"
 )
@@ -157,7 +158,7 @@ func TestRegressionRepairLeavesLogGap(t *testing.T) {
 		}},
 		{"damage in an older log", func(t *testing.T, dir string, logs []uint64) {
 			path := filepath.Join(dir, logName(logs[0]))
-			flipByte(t, path, fileSize(t, path)-1)
+			testutil.FlipByte(t, path, fileSize(t, path)-1)
 		}},
 	}
 	for _, c := range cases {

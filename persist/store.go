@@ -449,16 +449,12 @@ func (s *Store) syncWritten() {
 // closes the directory. It is safe to call more than once.
 func (s *Store) Close() error {
 	s.mu.Lock()
-	if s.f == nil {
-		s.mu.Unlock()
+	closed := s.f == nil
+	s.mu.Unlock()
+	if closed {
 		return nil
 	}
-	started := s.table != nil
-	s.mu.Unlock()
-	if started {
-		close(s.stopC)
-		<-s.doneC
-	}
+	s.stopBackground()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var err error
@@ -474,6 +470,18 @@ func (s *Store) Close() error {
 	s.f = nil
 	s.dirLock.Close()
 	return err
+}
+
+// stopBackground stops the background work Load started, if it did, and
+// waits for it to end: the first step of Close, and of the tests' crash.
+func (s *Store) stopBackground() {
+	s.mu.Lock()
+	started := s.table != nil
+	s.mu.Unlock()
+	if started {
+		close(s.stopC)
+		<-s.doneC
+	}
 }
 
 // Stats describe the data directory for INFO persistence.

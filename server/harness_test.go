@@ -3,24 +3,23 @@ package server
 import (
 	"bufio"
 	"context"
-	"errors"
 	"net"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/servertest"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 )
 
-// testServer is a real server on a random loopback port, closed through its
-// own Close when the test ends.
+// testServer is a real server on a random loopback port, run by servertest
+// and closed through its own Close when the test ends.
 type testServer struct {
 	*Server
 	t     testing.TB
 	addr  string
+	run   *servertest.Running
 	clock *locker.ManualClock // nil unless the test asked for a manual clock
 }
 
@@ -34,6 +33,29 @@ func withManualClock(clock *locker.ManualClock) option {
 	return func(c *Config) { c.Locker.Clock = clock }
 }
 
+// testConfig is the configuration every test server begins from (as
+// lockserver.Config is for other packages' tests; that package imports
+// server, so these internal tests cannot use it): a free loopback port, 8
+// shards, and the transport servertest.IOLoopsEnv asks for, changed by opts.
+func testConfig(t testing.TB, opts ...option) Config {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Addr = servertest.Addr
+	cfg.Locker.Shards = 8
+	cfg.Version = "test"
+	n, set, err := servertest.IOLoops()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set {
+		cfg.IOLoops = n
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return cfg
+}
+
 func startServer(t testing.TB, opts ...option) *testServer {
 	t.Helper()
 	return startServerLogging(t, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel), opts...)
@@ -44,43 +66,13 @@ func startServer(t testing.TB, opts ...option) *testServer {
 // the *testing.F.
 func startServerLogging(t testing.TB, log zerolog.Logger, opts ...option) *testServer {
 	t.Helper()
-	cfg := DefaultConfig()
-	cfg.Addr = "127.0.0.1:0"
-	cfg.Locker.Shards = 8
-	cfg.Version = "test"
-	// make test runs this package once per transport: the default (epoll
-	// loops on Linux) and LEASEHOLD_TEST_IO_LOOPS=0 (a goroutine per connection).
-	if v := os.Getenv("LEASEHOLD_TEST_IO_LOOPS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			t.Fatalf("LEASEHOLD_TEST_IO_LOOPS=%q: %v", v, err)
-		}
-		cfg.IOLoops = n
-	}
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := testConfig(t, opts...)
 	srv, err := New(cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve() }()
-	t.Cleanup(func() {
-		srv.Close()
-		select {
-		case err := <-served:
-			if !errors.Is(err, ErrServerClosed) {
-				t.Errorf("Serve returned %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Error("Serve did not return after Close")
-		}
-	})
-	ts := &testServer{Server: srv, t: t, addr: srv.Addr().String()}
+	run := servertest.Start(t, srv, ErrServerClosed)
+	ts := &testServer{Server: srv, t: t, addr: run.Addr, run: run}
 	if mc, ok := cfg.Locker.Clock.(*locker.ManualClock); ok {
 		ts.clock = mc
 	}
@@ -88,11 +80,7 @@ func startServerLogging(t testing.TB, log zerolog.Logger, opts ...option) *testS
 }
 
 // client returns a go-redis client for the server, closed at the end of the test.
-func (ts *testServer) client() *redis.Client {
-	rdb := redis.NewClient(&redis.Options{Addr: ts.addr, DialTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second})
-	ts.t.Cleanup(func() { rdb.Close() })
-	return rdb
-}
+func (ts *testServer) client() *redis.Client { return ts.run.Client() }
 
 // rawConn is a plain TCP connection for inline commands and broken frames.
 type rawConn struct {
@@ -103,12 +91,7 @@ type rawConn struct {
 
 func (ts *testServer) dial() *rawConn {
 	ts.t.Helper()
-	nc, err := net.DialTimeout("tcp", ts.addr, 5*time.Second)
-	if err != nil {
-		ts.t.Fatal(err)
-	}
-	ts.t.Cleanup(func() { nc.Close() })
-	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	nc := ts.run.Dial(ts.t)
 	return &rawConn{t: ts.t, Conn: nc, r: bufio.NewReader(nc)}
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/servertest"
 	"github.com/leasehold/leasehold/persist"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
@@ -26,39 +27,26 @@ import (
 // persistServer is a server on a data directory, stopped by stop (Close)
 // and started again on the same directory by startPersist.
 type persistServer struct {
-	t      testing.TB
-	srv    *Server
-	addr   string
-	rdb    *redis.Client
-	served chan error
-	once   sync.Once
+	t    testing.TB
+	srv  *Server
+	addr string
+	rdb  *redis.Client
+	run  *servertest.Running
 }
 
 // persistConfig is startServer's configuration (including the transport
-// LEASEHOLD_TEST_IO_LOOPS asks for) on the data directory dir, fsync
-// always. The token sequence starts at 1 in every run, not at the boot-epoch
+// servertest.IOLoopsEnv asks for) on the data directory dir, fsync always.
+// The token sequence starts at 1 in every run, not at the boot-epoch
 // token: only the data directory keeps a restarted server's tokens above the
 // earlier run's, so the tests see it do so.
 func persistConfig(t testing.TB, dir string, opts ...option) Config {
 	t.Helper()
-	cfg := DefaultConfig()
-	cfg.Addr = "127.0.0.1:0"
-	cfg.Locker.Shards = 8
-	cfg.Locker.FirstToken = 1
-	cfg.Version = "test"
-	if v := os.Getenv("LEASEHOLD_TEST_IO_LOOPS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			t.Fatalf("LEASEHOLD_TEST_IO_LOOPS=%q: %v", v, err)
-		}
-		cfg.IOLoops = n
+	onDir := func(c *Config) {
+		c.Locker.FirstToken = 1
+		c.Persist.Dir = dir
+		c.Persist.Fsync = persist.FsyncAlways
 	}
-	cfg.Persist.Dir = dir
-	cfg.Persist.Fsync = persist.FsyncAlways
-	for _, o := range opts {
-		o(&cfg)
-	}
-	return cfg
+	return testConfig(t, append([]option{onDir}, opts...)...)
 }
 
 func persistGrace(d time.Duration) option {
@@ -75,33 +63,16 @@ func startPersist(t testing.TB, dir string, opts ...option) *persistServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.Listen(); err != nil {
-		srv.Close()
-		t.Fatal(err)
-	}
-	p := &persistServer{t: t, srv: srv, addr: srv.Addr().String(), served: make(chan error, 1)}
-	go func() { p.served <- srv.Serve() }()
-	p.rdb = redis.NewClient(&redis.Options{Addr: p.addr, DialTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second, MaxRetries: -1})
-	t.Cleanup(p.stop)
-	return p
+	run := servertest.Start(t, srv, ErrServerClosed)
+	rdb := run.Client(func(o *redis.Options) { o.MaxRetries = -1 })
+	return &persistServer{t: t, srv: srv, addr: run.Addr, rdb: rdb, run: run}
 }
 
 // stop closes the server, as a clean shutdown does, and waits for Serve.
 func (p *persistServer) stop() {
-	p.once.Do(func() {
-		p.rdb.Close()
-		if err := p.srv.Close(); err != nil {
-			p.t.Errorf("Close: %v", err)
-		}
-		select {
-		case err := <-p.served:
-			if err != ErrServerClosed {
-				p.t.Errorf("Serve returned %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			p.t.Error("Serve did not return after Close")
-		}
-	})
+	if err := p.run.Close(); err != nil {
+		p.t.Error(err)
+	}
 }
 
 // restart stops p and starts a new server on the same directory.

@@ -39,9 +39,7 @@ func holderTokens(ts *testServer, key string) []uint64 {
 // waitClient is a go-redis client whose reads outlast the WAITs the tests
 // ask for (the harness's client gives up after 5s).
 func (ts *testServer) waitClient() *redis.Client {
-	rdb := redis.NewClient(&redis.Options{Addr: ts.addr, DialTimeout: 5 * time.Second, ReadTimeout: 25 * time.Second, PoolSize: 2})
-	ts.t.Cleanup(func() { rdb.Close() })
-	return rdb
+	return ts.run.Client(func(o *redis.Options) { o.ReadTimeout, o.PoolSize = 25*time.Second, 2 })
 }
 
 // replyWithin reads one reply from rc if it arrives within d; ok is false

@@ -2,9 +2,7 @@ package leasehold_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"runtime"
@@ -14,7 +12,7 @@ import (
 	"time"
 
 	leasehold "github.com/leasehold/leasehold/clients/go"
-	"github.com/leasehold/leasehold/server"
+	"github.com/leasehold/leasehold/internal/servertest/lockserver"
 	"github.com/rs/zerolog"
 )
 
@@ -23,87 +21,18 @@ import (
 var serverAddr string
 
 func TestMain(m *testing.M) {
-	srv, served, err := newServer(zerolog.Nop())
+	srv, err := lockserver.Serve(zerolog.Nop())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the example server:", err)
 		os.Exit(1)
 	}
-	serverAddr = srv.Addr().String()
+	serverAddr = srv.Addr
 	code := m.Run()
-	srv.Close()
-	if err := <-served; !errors.Is(err, server.ErrServerClosed) {
+	if err := srv.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "example server:", err)
 		code = 1
 	}
 	os.Exit(code)
-}
-
-// newServer starts a server on a free loopback port; served receives what
-// Serve returned after Close.
-func newServer(log zerolog.Logger) (*server.Server, <-chan error, error) {
-	cfg := server.DefaultConfig()
-	cfg.Addr = "127.0.0.1:0"
-	cfg.Locker.Shards = 8
-	cfg.Version = "test"
-	srv, err := server.New(cfg, log)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := srv.Listen(); err != nil {
-		return nil, nil, err
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve() }()
-	// Once a command is answered, every goroutine of the server runs.
-	if err := ping(srv.Addr().String()); err != nil {
-		srv.Close()
-		<-served
-		return nil, nil, err
-	}
-	return srv, served, nil
-}
-
-// ping sends PING on a new connection and reads the answer.
-func ping(addr string) error {
-	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := nc.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	buf := make([]byte, 7)
-	if _, err := io.ReadFull(nc, buf); err != nil {
-		return err
-	}
-	if string(buf) != "+PONG\r\n" {
-		return fmt.Errorf("PING answered %q", buf)
-	}
-	return nil
-}
-
-// startServer starts a server for one test, closed through its own Close
-// when the test ends.
-func startServer(t *testing.T) *server.Server {
-	t.Helper()
-	srv, served, err := newServer(zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		srv.Close()
-		select {
-		case err := <-served:
-			if !errors.Is(err, server.ErrServerClosed) {
-				t.Errorf("Serve returned %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Error("Serve did not return after Close")
-		}
-	})
-	return srv
 }
 
 // newClient returns a Client for addr, closed when the test ends; adjust

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	leasehold "github.com/leasehold/leasehold/clients/go"
+	"github.com/leasehold/leasehold/internal/servertest/lockserver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -51,7 +52,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestAcquireVerifyExtendRelease(t *testing.T) {
-	srv := startServer(t)
+	srv := lockserver.Start(t).Server
 	checkLeaks := noLeaks(t)
 	c := newClient(t, srv.Addr().String())
 	ctx := testContext(t)
@@ -117,7 +118,7 @@ func TestAcquireVerifyExtendRelease(t *testing.T) {
 }
 
 func TestNotAcquired(t *testing.T) {
-	srv := startServer(t)
+	srv := lockserver.Start(t).Server
 	c := newClient(t, srv.Addr().String())
 	ctx := testContext(t)
 
@@ -156,7 +157,7 @@ func TestNotAcquired(t *testing.T) {
 }
 
 func TestAcquireWaitsForRelease(t *testing.T) {
-	srv := startServer(t)
+	srv := lockserver.Start(t).Server
 	// A read timeout well below the wait: a waiting ACQUIRE must not be
 	// cut off by it.
 	c := newClient(t, srv.Addr().String(), func(cfg *leasehold.Config) { cfg.Redis.ReadTimeout = 500 * time.Millisecond })
@@ -201,7 +202,7 @@ func TestAcquireWaitsForRelease(t *testing.T) {
 }
 
 func TestAcquireCancelledWhileWaiting(t *testing.T) {
-	srv := startServer(t)
+	srv := lockserver.Start(t).Server
 	checkLeaks := noLeaks(t)
 	// One connection, held by the wait: the unblock cannot borrow it.
 	c := newClient(t, srv.Addr().String(), func(cfg *leasehold.Config) { cfg.Redis.PoolSize = 1 })
@@ -254,7 +255,7 @@ func TestAcquireCancelledWhileWaiting(t *testing.T) {
 // comes, and the next Acquire finds the granted wait's connection idle in
 // the pool, if it was put back too early.
 func TestAbandonedWaitsUnblockEndsNoLaterWait(t *testing.T) {
-	srv := startServer(t)
+	srv := lockserver.Start(t).Server
 	addr := srv.Addr().String()
 	holder := newClient(t, addr)
 	var dials atomic.Int32
@@ -321,7 +322,7 @@ func TestAbandonedWaitsUnblockEndsNoLaterWait(t *testing.T) {
 // lock is released to them, many times: whether the cancellation or the
 // grant reaches the server first, no lease is left behind.
 func TestAcquireCancelledAsGranted(t *testing.T) {
-	srv := startServer(t)
+	srv := lockserver.Start(t).Server
 	checkLeaks := noLeaks(t)
 	c := newClient(t, srv.Addr().String())
 	ctx := testContext(t)
@@ -361,7 +362,7 @@ func TestAcquireCancelledAsGranted(t *testing.T) {
 }
 
 func TestKeepAliveHoldsLease(t *testing.T) {
-	srv := startServer(t)
+	srv := lockserver.Start(t).Server
 	checkLeaks := noLeaks(t)
 	// Renewing every quarter of the ttl leaves 195ms for a renewal to get
 	// through before the lease counts as lost, on a loaded machine too.
@@ -405,7 +406,7 @@ func TestKeepAliveHoldsLease(t *testing.T) {
 }
 
 func TestLostBeforeServerDeadline(t *testing.T) {
-	srv := startServer(t)
+	srv := lockserver.Start(t).Server
 	checkLeaks := noLeaks(t)
 	px := startProxy(t, srv.Addr().String())
 	// A margin of 90ms on a 300ms lease leaves the test room for scheduling
@@ -470,7 +471,7 @@ watch:
 }
 
 func TestLostWhenRenewalRefused(t *testing.T) {
-	srv := startServer(t)
+	srv := lockserver.Start(t).Server
 	checkLeaks := noLeaks(t)
 	c := newClient(t, srv.Addr().String())
 	ctx := testContext(t)
@@ -498,7 +499,7 @@ func TestLostWhenRenewalRefused(t *testing.T) {
 }
 
 func TestVerifyFalseLosesLease(t *testing.T) {
-	srv := startServer(t)
+	srv := lockserver.Start(t).Server
 	c := newClient(t, srv.Addr().String())
 	ctx := testContext(t)
 
@@ -515,7 +516,7 @@ func TestVerifyFalseLosesLease(t *testing.T) {
 }
 
 func TestNoKeepAlive(t *testing.T) {
-	srv := startServer(t)
+	srv := lockserver.Start(t).Server
 	c := newClient(t, srv.Addr().String())
 	ctx := testContext(t)
 
@@ -539,7 +540,7 @@ func TestNoKeepAlive(t *testing.T) {
 }
 
 func TestWithLock(t *testing.T) {
-	srv := startServer(t)
+	srv := lockserver.Start(t).Server
 	checkLeaks := noLeaks(t)
 	c := newClient(t, srv.Addr().String())
 	ctx := testContext(t)
@@ -626,7 +627,7 @@ func TestWithLock(t *testing.T) {
 // reply: go-redis retries on a new connection, and the OWNER the client
 // sends makes the server answer the retry with the same lease.
 func TestRetriedAcquireSameToken(t *testing.T) {
-	srv := startServer(t)
+	srv := lockserver.Start(t).Server
 	px := startProxy(t, srv.Addr().String())
 	c := newClient(t, px.Addr())
 	ctx := testContext(t)
@@ -672,7 +673,7 @@ func TestRetriedAcquireSameToken(t *testing.T) {
 }
 
 func TestStatus(t *testing.T) {
-	srv := startServer(t)
+	srv := lockserver.Start(t).Server
 	c := newClient(t, srv.Addr().String())
 	ctx := testContext(t)
 
@@ -715,7 +716,7 @@ func TestStatus(t *testing.T) {
 }
 
 func TestNewFromRedis(t *testing.T) {
-	srv := startServer(t)
+	srv := lockserver.Start(t).Server
 	ctx := testContext(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr().String(), ReadTimeout: 500 * time.Millisecond})
 	defer rdb.Close()

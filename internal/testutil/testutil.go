@@ -1,7 +1,8 @@
 // Package testutil holds the small helpers that tests in several packages
 // of this module share: a buffer a test can read while a process or a
-// logger writes to it, and an environment free of leasehold's settings.
-// Only tests import it.
+// logger writes to it, an environment free of leasehold's settings, and a
+// damaged byte in a data file. Only tests import it. Starting a server is
+// servertest's.
 package testutil
 
 import (
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"testing"
 )
 
 // SyncBuffer is a bytes.Buffer that is safe to write from one goroutine (a
@@ -38,4 +40,23 @@ func (s *SyncBuffer) String() string {
 func Environ(extra ...string) []string {
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "LEASEHOLD_") })
 	return append(env, extra...)
+}
+
+// FlipByte inverts the bits of the byte at off in the file at path, as a
+// disk or a stray write might damage it.
+func FlipByte(t testing.TB, path string, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0xff
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
 }
