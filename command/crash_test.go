@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -737,24 +738,6 @@ func crashFillLog(t *testing.T, dir string) map[string]uint64 {
 	return toks
 }
 
-// crashFlipByte inverts the bits of the byte at off in path.
-func crashFlipByte(t *testing.T, path string, off int64) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b := make([]byte, 1)
-	if _, err := f.ReadAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-	b[0] ^= 0xff
-	if _, err := f.WriteAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // crashRefusesToStart runs the binary on dir and expects it to exit non-zero,
 // naming path as corrupt at some offset and mentioning --repair. It
 // returns the offset.
@@ -792,7 +775,7 @@ func TestCorruptLogRefusesToStart(t *testing.T) {
 	}
 	path := logs[0]
 	const flip = 100 // in block 0; blocks 1 and 2 hold good records
-	crashFlipByte(t, path, flip)
+	testutil.FlipByte(t, path, flip)
 	off := crashRefusesToStart(t, dir, path)
 	if off > flip || off < 0 {
 		t.Errorf("reported offset %d, want the start of the record holding byte %d", off, flip)
@@ -872,7 +855,7 @@ func TestCorruptOlderLogRefusesToStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crashFlipByte(t, old, fi.Size()-2) // in the payload of the last record: "last"'s grant
+	testutil.FlipByte(t, old, fi.Size()-2) // in the payload of the last record: "last"'s grant
 	crashRefusesToStart(t, dir, old)
 
 	p, rdb = crashServe(t, dir, "--repair")
