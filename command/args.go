@@ -48,7 +48,8 @@ func rewriteArgs(app *cli.App, args []string) ([]string, string, error) {
 			continue
 		}
 		if tok == "help" || tok == "h" {
-			if i+1 < len(args) && app.Command(args[i+1]) == nil && !strings.HasPrefix(args[i+1], "-") {
+			if i+1 < len(args) && app.Command(args[i+1]) == nil && !strings.HasPrefix(args[i+1], "-") &&
+				args[i+1] != "help" && args[i+1] != "h" {
 				return args, help, unknownCommand(app, args[i+1])
 			}
 			return args, help, nil
