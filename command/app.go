@@ -64,13 +64,17 @@ func newApp() *cli.App {
 		if cmd.OnUsageError == nil {
 			cmd.OnUsageError = onUsage
 		}
+		var where string // see rewriteArgs
 		switch {
 		case strings.Contains(cmd.ArgsUsage, "COMMAND"):
-			cmd.Description += "\n\nFlags may come before or after KEY, up to COMMAND or --;\n" +
-				"what follows belongs to COMMAND."
+			where = "Flags may come before or after KEY, up to COMMAND or --;\nwhat follows belongs to COMMAND."
 		case strings.HasPrefix(cmd.ArgsUsage, "KEY"):
-			cmd.Description += "\n\nFlags may come before or after KEY; -- ends them."
+			where = "Flags may come before or after KEY; -- ends them."
 		}
+		if where != "" && cmd.Description != "" {
+			cmd.Description += "\n\n"
+		}
+		cmd.Description += where
 	}
 	return app
 }

@@ -22,7 +22,7 @@ func clientFlagTTL(usage string) cli.Flag {
 // acquireFlags are the ACQUIRE options run and acquire share.
 func acquireFlags() []cli.Flag {
 	return []cli.Flag{
-		durationFlag("wait", 0, "wait up to `DURATION` for the lock, in the server's fair queue (0: try once, as flock -n)"),
+		durationFlag("wait", 0, "wait up to this long for the lock, in the server's fair queue (0: try once, as flock -n)"),
 		&cli.BoolFlag{Name: "shared", Usage: "take a read lease: any number of readers, or one writer"},
 		&cli.StringFlag{Name: "owner", Usage: "OWNER id: an ACQUIRE repeated with the same owner gets the same lease back, renewed (default: a random id)"},
 		&cli.IntFlag{Name: "priority", Usage: "place in the queue: higher waits go first"},

@@ -51,9 +51,10 @@ func parseClientDuration(s string) (time.Duration, error) {
 }
 
 // durationFlag is a client command's duration flag, read with
-// c.Duration(name). usage may name the value's placeholder in backquotes,
-// as cli does ("lease `TTL`").
+// c.Duration(name). Its help names the forms it takes.
 func durationFlag(name string, def time.Duration, usage string) cli.Flag {
 	v := clientDuration(def)
-	return &cli.GenericFlag{Name: name, Value: &v, Usage: usage + "; 5000 is milliseconds, or 5s, 1m"}
+	// cli shows the first `word` of the usage as the value's placeholder.
+	usage += "; `DURATION` in milliseconds (5000) or with a unit (5s, 1m)"
+	return &cli.GenericFlag{Name: name, Value: &v, Usage: usage}
 }

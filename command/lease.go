@@ -22,7 +22,7 @@ func acquireCommand() *cli.Command {
 		Description: "Takes a lease on the lock KEY for --ttl and prints its token. Nothing renews\n" +
 			"it: extend it with `leasehold extend`, release it with `leasehold release`.\n\n" +
 			"Exit status: 0 granted; 1 not granted (within --wait); 2 on an error.",
-		Flags:        append([]cli.Flag{clientFlagAddr(), clientFlagTTL("lease `TTL`")}, acquireFlags()...),
+		Flags:        append([]cli.Flag{clientFlagAddr(), clientFlagTTL("lease ttl")}, acquireFlags()...),
 		OnUsageError: onUsage,
 		Action:       acquireCmd,
 	}
@@ -91,7 +91,7 @@ func extendCommand() *cli.Command {
 		Usage:        "move a lease's deadline to --ttl from now",
 		ArgsUsage:    "KEY TOKEN",
 		Description:  "Prints true or false. Exit status: 0 extended; 1 when TOKEN no longer holds KEY; 2 on an error.",
-		Flags:        []cli.Flag{clientFlagAddr(), clientFlagTTL("the lease's new `TTL`, from now")},
+		Flags:        []cli.Flag{clientFlagAddr(), clientFlagTTL("the lease's new ttl, from now")},
 		OnUsageError: onUsage,
 		Action:       tokenCmd("extend"),
 	}

@@ -93,7 +93,7 @@ func TestHelp(t *testing.T) {
 		}
 	}
 	for _, cmd := range []string{"run", "acquire", "extend"} {
-		if out := help(cmd, "--help"); !strings.Contains(out, "5000 is milliseconds") {
+		if out := help(cmd, "--help"); !strings.Contains(out, "--ttl DURATION  ") || !strings.Contains(out, "DURATION in milliseconds (5000) or with a unit (5s, 1m)") {
 			t.Errorf("%s --help does not say a number is milliseconds:\n%s", cmd, out)
 		}
 	}
