@@ -166,10 +166,22 @@ printf '%s\n' "${COMPREPLY[@]}"`
 	if exit != 0 || !strings.HasPrefix(script, "#compdef leasehold") {
 		t.Fatalf("completion zsh: exit %d, script:\n%s", exit, script)
 	}
-	if zsh, err := exec.LookPath("zsh"); err == nil {
-		if out, err := exec.Command(zsh, "-n", "-c", script).CombinedOutput(); err != nil {
-			t.Fatalf("zsh -n on the completion script: %v\n%s", err, out)
-		}
+	zsh, err := exec.LookPath("zsh")
+	if err != nil {
+		t.Log("no zsh: its completion script is not tried")
+		return
+	}
+	if out, err := exec.Command(zsh, "-n", "-c", script).CombinedOutput(); err != nil {
+		t.Fatalf("zsh -n on the completion script: %v\n%s", err, out)
+	}
+	// Outside the completion system: compdef does nothing, _describe prints
+	// the candidates, words holds the words typed.
+	sh := `compdef() { :; }; source <(leasehold completion zsh); _describe() { print -l -- $opts }
+words=("$@"); _leasehold`
+	cmd := exec.Command(zsh, "-f", "-c", sh, "zsh", "leasehold", "acquire", "--sh")
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(binary)+":"+os.Getenv("PATH"))
+	if out, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "--shared" {
+		t.Errorf("zsh completing leasehold acquire --sh: %v, %q; want --shared", err, out)
 	}
 }
 
