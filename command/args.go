@@ -24,14 +24,15 @@ const completionFlag = "--generate-bash-completion"
 //
 // A word that looks like a flag the command does not have stays among the
 // flags, for the flag package to report. With --help, the arguments are
-// dropped: help is all the command does then. `help NAME` of an unknown NAME is
-// an error here, since cli's help command would only say it has no topic.
+// dropped: help is all the command does then. `help NAME` of an unknown
+// NAME is an error here, since cli's help command would only say it has no
+// topic.
 func rewriteArgs(app *cli.App, args []string) ([]string, string, error) {
 	help := app.Name + " --help"
 	if len(args) < 2 || (app.EnableBashCompletion && args[len(args)-1] == completionFlag) {
 		return args, help, nil
 	}
-	global := flagArity(append(app.Flags, cli.HelpFlag, cli.VersionFlag))
+	global := flagArity(app.Flags, []cli.Flag{cli.HelpFlag, cli.VersionFlag})
 	for i := 1; i < len(args); i++ {
 		tok := args[i]
 		if tok == "--" {
@@ -59,7 +60,7 @@ func rewriteArgs(app *cli.App, args []string) ([]string, string, error) {
 			return args, help, nil // the top level's action reports it
 		}
 		help = app.Name + " " + cmd.Name + " --help"
-		tail := reorder(args[i+1:], flagArity(append(cmd.Flags, cli.HelpFlag)), cmd.Name == "run")
+		tail := reorder(args[i+1:], flagArity(cmd.Flags, []cli.Flag{cli.HelpFlag}), cmd.Name == "run")
 		return append(args[:i+1:i+1], tail...), help, nil
 	}
 	return args, help, nil
@@ -156,15 +157,17 @@ func splitFlag(tok string) (name string, inline, ok bool) {
 
 // flagArity maps each name of each flag (its aliases too) to whether the
 // flag takes a value: every flag but a bool.
-func flagArity(flags []cli.Flag) map[string]bool {
+func flagArity(groups ...[]cli.Flag) map[string]bool {
 	arity := map[string]bool{}
-	for _, f := range flags {
-		takes := true
-		if v, ok := f.(interface{ TakesValue() bool }); ok {
-			takes = v.TakesValue()
-		}
-		for _, name := range f.Names() {
-			arity[name] = takes
+	for _, flags := range groups {
+		for _, f := range flags {
+			takes := true
+			if v, ok := f.(interface{ TakesValue() bool }); ok {
+				takes = v.TakesValue()
+			}
+			for _, name := range f.Names() {
+				arity[name] = takes
+			}
 		}
 	}
 	return arity
