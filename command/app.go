@@ -9,6 +9,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"reflect"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 )
@@ -26,27 +28,81 @@ func Run(ctx context.Context, args []string, ver string) int {
 	if ver != "" {
 		version = ver
 	}
-	err := newApp().RunContext(ctx, args)
-	return exitStatus(err, os.Stderr)
+	app := newApp()
+	args, help, err := rewriteArgs(app, args)
+	if err == nil {
+		err = app.RunContext(ctx, args)
+	}
+	return exitStatus(err, os.Stderr, help)
 }
 
 func newApp() *cli.App {
-	flags := serveFlags()
-	return &cli.App{
-		Name:    "leasehold",
-		Usage:   "a lock server with fencing tokens, spoken to over the Redis protocol",
+	app := &cli.App{
+		Name:  "leasehold",
+		Usage: "a lock server with fencing tokens, spoken to over the Redis protocol",
+		UsageText: "leasehold COMMAND [flags] [ARGUMENTS...]\n" +
+			"leasehold [serve flags]   (no COMMAND: leasehold serve; see leasehold serve --help)",
 		Version: version,
-		Flags:   flags,
-		Action:  serve, // serve is the default when no subcommand is given
+		// serve's flags, hidden: `leasehold --addr X serve` and `leasehold
+		// --addr X` work, but they are not options of every command.
+		Flags:  hidden(serveFlags()),
+		Action: serveOrUnknown, // serve is the default when no subcommand is given
 		// main turns errors into exit statuses; cli must not exit itself.
-		ExitErrHandler: func(*cli.Context, error) {},
-		Commands: append([]*cli.Command{{
+		ExitErrHandler:       func(*cli.Context, error) {},
+		OnUsageError:         onUsage,
+		EnableBashCompletion: true,
+		Commands: append(append([]*cli.Command{{
 			Name:   "serve",
 			Usage:  "run the lock server",
 			Flags:  withoutEnv(serveFlags()),
-			Action: serve,
-		}}, clientCommands()...),
+			Action: serveNoArgs,
+		}}, clientCommands()...), completionCommand()),
 	}
+	for _, cmd := range app.Commands {
+		// A lone "help" is a KEY (`leasehold status help`), not a topic.
+		cmd.HideHelpCommand = true
+		if cmd.OnUsageError == nil {
+			cmd.OnUsageError = onUsage
+		}
+		var where string // see rewriteArgs
+		switch {
+		case strings.Contains(cmd.ArgsUsage, "COMMAND"):
+			where = "Flags may come before or after KEY, up to COMMAND or --;\nwhat follows belongs to COMMAND."
+		case strings.HasPrefix(cmd.ArgsUsage, "KEY"):
+			where = "Flags may come before or after KEY; -- ends them."
+		}
+		if where != "" && cmd.Description != "" {
+			cmd.Description += "\n\n"
+		}
+		cmd.Description += where
+	}
+	return app
+}
+
+// serveOrUnknown is the top level's action: serve, unless a word is left
+// over, which can only be a mistyped command.
+func serveOrUnknown(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return unknownCommand(c.App, c.Args().First())
+	}
+	return serve(c)
+}
+
+// serveNoArgs is serve's action: it takes no arguments.
+func serveNoArgs(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return usageError("unexpected argument %q: serve takes none", c.Args().First())
+	}
+	return serve(c)
+}
+
+// hidden hides flags from the help. (cli's flag types share no setter; each
+// has a Hidden field.)
+func hidden(flags []cli.Flag) []cli.Flag {
+	for _, f := range flags {
+		reflect.ValueOf(f).Elem().FieldByName("Hidden").SetBool(true)
+	}
+	return flags
 }
 
 func env(name string) []string { return []string{"LEASEHOLD_" + name} }

@@ -12,17 +12,17 @@ import (
 )
 
 func clientFlagAddr() cli.Flag {
-	return &cli.StringFlag{Name: "addr", Value: leasehold.DefaultAddr, EnvVars: env("ADDR"), Usage: "the server's address, HOST:PORT"}
+	return &cli.StringFlag{Name: "addr", Value: leasehold.DefaultAddr, EnvVars: env("ADDR"), Usage: "server address, `HOST:PORT`"}
 }
 
 func clientFlagTTL(usage string) cli.Flag {
-	return &cli.DurationFlag{Name: "ttl", Value: defaultTTL, Usage: usage}
+	return durationFlag("ttl", defaultTTL, usage)
 }
 
 // acquireFlags are the ACQUIRE options run and acquire share.
 func acquireFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.DurationFlag{Name: "wait", Usage: "wait up to this long for the lock, in the server's fair queue (0: try once, as flock -n)"},
+		durationFlag("wait", 0, "wait up to this long for the lock, in the server's fair queue (0: try once, as flock -n)"),
 		&cli.BoolFlag{Name: "shared", Usage: "take a read lease: any number of readers, or one writer"},
 		&cli.StringFlag{Name: "owner", Usage: "OWNER id: an ACQUIRE repeated with the same owner gets the same lease back, renewed (default: a random id)"},
 		&cli.IntFlag{Name: "priority", Usage: "place in the queue: higher waits go first"},
@@ -35,9 +35,6 @@ func clientCommands() []*cli.Command {
 		runCommand(), acquireCommand(), verifyCommand(), releaseCommand(), extendCommand(), statusCommand(),
 	}
 }
-
-// onUsage makes a flag the command does not know an error of exit status 2.
-func onUsage(_ *cli.Context, err error, _ bool) error { return exitWith(exitFailure, err) }
 
 // quietLogger drops go-redis's log lines.
 type quietLogger struct{}

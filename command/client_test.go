@@ -189,7 +189,7 @@ func TestClientCommandsFail(t *testing.T) {
 		{"acquire negative wait", nil, []string{"acquire", "--wait", "-1s", "k"}, "--wait"},
 		{"acquire empty owner", nil, []string{"acquire", "--owner", "", "k"}, "--owner"},
 		{"acquire unknown flag", nil, []string{"acquire", "--bogus", "k"}, "flag provided but not defined: -bogus"},
-		{"acquire bad duration", nil, []string{"acquire", "--ttl", "30", "k"}, "invalid value"},
+		{"acquire bad duration", nil, []string{"acquire", "--ttl", "30x", "k"}, `invalid value "30x" for flag -ttl: want milliseconds (5000)`},
 		{"verify without token", nil, []string{"verify", "k"}, "KEY TOKEN"},
 		{"verify bad token", nil, []string{"verify", "k", "abc"}, `token "abc"`},
 		{"release zero token", nil, []string{"release", "k", "0"}, `token "0"`},
@@ -261,6 +261,61 @@ func TestRunPassesTokenAndExitStatus(t *testing.T) {
 	}
 }
 
+// TestFlagsAfterArguments: flags may come after KEY (and TOKEN), as
+// before; run's stop at COMMAND. A bare number is milliseconds.
+func TestFlagsAfterArguments(t *testing.T) {
+	t.Parallel()
+	_, addr := startServe(t)
+	rdb := client(t, addr)
+	env := []string{"LEASEHOLD_ADDR=" + addr}
+	ttlWithin := func(key string, lo, hi int) {
+		t.Helper()
+		if ttl, _ := strconv.Atoi(lockStatus(t, rdb, key)["ttl"]); ttl < lo || ttl > hi {
+			t.Errorf("%s: ttl %d ms, want %d..%d", key, ttl, lo, hi)
+		}
+	}
+	lh := func(args ...string) string {
+		t.Helper()
+		out, errOut, exit := run(t, env, args...)
+		if exit != 0 {
+			t.Fatalf("leasehold %q: exit %d, stderr %q", args, exit, errOut)
+		}
+		return strings.TrimSpace(out)
+	}
+	tok := lh("acquire", "a", "--ttl", "5s", "--owner", "me")
+	ttlWithin("a", 4000, 5000)
+	if st := lockStatus(t, rdb, "a"); st["owner"] != "me" {
+		t.Errorf("acquire a --owner me: owner %q", st["owner"])
+	}
+	if out := lh("extend", "a", tok, "--ttl", "40s"); out != "true" {
+		t.Errorf("extend a TOKEN --ttl 40s printed %q", out)
+	}
+	ttlWithin("a", 39000, 40000)
+	lh("extend", "a", "--ttl=20000", tok)
+	ttlWithin("a", 19000, 20000)
+	lh("acquire", "--ttl", "7000", "b")
+	ttlWithin("b", 6000, 7000)
+	lh("status", "a", "--addr", addr)
+	lh("release", "a", tok, "--addr", addr)
+
+	// run: flags after KEY up to COMMAND, or to --; the rest is COMMAND's.
+	const show = `echo "$LEASEHOLD_KEY" "$@"`
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "r", "--ttl", "5s", "--", "sh", "-c", show, "sh", "x"}, "r x"},
+		{[]string{"run", "r", "--ttl", "5s", "sh", "-c", show, "sh", "x"}, "r x"},
+		{[]string{"run", "--ttl", "5s", "r", "sh", "-c", show, "sh", "x"}, "r x"},
+		{[]string{"run", "r", "sh", "-c", show, "sh", "--ttl", "5s"}, "r --ttl 5s"},
+		{[]string{"run", "r", "--", "sh", "-c", show, "sh", "--ttl", "5s"}, "r --ttl 5s"},
+	} {
+		if out := lh(tc.args...); out != tc.want {
+			t.Errorf("leasehold %q printed %q, want %q", tc.args, out, tc.want)
+		}
+	}
+}
+
 func TestRunArguments(t *testing.T) {
 	t.Parallel()
 	_, addr := startServe(t)
@@ -278,7 +333,7 @@ func TestRunArguments(t *testing.T) {
 		{[]string{"run"}, exitFailure, "KEY"},
 		{[]string{"run", "k"}, exitFailure, "needs a COMMAND"},
 		{[]string{"run", "k", "--"}, exitFailure, "needs a COMMAND"},
-		{[]string{"run", "k", "--ttl", "3s", "true"}, exitFailure, "flags go before KEY"},
+		{[]string{"run", "k", "--bogus", "true"}, exitFailure, "flag provided but not defined: -bogus"},
 		{[]string{"run", "--kill-grace", "-1s", "k", "true"}, exitFailure, "--kill-grace"},
 		{[]string{"run", "k", "--", filepath.Join(dir, "missing")}, exitNotFound, "no such file"},
 		{[]string{"run", "k", "no-such-command-here"}, exitNotFound, "not found"},

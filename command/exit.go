@@ -32,8 +32,9 @@ const (
 // exitCodeError is an error with the exit status it calls for; it is a
 // cli.ExitCoder. main prints its message, if any, and exits with the code.
 type exitCodeError struct {
-	code int
-	err  error // nil: exit silently
+	code  int
+	err   error // nil: exit silently
+	usage bool  // bad arguments or flags: exitStatus points to the help
 }
 
 func (e *exitCodeError) Error() string {
@@ -48,19 +49,25 @@ func (e *exitCodeError) Unwrap() error { return e.err }
 
 func exitWith(code int, err error) error { return &exitCodeError{code: code, err: err} }
 
+// usageError is an error in the command line: exit status 2, and a line
+// that points to the command's help after the message.
 func usageError(format string, args ...any) error {
-	return exitWith(exitFailure, fmt.Errorf(format+" (see --help)", args...))
+	return &exitCodeError{code: exitFailure, err: fmt.Errorf(format, args...), usage: true}
 }
 
 // exitStatus reports err on w and returns the process's exit status: an
 // ExitCoder's code, 1 for any other error (the server's failures), 0 for
-// none.
-func exitStatus(err error, w io.Writer) int {
+// none. After a usage error it names help, the command line that shows the
+// right help ("leasehold acquire --help").
+func exitStatus(err error, w io.Writer, help string) int {
 	if err == nil {
 		return 0
 	}
 	if msg := err.Error(); msg != "" {
 		fmt.Fprintln(w, "leasehold:", strings.TrimPrefix(msg, "leasehold: "))
+	}
+	if ue := (*exitCodeError)(nil); errors.As(err, &ue) && ue.usage {
+		fmt.Fprintf(w, "see '%s'\n", help)
 	}
 	var ec cli.ExitCoder
 	if errors.As(err, &ec) {

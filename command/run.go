@@ -35,7 +35,7 @@ func runCommand() *cli.Command {
 		Flags: append([]cli.Flag{
 			clientFlagAddr(),
 			clientFlagTTL("lease ttl; the lease is renewed every third of it while COMMAND runs"),
-			&cli.DurationFlag{Name: "kill-grace", Value: defaultKillGrace, Usage: "after a lost lease, time between SIGTERM and SIGKILL"},
+			durationFlag("kill-grace", defaultKillGrace, "after a lost lease, time between SIGTERM and SIGKILL"),
 		}, acquireFlags()...),
 		OnUsageError: onUsage,
 		Action:       runCmd,

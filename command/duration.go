@@ -1,0 +1,60 @@
+package command
+
+import (
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+)
+
+// errDurationForm is why a client duration flag refused its value; the
+// flag package puts `invalid value "x" for flag -ttl: ` in front.
+var errDurationForm = errors.New("want milliseconds (5000) or a duration with a unit (5s, 1m, 500ms)")
+
+// clientDuration is the value of every duration flag of the client
+// commands (--ttl, --wait, --kill-grace): a bare integer is milliseconds,
+// the unit of the RESP commands and of scripts/leasehold.sh; anything else
+// is a Go duration with its unit. Its String is a Go duration, so that
+// cli.Context.Duration reads it as it reads a cli.DurationFlag.
+type clientDuration time.Duration
+
+func (d *clientDuration) Set(s string) error {
+	v, err := parseClientDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = clientDuration(v)
+	return nil
+}
+
+func (d *clientDuration) String() string { return time.Duration(*d).String() }
+
+// parseClientDuration reads "5000" as 5s and "5s", "1m", "500ms" as Go
+// durations.
+func parseClientDuration(s string) (time.Duration, error) {
+	digits := strings.TrimPrefix(strings.TrimPrefix(s, "-"), "+")
+	if digits != "" && strings.Trim(digits, "0123456789") == "" {
+		ms, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || ms > math.MaxInt64/int64(time.Millisecond) || ms < math.MinInt64/int64(time.Millisecond) {
+			return 0, errors.New("out of range")
+		}
+		return time.Duration(ms) * time.Millisecond, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, errDurationForm
+	}
+	return d, nil
+}
+
+// durationFlag is a client command's duration flag, read with
+// c.Duration(name). Its help names the forms it takes.
+func durationFlag(name string, def time.Duration, usage string) cli.Flag {
+	v := clientDuration(def)
+	// cli shows the first `word` of the usage as the value's placeholder.
+	usage += "; `DURATION` in milliseconds (5000) or with a unit (5s, 1m)"
+	return &cli.GenericFlag{Name: name, Value: &v, Usage: usage}
+}
