@@ -326,13 +326,15 @@ func TestLeaseholdShWithLockRefused(t *testing.T) {
 	if !ok || err != nil {
 		t.Fatalf("Acquire: %v %v", ok, err)
 	}
-	// Held for 600ms more, by another client.
-	if _, ok, err := sh.ts.Table().Acquire([]byte("late"), 600*time.Millisecond, nil); !ok || err != nil {
+	// Held by another client until more than the script's ttl after the
+	// script asked for it.
+	late, ok, err := sh.ts.Table().Acquire([]byte("late"), 30*time.Second, nil)
+	if !ok || err != nil {
 		t.Fatalf("Acquire: %v %v", ok, err)
 	}
 	p := sh.start(`
-# Granted after longer than its 300ms ttl: renewed before the command starts.
-rc=0; LEASEHOLD_WAIT_MS=10000 leasehold_with_lock late 300 bash -c '
+# Granted after longer than its 1s ttl: renewed before the command starts.
+rc=0; LEASEHOLD_WAIT_MS=30000 leasehold_with_lock late 1000 bash -c '
 	source "$LH"; leasehold_verify "$LEASEHOLD_KEY" "$LEASEHOLD_TOKEN" && echo "late but live"' || rc=$?
 echo "waited long: $rc"
 rc=0; leasehold_with_lock busy 30000 echo ran || rc=$?
@@ -348,6 +350,11 @@ echo "ttl 0: $rc"
 rc=0; LEASEHOLD_WAIT_MS=soon leasehold_with_lock busy 1000 echo ran || rc=$?
 echo "bad wait: $rc"
 `, "DEAD=127.0.0.1:"+closedPort(t))
+	sh.waiting("late", p)
+	time.Sleep(1200 * time.Millisecond) // longer than the waiting lease's ttl
+	if !sh.ts.Table().Release([]byte("late"), late) {
+		t.Fatal("could not release late")
+	}
 	p.waitOutput("held: ")
 	sh.waiting("busy", p)
 	if !sh.ts.Table().Release([]byte("busy"), busy) {
