@@ -271,8 +271,10 @@ func TestLeaseholdShAddress(t *testing.T) {
 // leasehold run, the leasehold binary reaches the same server with no
 // address given: LEASEHOLD_ADDR is in the command's environment, even when
 // the caller set it in its shell only.
+//
+// Not parallel: it runs before the parallel tests, so that its go build does
+// not take the CPU from their lease renewals.
 func TestLeaseholdShWithLockBinary(t *testing.T) {
-	t.Parallel()
 	sh := newShell(t)
 	bin := testutil.BuildLeasehold(t)
 	p := sh.run(`
