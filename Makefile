@@ -1,5 +1,6 @@
 # leasehold: `make run` starts the server, `make test` runs every test.
-# Both install what they need on a fresh Debian machine.
+# Both install what they need on a fresh Debian machine. `make help` lists
+# the targets, from the `## target: text` lines below.
 
 GO        ?= go
 BIN       := bin/leasehold
@@ -17,12 +18,20 @@ NODE_MODULES := clients/node/node_modules/.package-lock.json
 # Debian's python3-redis is for Debian's python3: a python3 earlier on PATH
 # (pyenv, a venv) may not see it. The tests try both, in this order.
 HAVE_PY_REDIS := { python3 -c 'import redis' || /usr/bin/python3 -c 'import redis'; } 2>/dev/null
+# PYTHON, when set, is the python3 `make example-python` runs.
+PYTHON    ?=
+# KEY, when set, is the lock `make example-python` takes.
+KEY       ?=
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# staticcheck, run through the module proxy at a pinned version.
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run test deps vet fmt-check fuzz bench bench-quick docs clean
+.PHONY: all build run test deps vet fmt-check tidy-check lint help help-check example-python fuzz bench bench-quick docs clean
 
+## all: the same as build.
 all: build
 
+## build: build bin/leasehold, stamped with the version from git describe.
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
 
@@ -61,18 +70,56 @@ $(NODE_MODULES): clients/node/package.json clients/node/package-lock.json
 	cd clients/node && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-## test: formatting, vet, and every test under the race detector (fuzz seeds included).
-test: deps fmt-check vet
+## test: formatting, go.mod tidiness, vet, staticcheck, this help, and every
+## test under the race detector (fuzz seeds included).
+test: deps fmt-check tidy-check vet lint help-check
 	$(GO) test -race -count=1 -timeout 10m ./...
 	@echo "server tests again over the goroutine-per-connection transport:"
 	LEASEHOLD_TEST_IO_LOOPS=0 $(GO) test -race -count=1 -timeout 10m ./server
 	LEASEHOLD_TEST_IO_LOOPS=2 $(GO) test -race -count=1 -timeout 10m ./server
 
+## fmt-check: fail when a Go file is not gofmt'ed.
 fmt-check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+## tidy-check: fail when go.mod or go.sum is not what `go mod tidy` makes of them.
+tidy-check:
+	@$(GO) mod tidy -diff || { echo "go.mod is not tidy: run go mod tidy"; exit 1; }
+
+## vet: go vet over every package.
 vet:
 	$(GO) vet ./...
+
+## lint: staticcheck over every package (fetched and built by go run, pinned).
+lint:
+	$(GO) run $(STATICCHECK) ./...
+
+## help: list the targets and what they do.
+help:
+	@awk '/^## [a-z][a-z-]*:/ { sub(/^## /, ""); i = index($$0, ":"); \
+		printf "  %-16s%s\n", substr($$0, 1, i - 1), substr($$0, i + 2); next } \
+		/^## / { sub(/^## /, ""); printf "  %-16s%s\n", "", $$0 }' $(firstword $(MAKEFILE_LIST))
+
+# help-check: make help runs, and lists every target of this Makefile.
+help-check:
+	@out=$$($(MAKE) -s --no-print-directory help) || exit 1; \
+	for t in $$(sed -n 's/^\([a-z][a-z-]*\):\([^=]\|$$\).*/\1/p' $(firstword $(MAKEFILE_LIST)) | grep -vx help-check); do \
+		printf '%s\n' "$$out" | grep -q "^  $$t " || { echo "make help does not list $$t: give it a '## $$t: ...' line"; exit 1; }; \
+	done
+
+## example-python: run clients/python/example.py (KEY=name for its lock) with
+## a python3 that imports redis: PYTHON if set, else python3 from PATH, else
+## Debian's /usr/bin/python3 (python3-redis is for that one; pyenv's or a
+## venv's python3 may come first on PATH without redis-py).
+example-python:
+	@py="$(PYTHON)"; \
+	if [ -z "$$py" ]; then \
+		for p in python3 /usr/bin/python3; do \
+			if command -v "$$p" >/dev/null && "$$p" -c 'import redis' 2>/dev/null; then py=$$p; break; fi; \
+		done; \
+	fi; \
+	[ -n "$$py" ] || { echo "no python3 here imports redis: make deps installs Debian's python3-redis"; exit 1; }; \
+	exec "$$py" clients/python/example.py $(KEY)
 
 ## fuzz: run the fuzz targets for FUZZTIME each.
 fuzz:
@@ -101,5 +148,6 @@ bench-quick: deps
 docs:
 	$(GO) run ./scripts/gendocs docs/commands.md
 
+## clean: remove bin/.
 clean:
 	rm -rf bin

@@ -298,16 +298,50 @@ func TestPythonExample(t *testing.T) {
 	py := python(t)
 	script := repoPath(t, "clients/python/example.py")
 	ts := startServer(t)
-	p := start(t, testutil.Environ("LEASEHOLD_HOST="+ts.host, "LEASEHOLD_PORT="+ts.port), "", py, script, "examples:py").wait()
+	p := start(t, testutil.Environ("LEASEHOLD_ADDR="+ts.Addr().String()), "", py, script, "examples:py").wait()
 	checkExample(t, p, "examples:py", "python")
 	if _, held := ts.Table().Status([]byte("examples:py")); held {
 		t.Error("the example left its lock behind")
 	}
 
 	// No server: a message on stderr, a non-zero status.
-	p = start(t, testutil.Environ("LEASEHOLD_PORT="+closedPort(t)), "", py, script).wait()
+	p = start(t, testutil.Environ("LEASEHOLD_ADDR=127.0.0.1:"+closedPort(t)), "", py, script).wait()
 	if p.exit == 0 || !strings.Contains(p.stderr.String(), "python example:") {
 		t.Fatalf("python example without a server: %s", p)
+	}
+	p = start(t, testutil.Environ("LEASEHOLD_ADDR=127.0.0.1"), "", py, script).wait()
+	if p.exit != 1 || !strings.Contains(p.stderr.String(), "python example: LEASEHOLD_ADDR must be HOST:PORT, got '127.0.0.1'") {
+		t.Fatalf("python example with an address without a port: %s", p)
+	}
+}
+
+// TestPythonExampleMake runs the example as clients/README.md says, with
+// make example-python, where the python3 first on PATH cannot import redis
+// (as pyenv's or a venv's may not): the target finds one that can.
+func TestPythonExampleMake(t *testing.T) {
+	t.Parallel()
+	makeBin := lookTool(t, "make", "make")
+	python(t) // skips or fails without any python3 that imports redis
+	if err := exec.Command("/usr/bin/python3", "-c", "import redis").Run(); err != nil {
+		// Not Debian's python3-redis: nothing for the target to fall back to.
+		t.Skip("/usr/bin/python3 cannot import redis: no fallback to show")
+	}
+	// A python3 without redis-py first on PATH: python with -S skips
+	// site-packages (and Debian's dist-packages).
+	shim := t.TempDir()
+	if err := os.WriteFile(filepath.Join(shim, "python3"), []byte("#!/bin/sh\nexec /usr/bin/python3 -S \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t)
+	p := start(t, testutil.Environ("LEASEHOLD_ADDR="+ts.Addr().String(), "PATH="+shim+string(os.PathListSeparator)+os.Getenv("PATH")),
+		"", makeBin, "-s", "--no-print-directory", "-C", repoPath(t, "."), "example-python", "KEY=examples:make").wait()
+	checkExample(t, p, "examples:make", "python")
+
+	// No python3 with redis-py at all: the target says what to install.
+	p = start(t, testutil.Environ("PATH="+shim+string(os.PathListSeparator)+os.Getenv("PATH")),
+		"", makeBin, "-s", "--no-print-directory", "-C", repoPath(t, "."), "example-python", "PYTHON="+filepath.Join(shim, "python3")).wait()
+	if p.exit == 0 || !strings.Contains(p.stderr.String(), "No module named 'redis'") {
+		t.Fatalf("make example-python with PYTHON lacking redis-py: %s", p)
 	}
 }
 
@@ -319,14 +353,18 @@ func TestNodeExample(t *testing.T) {
 		missing(t, "clients/node/node_modules has no redis package (npm ci in clients/node)")
 	}
 	ts := startServer(t)
-	p := start(t, testutil.Environ("LEASEHOLD_HOST="+ts.host, "LEASEHOLD_PORT="+ts.port), "", node, script, "examples:node").wait()
+	p := start(t, testutil.Environ("LEASEHOLD_ADDR="+ts.Addr().String()), "", node, script, "examples:node").wait()
 	checkExample(t, p, "examples:node", "node")
 	if _, held := ts.Table().Status([]byte("examples:node")); held {
 		t.Error("the example left its lock behind")
 	}
 
-	p = start(t, testutil.Environ("LEASEHOLD_PORT="+closedPort(t)), "", node, script).wait()
+	p = start(t, testutil.Environ("LEASEHOLD_ADDR=127.0.0.1:"+closedPort(t)), "", node, script).wait()
 	if p.exit == 0 || !strings.Contains(p.stderr.String(), "node example:") {
 		t.Fatalf("node example without a server: %s", p)
+	}
+	p = start(t, testutil.Environ("LEASEHOLD_ADDR=127.0.0.1"), "", node, script).wait()
+	if p.exit != 1 || !strings.Contains(p.stderr.String(), `node example: LEASEHOLD_ADDR must be HOST:PORT, got "127.0.0.1"`) {
+		t.Fatalf("node example with an address without a port: %s", p)
 	}
 }

@@ -3,6 +3,8 @@
 package clients_test
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -42,7 +44,7 @@ func newShell(t *testing.T) *shellEnv {
 func (sh *shellEnv) start(script string, extraEnv ...string) *proc {
 	sh.t.Helper()
 	full := "set -euo pipefail\nsource \"$LH\"\n" + script
-	e := testutil.Environ(append([]string{"LH=" + sh.lib, "LEASEHOLD_HOST=" + sh.ts.host, "LEASEHOLD_PORT=" + sh.ts.port}, extraEnv...)...)
+	e := testutil.Environ(append([]string{"LH=" + sh.lib, "LEASEHOLD_ADDR=" + sh.ts.Addr().String()}, extraEnv...)...)
 	return start(sh.t, e, "", sh.bash, "-c", full)
 }
 
@@ -66,6 +68,26 @@ func (sh *shellEnv) holder(key string, p *proc) uint64 {
 		}
 		if time.Now().After(deadline) {
 			sh.t.Fatalf("%s was not held within 10s", key)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waiting waits until a request waits in key's queue.
+func (sh *shellEnv) waiting(key string, p *proc) {
+	sh.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if st, ok := sh.ts.Table().Status([]byte(key)); ok && st.Waiters > 0 {
+			return
+		}
+		select {
+		case <-p.done:
+			sh.t.Fatalf("the script ended before it waited for %s: %s", key, p)
+		default:
+		}
+		if time.Now().After(deadline) {
+			sh.t.Fatalf("nothing waited for %s within 10s: %s", key, p)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -134,10 +156,10 @@ b=$(leasehold_acquire o 30000)          # the same owner: the same token
 [ "$a" = "$b" ] && echo "same owner, same token"
 unset LEASEHOLD_OWNER
 st leasehold_acquire o 30000
-LEASEHOLD_PORT=$DEAD st leasehold_acquire k 1000
-LEASEHOLD_PORT=$DEAD st leasehold_release k 1
+LEASEHOLD_ADDR=$DEAD st leasehold_acquire k 1000
+LEASEHOLD_ADDR=$DEAD st leasehold_release k 1
 echo done
-`, "DEAD="+closedPort(t))
+`, "DEAD=127.0.0.1:"+closedPort(t))
 	expect(t, p, 0, `token {n}
 status 1
 status 0
@@ -179,30 +201,92 @@ done
 func TestLeaseholdShAcquireWait(t *testing.T) {
 	t.Parallel()
 	sh := newShell(t)
-	// Held for 300ms by another client: a WAIT of 100ms ends nil, one of
-	// 10s is granted once the lease expires.
-	if _, ok, err := sh.ts.Table().Acquire([]byte("w"), 300*time.Millisecond, nil); !ok || err != nil {
+	// Held by another client: a WAIT of 100ms ends nil, one of 30s is
+	// granted once that client releases the lock while it waits.
+	held, ok, err := sh.ts.Table().Acquire([]byte("w"), 30*time.Second, nil)
+	if !ok || err != nil {
 		t.Fatalf("Acquire: %v %v", ok, err)
 	}
-	p := sh.run(`
+	p := sh.start(`
 rc=0; leasehold_acquire w 30000 100 || rc=$?
 echo "short wait: $rc"
-tok=$(leasehold_acquire w 30000 10000)
+tok=$(leasehold_acquire w 30000 30000)
 echo "long wait: $tok"
 `)
+	p.waitOutput("short wait: ")
+	sh.waiting("w", p)
+	if !sh.ts.Table().Release([]byte("w"), held) {
+		t.Fatal("could not release w")
+	}
+	p.wait()
 	expect(t, p, 0, "short wait: 1\nlong wait: {n}\n")
-	if p.elapsed > 5*time.Second {
-		t.Errorf("the waits took %s", p.elapsed)
+}
+
+func TestLeaseholdShAddress(t *testing.T) {
+	t.Parallel()
+	bash := lookTool(t, "bash", "bash")
+	lib := repoPath(t, "scripts/leasehold.sh")
+	// redis-cli here is a function that shows where it would connect.
+	const fakeCLI = `redis-cli() { echo "redis-cli $1 $2 $3 $4" >&2; echo 42; }` + "\n"
+	for _, c := range []struct {
+		name string
+		env  []string
+		exit int
+		says string // on stderr
+	}{
+		// Under set -u, unset: the default.
+		{"default", nil, 0, "redis-cli -h 127.0.0.1 -p 7379\n"},
+		{"host and port", []string{"LEASEHOLD_ADDR=locks.internal:7400"}, 0, "redis-cli -h locks.internal -p 7400\n"},
+		{"IPv6", []string{"LEASEHOLD_ADDR=[::1]:7400"}, 0, "redis-cli -h ::1 -p 7400\n"},
+		{"no port", []string{"LEASEHOLD_ADDR=locks.internal"}, 2, "leasehold_acquire: LEASEHOLD_ADDR must be HOST:PORT, got 'locks.internal'\n"},
+		{"bad port", []string{"LEASEHOLD_ADDR=locks.internal:http"}, 2, "LEASEHOLD_ADDR must be HOST:PORT"},
+		// The old variables alone would have been ignored: an error, not
+		// locks taken on another server.
+		{"old variables", []string{"LEASEHOLD_HOST=locks.internal", "LEASEHOLD_PORT=7400"}, 2,
+			"leasehold_acquire: LEASEHOLD_HOST and LEASEHOLD_PORT are no longer read: set LEASEHOLD_ADDR=HOST:PORT\n"},
+		{"old and new", []string{"LEASEHOLD_HOST=elsewhere", "LEASEHOLD_ADDR=locks.internal:7400"}, 0, "redis-cli -h locks.internal -p 7400\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			p := start(t, testutil.Environ(append([]string{"LH=" + lib}, c.env...)...), "", bash, "-c",
+				"set -euo pipefail\nsource \"$LH\"\n"+fakeCLI+"rc=0; leasehold_acquire d 30000 || rc=$?\necho \"status $rc\"\n").wait()
+			want := fmt.Sprintf("status %d\n", c.exit)
+			if c.exit == 0 {
+				want = "42\n" + want
+			}
+			if p.stdout.String() != want || !strings.Contains(p.stderr.String(), c.says) {
+				t.Errorf("want stdout %q and %q on stderr; got %s", want, c.says, p)
+			}
+		})
+	}
+	// leasehold_with_lock checks the address before anything else.
+	p := start(t, testutil.Environ("LH="+lib, "LEASEHOLD_PORT=7400"), "", bash, "-c",
+		"source \"$LH\"\n"+fakeCLI+"leasehold_with_lock k 30000 echo ran\n").wait()
+	if p.exit != 2 || p.stdout.String() != "" || strings.Contains(p.stderr.String(), "redis-cli -h") {
+		t.Errorf("with_lock and LEASEHOLD_PORT alone: %s", p)
 	}
 }
 
-func TestLeaseholdShDefaultAddress(t *testing.T) {
-	t.Parallel()
+// TestLeaseholdShWithLockBinary: under leasehold_with_lock, as under
+// leasehold run, the leasehold binary reaches the same server with no
+// address given: LEASEHOLD_ADDR is in the command's environment, even when
+// the caller set it in its shell only.
+//
+// Not parallel: it runs before the parallel tests, so that its go build does
+// not take the CPU from their lease renewals.
+func TestLeaseholdShWithLockBinary(t *testing.T) {
 	sh := newShell(t)
-	// LEASEHOLD_HOST unset: 127.0.0.1, under set -u.
-	p := start(t, testutil.Environ("LH="+sh.lib, "LEASEHOLD_PORT="+sh.ts.port), "", sh.bash, "-c",
-		"set -euo pipefail\nsource \"$LH\"\nleasehold_acquire d 30000\n").wait()
-	expect(t, p, 0, "{n}\n")
+	bin := testutil.BuildLeasehold(t)
+	p := sh.run(`
+export -n LEASEHOLD_ADDR
+leasehold_with_lock bin 30000 bash -c '
+	echo "addr $LEASEHOLD_ADDR"
+	leasehold verify "$LEASEHOLD_KEY" "$LEASEHOLD_TOKEN"
+	leasehold verify "$LEASEHOLD_KEY" 1 || echo "status $?"
+	leasehold status "$LEASEHOLD_KEY" | grep -q "^state *held" && echo held'
+`, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	expect(t, p, 0, "addr "+sh.ts.Addr().String()+"\ntrue\nfalse\nstatus 1\nheld\n")
+	sh.checkFree("bin")
 }
 
 func TestLeaseholdShWithLock(t *testing.T) {
@@ -211,8 +295,8 @@ func TestLeaseholdShWithLock(t *testing.T) {
 	// The command sees the key and token, reads the caller's stdin, holds the
 	// lock while it runs, and its status comes back; the lock is released.
 	p := sh.start(`
-# Not exported: with_lock hands them to the command all the same.
-export -n LEASEHOLD_HOST LEASEHOLD_PORT
+# Not exported: with_lock hands it to the command all the same.
+export -n LEASEHOLD_ADDR
 rc=0
 echo "from stdin" | leasehold_with_lock wl 30000 bash -c '
 	source "$LH"
@@ -239,23 +323,27 @@ echo "missing command: $rc"
 func TestLeaseholdShWithLockRefused(t *testing.T) {
 	t.Parallel()
 	sh := newShell(t)
-	if _, ok, err := sh.ts.Table().Acquire([]byte("busy"), 1500*time.Millisecond, nil); !ok || err != nil {
+	// Held by another client until the script waits for it.
+	busy, ok, err := sh.ts.Table().Acquire([]byte("busy"), 30*time.Second, nil)
+	if !ok || err != nil {
 		t.Fatalf("Acquire: %v %v", ok, err)
 	}
-	// Held for 600ms more, by another client.
-	if _, ok, err := sh.ts.Table().Acquire([]byte("late"), 600*time.Millisecond, nil); !ok || err != nil {
+	// Held by another client until more than the script's ttl after the
+	// script asked for it.
+	late, ok, err := sh.ts.Table().Acquire([]byte("late"), 30*time.Second, nil)
+	if !ok || err != nil {
 		t.Fatalf("Acquire: %v %v", ok, err)
 	}
-	p := sh.run(`
-# Granted after longer than its 300ms ttl: renewed before the command starts.
-rc=0; LEASEHOLD_WAIT_MS=10000 leasehold_with_lock late 300 bash -c '
+	p := sh.start(`
+# Granted after longer than its 1s ttl: renewed before the command starts.
+rc=0; LEASEHOLD_WAIT_MS=30000 leasehold_with_lock late 1000 bash -c '
 	source "$LH"; leasehold_verify "$LEASEHOLD_KEY" "$LEASEHOLD_TOKEN" && echo "late but live"' || rc=$?
 echo "waited long: $rc"
 rc=0; leasehold_with_lock busy 30000 echo ran || rc=$?
 echo "held: $rc"
 rc=0; LEASEHOLD_WAIT_MS=10000 leasehold_with_lock busy 30000 echo ran || rc=$?
 echo "waited: $rc"
-rc=0; LEASEHOLD_PORT=$DEAD leasehold_with_lock busy 30000 echo ran || rc=$?
+rc=0; LEASEHOLD_ADDR=$DEAD leasehold_with_lock busy 30000 echo ran || rc=$?
 echo "no server: $rc"
 rc=0; leasehold_with_lock busy 30000 || rc=$?
 echo "usage: $rc"
@@ -263,7 +351,18 @@ rc=0; leasehold_with_lock busy 0 echo ran || rc=$?
 echo "ttl 0: $rc"
 rc=0; LEASEHOLD_WAIT_MS=soon leasehold_with_lock busy 1000 echo ran || rc=$?
 echo "bad wait: $rc"
-`, "DEAD="+closedPort(t))
+`, "DEAD=127.0.0.1:"+closedPort(t))
+	sh.waiting("late", p)
+	time.Sleep(1200 * time.Millisecond) // longer than the waiting lease's ttl
+	if !sh.ts.Table().Release([]byte("late"), late) {
+		t.Fatal("could not release late")
+	}
+	p.waitOutput("held: ")
+	sh.waiting("busy", p)
+	if !sh.ts.Table().Release([]byte("busy"), busy) {
+		t.Fatal("could not release busy")
+	}
+	p.wait()
 	expect(t, p, 0, "late but live\nwaited long: 0\nheld: 1\nran\nwaited: 0\nno server: 2\nusage: 2\nttl 0: 2\nbad wait: 2\n")
 	for _, want := range []string{
 		"leasehold_with_lock: busy is held elsewhere\n",
@@ -288,12 +387,13 @@ echo "bad wait: $rc"
 func TestLeaseholdShWithLockRenews(t *testing.T) {
 	t.Parallel()
 	sh := newShell(t)
-	// A 900ms lease outlives a 3.6s command (four ttls): the command checks
-	// its token every 300ms. (Each renewal starts redis-cli: on a busy
-	// two-core machine under -race one took over 200ms to answer, so a 300ms
-	// ttl, renewed every 100ms, was sometimes lost.)
+	// A 1.5s lease outlives a 3.6s command (more than two ttls): the command
+	// checks its token every 300ms. (Each renewal starts redis-cli: on a
+	// busy two-core machine under -race one took over 200ms to answer, so a
+	// 300ms ttl, renewed every 100ms, was sometimes lost; at a load average
+	// of 10, so was a 900ms one.)
 	p := sh.run(`
-leasehold_with_lock alive 900 bash -c '
+leasehold_with_lock alive 1500 bash -c '
 	source "$LH"
 	for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
 		sleep 0.3
@@ -304,8 +404,8 @@ leasehold_with_lock alive 900 bash -c '
 	if p.elapsed > 20*time.Second {
 		t.Errorf("took %s", p.elapsed)
 	}
-	if st := sh.ts.Table().Stats(); st.Renewed < 8 || st.Expired != 0 || st.Released != 1 {
-		t.Errorf("renewed %d, expired %d, released %d: want at least 8 renewals, no expiry, one release", st.Renewed, st.Expired, st.Released)
+	if st := sh.ts.Table().Stats(); st.Renewed < 5 || st.Expired != 0 || st.Released != 1 {
+		t.Errorf("renewed %d, expired %d, released %d: want at least 5 renewals, no expiry, one release", st.Renewed, st.Expired, st.Released)
 	}
 	if strings.Contains(p.stderr.String(), "leasehold_with_lock") {
 		t.Errorf("unexpected complaints: %s", p)
@@ -324,12 +424,15 @@ func TestLeaseholdShWithLockLost(t *testing.T) {
 		t.Parallel()
 		sh := newShell(t)
 		p := sh.start(`
-rc=0; leasehold_with_lock lost 300 ` + stubborn + ` || rc=$?
+rc=0; leasehold_with_lock lost 900 ` + stubborn + ` || rc=$?
 echo "status $rc"
 `)
 		tok := sh.holder("lost", p)
 		p.waitOutput("started\n")
-		time.Sleep(200 * time.Millisecond) // a renewal or two first
+		// A renewal or two first. (With a 300ms ttl, renewals every 100ms,
+		// a redis-cli slow to answer on a loaded machine lost the lease by
+		// its deadline before a renewal could be refused.)
+		time.Sleep(400 * time.Millisecond)
 		if !sh.ts.Table().Release([]byte("lost"), tok) {
 			t.Fatal("could not release the script's lease")
 		}
@@ -348,7 +451,7 @@ echo "status $rc"
 		t.Parallel()
 		sh := newShell(t)
 		p := sh.start(`
-rc=0; leasehold_with_lock lost 300 bash -c 'trap "" TERM; echo started; exec sleep 30' || rc=$?
+rc=0; leasehold_with_lock lost 900 bash -c 'trap "" TERM; echo started; exec sleep 30' || rc=$?
 echo "status $rc"
 `, "LEASEHOLD_KILL_GRACE_MS=300")
 		tok := sh.holder("lost", p)

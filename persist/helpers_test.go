@@ -187,18 +187,6 @@ func (s *session) status(key string) (locker.Status, bool) { return s.table.Stat
 
 func (s *session) states() map[string]locker.LockState { return tableStates(s.table) }
 
-// maxToken is the highest token in states.
-func maxToken(states map[string]locker.LockState) uint64 {
-	var m uint64
-	for _, st := range states {
-		m = max(m, st.LastToken)
-		for _, l := range st.Leases {
-			m = max(m, l.Token)
-		}
-	}
-	return m
-}
-
 // restartTol bounds how much earlier a deadline may come back: the real
 // time between the two Opens, which the manual clock does not see.
 const restartTol = 5 * time.Second

@@ -23,8 +23,9 @@
 #
 # leasehold_with_lock takes the lock under a random OWNER (so that it can retry
 # an ACQUIRE whose reply was lost without ever holding the lock twice), runs
-# COMMAND with LEASEHOLD_KEY and LEASEHOLD_TOKEN (and LEASEHOLD_HOST and
-# LEASEHOLD_PORT) in its environment, renews the lease in the background with
+# COMMAND with LEASEHOLD_KEY, LEASEHOLD_TOKEN and LEASEHOLD_ADDR in its
+# environment (so `leasehold verify "$LEASEHOLD_KEY" "$LEASEHOLD_TOKEN"` works
+# from inside, as under `leasehold run`), renews the lease in the background with
 # EXTEND every third of TTL_MS, and releases it when COMMAND exits. Its exit
 # status follows `leasehold run`'s (docs/cli.md):
 #
@@ -57,7 +58,11 @@
 #
 # Settings, from the environment:
 #
-#   LEASEHOLD_HOST, LEASEHOLD_PORT  the server (127.0.0.1, 7379)
+#   LEASEHOLD_ADDR                  the server, HOST:PORT (127.0.0.1:7379), as
+#                                   for the leasehold binary; an IPv6 host in
+#                                   brackets ([::1]:7379). LEASEHOLD_HOST and
+#                                   LEASEHOLD_PORT are no longer read: set
+#                                   alone, they are an error, not ignored
 #   LEASEHOLD_OWNER                 OWNER for leasehold_acquire (none: a lease
 #                                   without an owner is never re-entered)
 #   LEASEHOLD_WAIT_MS               WAIT for leasehold_with_lock (0: try once)
@@ -73,21 +78,51 @@
 # as nil only with exit status 0. 7.0's redis-cli has no connect or read
 # timeout option; renewals are bounded with coreutils' timeout instead.
 
+# _leasehold_addr WHO: checks LEASEHOLD_ADDR (HOST:PORT), saying why on
+# stderr when it is not one. Every public function checks it first.
+_leasehold_addr() {
+	local addr=${LEASEHOLD_ADDR:-}
+	if [ -z "$addr" ] && { [ -n "${LEASEHOLD_HOST:-}" ] || [ -n "${LEASEHOLD_PORT:-}" ]; }; then
+		# Ignoring them would send the locks to another server.
+		echo "$1: LEASEHOLD_HOST and LEASEHOLD_PORT are no longer read: set LEASEHOLD_ADDR=HOST:PORT" >&2
+		return 2
+	fi
+	addr=${addr:-127.0.0.1:7379}
+	local host=${addr%:*} port=${addr##*:}
+	if [ "$host" = "$addr" ] || [ -z "$host" ] || ! _leasehold_is_uint "$port"; then
+		echo "$1: LEASEHOLD_ADDR must be HOST:PORT, got '$addr'" >&2
+		return 2
+	fi
+}
+
+# _leasehold_split HOSTVAR PORTVAR: sets them to LEASEHOLD_ADDR's host (an
+# IPv6 one without its brackets) and port.
+_leasehold_split() {
+	# Names of their own: a local named as HOSTVAR would hide the caller's.
+	local _lh_addr=${LEASEHOLD_ADDR:-127.0.0.1:7379} _lh_host
+	_lh_host=${_lh_addr%:*}
+	_lh_host=${_lh_host#[}
+	printf -v "$1" '%s' "${_lh_host%]}"
+	printf -v "$2" '%s' "${_lh_addr##*:}"
+}
+
 # _leasehold_cli ARG...: redis-cli with the server's address and raw output,
 # never reading the caller's stdin.
 _leasehold_cli() {
-	redis-cli -h "${LEASEHOLD_HOST:-127.0.0.1}" -p "${LEASEHOLD_PORT:-7379}" --raw "$@" </dev/null
+	local host port
+	_leasehold_split host port
+	redis-cli -h "$host" -p "$port" --raw "$@" </dev/null
 }
 
 # _leasehold_cli_within MS ARG...: _leasehold_cli, killed after MS
 # milliseconds when coreutils' timeout is there.
 _leasehold_cli_within() {
-	local secs
+	local secs host port
 	_leasehold_secs secs "$1"
 	shift
 	if command -v timeout >/dev/null 2>&1; then
-		timeout -k 1 "$secs" \
-			redis-cli -h "${LEASEHOLD_HOST:-127.0.0.1}" -p "${LEASEHOLD_PORT:-7379}" --raw "$@" </dev/null
+		_leasehold_split host port
+		timeout -k 1 "$secs" redis-cli -h "$host" -p "$port" --raw "$@" </dev/null
 	else
 		_leasehold_cli "$@"
 	fi
@@ -123,13 +158,14 @@ _leasehold_is_uint() {
 }
 
 _leasehold_where() {
-	printf '%s' "${LEASEHOLD_HOST:-127.0.0.1}:${LEASEHOLD_PORT:-7379}"
+	printf '%s' "${LEASEHOLD_ADDR:-127.0.0.1:7379}"
 }
 
 # _leasehold_take WHO OWNER KEY TTL_MS WAIT_MS: ACQUIRE, printing the token.
 # 0 granted, 1 not granted, 2 error reply, 3 no reply (worth a retry).
 _leasehold_take() {
 	local who=$1 owner=$2 key=$3 ttl=$4 wait=$5 reply
+	_leasehold_addr "$who" || return 2
 	local args=(ACQUIRE "$key" "$ttl")
 	if [ -n "$owner" ]; then
 		args+=(OWNER "$owner")
@@ -155,6 +191,7 @@ _leasehold_take() {
 _leasehold_yes_no() {
 	local who=$1 reply
 	shift
+	_leasehold_addr "$who" || return 2
 	if ! reply=$(_leasehold_cli "$@"); then
 		echo "$who: no reply from the leasehold server at $(_leasehold_where)" >&2
 		return 2
@@ -352,6 +389,7 @@ leasehold_with_lock() (
 		echo "leasehold_with_lock: TTL_MS must be a positive number of milliseconds, got '$ttl'" >&2
 		exit 2
 	fi
+	_leasehold_addr leasehold_with_lock || exit 2
 	if ! command -v timeout >/dev/null 2>&1; then
 		# Without it a renewal to a server that stopped answering could hang
 		# for ever, and the loss never be noticed.
@@ -417,7 +455,7 @@ leasehold_with_lock() (
 	fi
 
 	export LEASEHOLD_KEY="$key" LEASEHOLD_TOKEN="$token"
-	export LEASEHOLD_HOST="${LEASEHOLD_HOST:-127.0.0.1}" LEASEHOLD_PORT="${LEASEHOLD_PORT:-7379}"
+	export LEASEHOLD_ADDR="${LEASEHOLD_ADDR:-127.0.0.1:7379}"
 	lease_lost=0
 	# A pipe this shell holds open at both ends: read -t on it naps without a
 	# sleep process, and the renewer writes "lost" on it.

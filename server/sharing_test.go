@@ -597,9 +597,9 @@ func TestSemaphoreNeverExceedsLimit(t *testing.T) {
 				st, err := rdb.Do(c, "STATUS", "sem").Slice()
 				if err != nil || len(st) != 2*len(protocol.StatusFields) {
 					t.Errorf("worker %d: STATUS = %v, %v", g, st, err)
-				} else if hs, ok := st[modeAt].([]any); ok {
+				} else if _, isArray := st[modeAt].([]any); isArray {
 					t.Errorf("worker %d: STATUS mode is an array: %v", g, st)
-				} else if hs, ok = st[holdersAt].([]any); !ok || len(hs) < 1 || len(hs) > n || st[modeAt] != "permits" {
+				} else if hs, ok := st[holdersAt].([]any); !ok || len(hs) < 1 || len(hs) > n || st[modeAt] != "permits" {
 					t.Errorf("worker %d: STATUS shows mode %v and %d holders (limit %d): %v", g, st[modeAt], len(hs), n, st)
 				}
 				cur.Add(-1) // before the release

@@ -3,7 +3,8 @@
 //
 //   cd clients/node && npm ci && node example.js [key]
 //
-// LEASEHOLD_HOST and LEASEHOLD_PORT (default 127.0.0.1 7379) name the server.
+// LEASEHOLD_ADDR (HOST:PORT, default 127.0.0.1:7379) names the server, as for
+// the leasehold binary.
 // It prints what it does, one step a line, ends with "ok" and exits 0; on any
 // surprise it prints why on stderr and exits 1.
 'use strict';
@@ -11,8 +12,7 @@
 const os = require('os');
 const { createClient } = require('redis');
 
-const host = process.env.LEASEHOLD_HOST || '127.0.0.1';
-const port = Number(process.env.LEASEHOLD_PORT || '7379');
+const addr = process.env.LEASEHOLD_ADDR || '127.0.0.1:7379';
 const key = process.argv[2] || 'examples:node';
 const owner = `node-example-${os.hostname()}-${process.pid}`;
 
@@ -53,7 +53,17 @@ class Events {
   }
 }
 
+// hostPort splits HOST:PORT; an IPv6 host in brackets ([::1]:7379) loses them.
+function hostPort(a) {
+  const i = a.lastIndexOf(':');
+  const host = a.slice(0, i).replace(/^\[(.*)\]$/, '$1');
+  const port = a.slice(i + 1);
+  check(i > 0 && host !== '' && /^[0-9]+$/.test(port), `LEASEHOLD_ADDR must be HOST:PORT, got ${JSON.stringify(a)}`);
+  return [host, Number(port)];
+}
+
 async function main() {
+  const [host, port] = hostPort(addr);
   const options = { socket: { host, port, connectTimeout: 5000, reconnectStrategy: false } };
   const client = createClient(options);
   // A subscribed connection runs only (P)SUBSCRIBE, PING and QUIT: use a second one.

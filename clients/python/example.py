@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Takes a leasehold lock with redis-py, checks it, and watches its events.
 
+    make example-python [KEY=key]      # finds a python3 that imports redis
     python3 clients/python/example.py [key]
 
 Runs on Debian's python3-redis (redis-py 4) or any later redis-py.
-LEASEHOLD_HOST and LEASEHOLD_PORT (default 127.0.0.1 7379) name the server.
+LEASEHOLD_ADDR (HOST:PORT, default 127.0.0.1:7379) names the server, as for
+the leasehold binary.
 It prints what it does, one step a line, ends with "ok" and exits 0; on any
 surprise it prints why on stderr and exits 1.
 """
@@ -15,8 +17,7 @@ import sys
 
 import redis
 
-HOST = os.environ.get("LEASEHOLD_HOST", "127.0.0.1")
-PORT = int(os.environ.get("LEASEHOLD_PORT", "7379"))
+ADDR = os.environ.get("LEASEHOLD_ADDR") or "127.0.0.1:7379"
 
 
 class Failed(Exception):
@@ -35,12 +36,20 @@ def next_event(pubsub, timeout=5.0):
     return msg["data"]
 
 
+def host_port(addr):
+    """HOST:PORT split, an IPv6 host in brackets ([::1]:7379) without them."""
+    host, sep, port = addr.rpartition(":")
+    check(sep and host and port.isdigit(), "LEASEHOLD_ADDR must be HOST:PORT, got %r" % addr)
+    return host.strip("[]"), int(port)
+
+
 def main():
     key = sys.argv[1] if len(sys.argv) > 1 else "examples:python"
+    host, port = host_port(ADDR)
     owner = "python-example-%s-%d" % (socket.gethostname(), os.getpid())
     # decode_responses: replies and messages as str. Integer replies (tokens)
     # are Python ints either way.
-    r = redis.Redis(host=HOST, port=PORT, socket_timeout=10, decode_responses=True)
+    r = redis.Redis(host=host, port=port, socket_timeout=10, decode_responses=True)
     # A subscribed connection runs only (P)SUBSCRIBE, PING and QUIT: the
     # PubSub object keeps one of its own.
     events = r.pubsub()
