@@ -23,9 +23,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/servertest/lockserver"
+
 	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/server"
-	"github.com/rs/zerolog"
 )
 
 // runTimeout bounds one run of one example.
@@ -358,32 +359,7 @@ func skipCommand(r *bufio.Reader) error {
 // startServer starts a real server on a loopback port, configured by adjust.
 func startServer(t *testing.T, adjust func(*server.Config)) string {
 	t.Helper()
-	cfg := server.DefaultConfig()
-	cfg.Addr = "127.0.0.1:0"
-	cfg.Locker.Shards = 8
-	cfg.Version = "test"
-	adjust(&cfg)
-	srv, err := server.New(cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve() }()
-	t.Cleanup(func() {
-		srv.Close()
-		select {
-		case err := <-served:
-			if !errors.Is(err, server.ErrServerClosed) {
-				t.Errorf("Serve returned %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Error("Serve did not return after Close")
-		}
-	})
-	return srv.Addr().String()
+	return lockserver.Start(t, adjust).Addr
 }
 
 // scenario is a server for an example to run against. answered, when set,
