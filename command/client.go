@@ -33,6 +33,7 @@ func acquireFlags() []cli.Flag {
 func clientCommands() []*cli.Command {
 	return []*cli.Command{
 		runCommand(), acquireCommand(), verifyCommand(), releaseCommand(), extendCommand(), statusCommand(),
+		createCommand(), deleteCommand(), locksCommand(), infoCommand(),
 	}
 }
 
