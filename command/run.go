@@ -24,24 +24,24 @@ func runCommand() *cli.Command {
 		Name:      "run",
 		Usage:     "hold a lock while a command runs, like flock(1) across machines",
 		ArgsUsage: "KEY [--] COMMAND [ARG...]  |  -c 'SHELL COMMAND' KEY",
-		Description: "Waits for the lock KEY (up to --wait), runs COMMAND (or, with -c, the shell\n" +
-			"command through sh -c) with LEASEHOLD_KEY,\n" +
-			"LEASEHOLD_TOKEN and LEASEHOLD_ADDR in its environment, keeps the lease alive\n" +
-			"while it runs, passes SIGINT and SIGTERM on to it, and releases the lock\n" +
-			"when it exits. COMMAND runs in a process group of its own.\n\n" +
+		Description: "Waits for the lock KEY (up to --wait), runs COMMAND (with -c, the shell\n" +
+			"command through sh -c) with LEASEHOLD_KEY, LEASEHOLD_TOKEN and LEASEHOLD_ADDR\n" +
+			"in its environment, keeps the lease alive while it runs, passes SIGINT and\n" +
+			"SIGTERM on to it, and releases the lock when it exits. COMMAND runs in a\n" +
+			"process group of its own.\n\n" +
 			"If the lease is lost, COMMAND's process group gets SIGTERM, then SIGKILL\n" +
 			"after --kill-grace, and the --on-lost command runs.\n\n" +
 			"Exit status: COMMAND's; 128+n if it was killed by signal n; 1 (or\n" +
 			"--conflict-exit-code) if the lock was not granted within --wait; 2 on an\n" +
-			"error (bad arguments, no server);\n" +
-			"75 if the lease was lost; 126/127 if COMMAND cannot be run / is not found.",
+			"error (bad arguments, no server); 75 if the lease was lost; 126/127 if\n" +
+			"COMMAND cannot be run / is not found.",
 		Flags: append([]cli.Flag{
 			clientFlagAddr(),
 			clientFlagTTL("lease ttl; the lease is renewed every third of it while COMMAND runs"),
 			&cli.DurationFlag{Name: "kill-grace", Value: defaultKillGrace, Usage: "after a lost lease, time between SIGTERM and SIGKILL"},
 			&cli.StringFlag{Name: "command", Aliases: []string{"c"}, Usage: "run this shell command (sh -c) instead of COMMAND [ARG...], as flock -c"},
 			&cli.IntFlag{Name: "conflict-exit-code", Aliases: []string{"E"}, Value: exitNo, Usage: "exit status when the lock is not granted, as flock -E (0 to 255)"},
-			&cli.IntFlag{Name: "limit", Usage: "take a permit of the semaphore KEY of N permits, creating it if it does not exist, as consul lock -n"},
+			&cli.IntFlag{Name: "limit", DefaultText: "none", Usage: "take a permit of the semaphore KEY of N permits, creating it if it does not exist, as consul lock -n"},
 			&cli.StringFlag{Name: "on-lost", Usage: "shell command (sh -c) to run when the lease is lost, besides stopping COMMAND; it gets LEASEHOLD_KEY, LEASEHOLD_TOKEN, LEASEHOLD_ADDR"},
 		}, acquireFlags()...),
 		OnUsageError: onUsage,
