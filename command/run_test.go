@@ -159,14 +159,14 @@ func TestRunOnLost(t *testing.T) {
 	}
 }
 
-// TestRunWaitForever: with the server's longest WAIT at 400ms, run --wait
+// TestRunWaitForever: with the server's longest WAIT at 1s, run --wait
 // forever waits through many of them, keeping its place (no wait runs out
 // on the server), runs the command once the lock is free, and ends its
 // wait on SIGINT.
 func TestRunWaitForever(t *testing.T) {
 	t.Parallel()
 	addr := freeAddr(t)
-	start(t, nil, "serve", "--addr", addr, "--max-ttl", "400ms").waitListening(addr)
+	start(t, nil, "serve", "--addr", addr, "--max-ttl", "1s").waitListening(addr)
 	rdb := client(t, addr)
 	cfg := leasehold.DefaultConfig()
 	cfg.Redis.Addr = addr
@@ -177,18 +177,18 @@ func TestRunWaitForever(t *testing.T) {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
-	held, err := cl.Acquire(ctx, "k", 300*time.Millisecond) // renewed by the client
+	held, err := cl.Acquire(ctx, "k", 900*time.Millisecond) // renewed by the client
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	dir := t.TempDir()
 	env := []string{"LEASEHOLD_ADDR=" + addr, "DIR=" + dir}
-	p := start(t, env, "run", "--ttl", "300ms", "--wait", "forever", "k", "--", "sh", "-c", `echo "$LEASEHOLD_TOKEN" > "$DIR/token"`)
+	p := start(t, env, "run", "--ttl", "900ms", "--wait", "forever", "k", "--", "sh", "-c", `echo "$LEASEHOLD_TOKEN" > "$DIR/token"`)
 	pollUntil(t, commandTimeout, "run queued for the lock", func() bool { return lockStatus(t, rdb, "k")["waiters"] == "1" })
-	interrupted := start(t, env, "acquire", "--ttl", "300ms", "--wait", "forever", "k")
+	interrupted := start(t, env, "acquire", "--ttl", "900ms", "--wait", "forever", "k")
 	pollUntil(t, commandTimeout, "acquire queued for the lock", func() bool { return lockStatus(t, rdb, "k")["waiters"] == "2" })
-	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		if w := lockStatus(t, rdb, "k")["waiters"]; w != "2" {
 			t.Fatalf("%s waiters, want the two", w)
 		}

@@ -262,7 +262,7 @@ func (c *Client) acquireForever(ctx context.Context, key string, args []any) (ui
 	if err != nil {
 		return 0, time.Time{}, err
 	}
-	lead := min(chunk/4, 5*time.Second)
+	lead := min(chunk/2, 5*time.Second)
 	wms, _ := millis("wait", chunk)
 	args = append(args, "WAIT", wms)
 	start := func() (*pendingWait, <-chan time.Time, error) {

@@ -26,13 +26,13 @@ func waiters(srv *server.Server, key string) int {
 }
 
 // TestWaitForeverKeepsItsPlace: a WaitForever outlasts many of the
-// server's longest WAITs (shortened here to 200ms) without ever timing out
+// server's longest WAITs (shortened here to 1s) without ever timing out
 // on the server or queueing twice, and keeps its place ahead of a waiter
 // that came later.
 func TestWaitForeverKeepsItsPlace(t *testing.T) {
 	srv := startServer(t)
 	checkLeaks := noLeaks(t)
-	const chunk = 200 * time.Millisecond
+	const chunk = time.Second
 	c := newClient(t, srv.Addr().String())
 	leasehold.SetWaitChunk(c, chunk)
 	ctx := testContext(t)
@@ -55,16 +55,16 @@ func TestWaitForeverKeepsItsPlace(t *testing.T) {
 	}
 	first := acquire("first")
 	eventually(t, 5*time.Second, "first waiter queued", func() bool { return waiters(srv, "k") == 1 })
-	// Five of the server's longest waits: the request is renewed in place
+	// Three of the longest waits: the request is renewed in place
 	// each time, never twice in the queue.
-	for end := time.Now().Add(5 * chunk); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+	for end := time.Now().Add(3 * chunk); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 		if n := waiters(srv, "k"); n != 1 {
 			t.Fatalf("%d waiters, want the one", n)
 		}
 	}
 	second := acquire("second")
 	eventually(t, 5*time.Second, "second waiter queued", func() bool { return waiters(srv, "k") == 2 })
-	time.Sleep(2 * chunk) // both renew their waits at least once
+	time.Sleep(3 * chunk / 2) // both renew their waits at least once
 	if n := waitTimeouts(t, c); n != "0" {
 		t.Errorf("wait_timeouts %s: a wait ran out on the server instead of being renewed in place", n)
 	}
