@@ -1,8 +1,10 @@
 package leasehold_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log"
 	"slices"
 	"testing"
 	"time"
@@ -149,4 +151,52 @@ func TestInfo(t *testing.T) {
 	if len(info) != 1 || info["locks"]["max_ttl_ms"] != "86400000" {
 		t.Errorf("INFO locks: %v", info)
 	}
+}
+
+func ExampleClient_Create() {
+	c := connect()
+	defer c.Close()
+	ctx := context.Background()
+
+	// A semaphore: up to two holders at once.
+	made, err := c.Create(ctx, "example:builders", leasehold.Limit(2))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("created:", made)
+	made, _ = c.Create(ctx, "example:builders", leasehold.Limit(2))
+	fmt.Println("created again:", made)
+
+	deleted, err := c.Delete(ctx, "example:builders")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("deleted:", deleted)
+	// Output:
+	// created: true
+	// created again: false
+	// deleted: true
+}
+
+func ExampleClient_Locks() {
+	c := connect()
+	defer c.Close()
+	ctx := context.Background()
+	for _, name := range []string{"example:queue:b", "example:queue:a"} {
+		if _, err := c.Create(ctx, name); err != nil {
+			log.Fatal(err)
+		}
+		defer c.Delete(ctx, name)
+	}
+
+	var names []string
+	for name, err := range c.Locks(ctx, "example:queue:*") {
+		if err != nil {
+			log.Fatal(err)
+		}
+		names = append(names, name)
+	}
+	slices.Sort(names) // LOCKS returns them in no particular order
+	fmt.Println(names)
+	// Output: [example:queue:a example:queue:b]
 }
