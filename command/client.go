@@ -22,7 +22,7 @@ func clientFlagTTL(usage string) cli.Flag {
 // acquireFlags are the ACQUIRE options run and acquire share.
 func acquireFlags() []cli.Flag {
 	return []cli.Flag{
-		durationFlag("wait", 0, "wait up to this long for the lock, in the server's fair queue (0: try once, as flock -n)"),
+		waitFlag(),
 		&cli.BoolFlag{Name: "shared", Usage: "take a read lease: any number of readers, or one writer"},
 		&cli.StringFlag{Name: "owner", Usage: "OWNER id: an ACQUIRE repeated with the same owner gets the same lease back, renewed (default: a random id)"},
 		&cli.IntFlag{Name: "priority", Usage: "place in the queue: higher waits go first"},
@@ -33,6 +33,7 @@ func acquireFlags() []cli.Flag {
 func clientCommands() []*cli.Command {
 	return []*cli.Command{
 		runCommand(), acquireCommand(), verifyCommand(), releaseCommand(), extendCommand(), statusCommand(),
+		createCommand(), deleteCommand(), locksCommand(), infoCommand(),
 	}
 }
 
@@ -86,10 +87,10 @@ func newCLIClient(c *cli.Context) (*leasehold.Client, string, error) {
 // acquireOptions reads the ACQUIRE flags.
 func acquireOptions(c *cli.Context) ([]leasehold.AcquireOption, error) {
 	var opts []leasehold.AcquireOption
-	if w := c.Duration("wait"); w < 0 {
-		return nil, usageError("--wait must not be negative")
-	} else if w > 0 {
-		opts = append(opts, leasehold.Wait(w))
+	if w, err := waitOption(c.Generic("wait").(*waitValue)); err != nil {
+		return nil, err
+	} else if w != nil {
+		opts = append(opts, w)
 	}
 	if c.Bool("shared") {
 		opts = append(opts, leasehold.Shared())

@@ -58,3 +58,35 @@ func durationFlag(name string, def time.Duration, usage string) cli.Flag {
 	usage += "; `DURATION` in milliseconds (5000) or with a unit (5s, 1m)"
 	return &cli.GenericFlag{Name: name, Value: &v, Usage: usage}
 }
+
+// waitValue is --wait's value: a client duration, or forever (no bound:
+// until granted or interrupted).
+type waitValue struct {
+	d       time.Duration
+	forever bool
+}
+
+func (w *waitValue) Set(s string) error {
+	if s == "forever" {
+		*w = waitValue{forever: true}
+		return nil
+	}
+	d, err := parseClientDuration(s)
+	if err != nil {
+		return errors.New("want milliseconds (5000), a duration with a unit (5s, 1m, 500ms) or forever")
+	}
+	*w = waitValue{d: d}
+	return nil
+}
+
+func (w *waitValue) String() string {
+	if w.forever {
+		return "forever"
+	}
+	return w.d.String()
+}
+
+// waitFlag is run's and acquire's --wait.
+func waitFlag() cli.Flag {
+	return &cli.GenericFlag{Name: "wait", Value: &waitValue{}, Usage: "wait up to this long for the lock, in the server's fair queue (0: try once, as flock -n; forever, or --wait alone: until granted or interrupted); `DURATION` in milliseconds (5000), with a unit (5s, 1m) or forever"}
+}

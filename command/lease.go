@@ -146,7 +146,7 @@ func statusCommand() *cli.Command {
 		Usage:        "show a lock's state and holders",
 		ArgsUsage:    "KEY",
 		Description:  "Exit status: 0 when a lease holds KEY; 1 when none does (free, in its lock-delay, or unknown); 2 on an error.",
-		Flags:        []cli.Flag{clientFlagAddr()},
+		Flags:        []cli.Flag{clientFlagAddr(), jsonFlag()},
 		OnUsageError: onUsage,
 		Action:       statusCmd,
 	}
@@ -165,12 +165,20 @@ func statusCmd(c *cli.Context) error {
 	st, err := cl.Status(c.Context, key)
 	switch {
 	case errors.Is(err, leasehold.ErrUnknownLock):
+		if c.Bool("json") {
+			printStatusJSON(c.App.Writer, key, nil)
+			return exitWith(exitNo, nil)
+		}
 		fmt.Fprintln(c.App.Writer, "state  unknown (no such lock: never made, or made on the fly and free again)")
 		return exitWith(exitNo, nil)
 	case err != nil:
 		return failure(c, err)
 	}
-	printStatus(c.App.Writer, st)
+	if c.Bool("json") {
+		printStatusJSON(c.App.Writer, key, st)
+	} else {
+		printStatus(c.App.Writer, st)
+	}
 	if st.State != "held" {
 		return exitWith(exitNo, nil)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -22,20 +23,26 @@ func runCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "run",
 		Usage:     "hold a lock while a command runs, like flock(1) across machines",
-		ArgsUsage: "KEY [--] COMMAND [ARG...]",
-		Description: "Waits for the lock KEY (up to --wait), runs COMMAND with LEASEHOLD_KEY,\n" +
-			"LEASEHOLD_TOKEN and LEASEHOLD_ADDR in its environment, keeps the lease alive\n" +
-			"while it runs, passes SIGINT and SIGTERM on to it, and releases the lock\n" +
-			"when it exits. COMMAND runs in a process group of its own.\n\n" +
+		ArgsUsage: "KEY [--] COMMAND [ARG...]  |  -c 'SHELL COMMAND' KEY",
+		Description: "Waits for the lock KEY (up to --wait), runs COMMAND (with -c, the shell\n" +
+			"command through sh -c) with LEASEHOLD_KEY, LEASEHOLD_TOKEN and LEASEHOLD_ADDR\n" +
+			"in its environment, keeps the lease alive while it runs, passes SIGINT and\n" +
+			"SIGTERM on to it, and releases the lock when it exits. COMMAND runs in a\n" +
+			"process group of its own.\n\n" +
 			"If the lease is lost, COMMAND's process group gets SIGTERM, then SIGKILL\n" +
-			"after --kill-grace.\n\n" +
-			"Exit status: COMMAND's; 128+n if it was killed by signal n; 1 if the lock\n" +
-			"was not granted within --wait; 2 on an error (bad arguments, no server);\n" +
-			"75 if the lease was lost; 126/127 if COMMAND cannot be run / is not found.",
+			"after --kill-grace, and the --on-lost command runs.\n\n" +
+			"Exit status: COMMAND's; 128+n if it was killed by signal n; 1 (or\n" +
+			"--conflict-exit-code) if the lock was not granted within --wait; 2 on an\n" +
+			"error (bad arguments, no server); 75 if the lease was lost; 126/127 if\n" +
+			"COMMAND cannot be run / is not found.",
 		Flags: append([]cli.Flag{
 			clientFlagAddr(),
 			clientFlagTTL("lease ttl; the lease is renewed every third of it while COMMAND runs"),
 			durationFlag("kill-grace", defaultKillGrace, "after a lost lease, time between SIGTERM and SIGKILL"),
+			&cli.StringFlag{Name: "command", Aliases: []string{"c"}, Usage: "run this shell command (sh -c) instead of COMMAND [ARG...], as flock -c"},
+			&cli.IntFlag{Name: "conflict-exit-code", Aliases: []string{"E"}, Value: exitNo, Usage: "exit status when the lock is not granted, as flock -E (0 to 255)"},
+			&cli.IntFlag{Name: "limit", DefaultText: "none", Usage: "take a permit of the semaphore KEY of N permits, creating it if it does not exist, as consul lock -n"},
+			&cli.StringFlag{Name: "on-lost", Usage: "shell command (sh -c) to run when the lease is lost, besides stopping COMMAND; it gets LEASEHOLD_KEY, LEASEHOLD_TOKEN, LEASEHOLD_ADDR"},
 		}, acquireFlags()...),
 		OnUsageError: onUsage,
 		Action:       runCmd,
@@ -45,6 +52,15 @@ func runCommand() *cli.Command {
 // runArgs splits run's arguments into the key and the command.
 func runArgs(c *cli.Context) (string, []string, error) {
 	args := c.Args().Slice()
+	if c.IsSet("command") {
+		switch {
+		case c.String("command") == "":
+			return "", nil, usageError("-c needs a shell command")
+		case len(args) != 1:
+			return "", nil, usageError("with -c, run takes only KEY, got %d arguments", len(args))
+		}
+		return args[0], []string{"sh", "-c", c.String("command")}, nil
+	}
 	if len(args) == 0 {
 		return "", nil, usageError("run takes KEY [--] COMMAND [ARG...]")
 	}
@@ -77,6 +93,18 @@ func runCmd(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	conflict := c.Int("conflict-exit-code")
+	if conflict < 0 || conflict > 255 {
+		return usageError("--conflict-exit-code must be between 0 and 255")
+	}
+	limit := c.Int("limit")
+	switch {
+	case limit < 0 || (c.IsSet("limit") && limit == 0):
+		return usageError("--limit must be a positive number of permits")
+	case limit > 0 && c.Bool("shared"):
+		return usageError("--limit and --shared do not go together: a semaphore's permits are not shared leases")
+	}
+	onLost := c.String("on-lost")
 	// From here on every SIGINT and SIGTERM is seen here too: while waiting
 	// for the lock it ends the wait (main's context is cancelled), and once
 	// the command runs it is passed on.
@@ -92,10 +120,15 @@ func runCmd(c *cli.Context) error {
 		return err
 	}
 	defer cl.Close()
+	if limit > 0 {
+		if err := ensureSemaphore(c, cl, key, limit); err != nil {
+			return err
+		}
+	}
 	lease, err := cl.Acquire(c.Context, key, ttl, opts...)
 	switch {
 	case errors.Is(err, leasehold.ErrNotAcquired):
-		return exitWith(exitNo, fmt.Errorf("lock %q not acquired", key))
+		return exitWith(conflict, fmt.Errorf("lock %q not acquired", key))
 	case err != nil:
 		return failure(c, err)
 	}
@@ -115,13 +148,14 @@ func runCmd(c *cli.Context) error {
 	default:
 	}
 
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(),
+	env := append(os.Environ(),
 		"LEASEHOLD_KEY="+key,
 		"LEASEHOLD_TOKEN="+strconv.FormatUint(lease.Token(), 10),
 		"LEASEHOLD_ADDR="+addr,
 	)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = env
 	if err := startGroup(cmd); err != nil {
 		release()
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
@@ -140,6 +174,7 @@ func runCmd(c *cli.Context) error {
 	var kill, poll <-chan time.Time
 	var wasLost bool
 	var status error
+	var hook *onLostHook
 	for {
 		select {
 		case s := <-sigs:
@@ -150,6 +185,9 @@ func runCmd(c *cli.Context) error {
 			signalGroup(cmd, syscall.SIGTERM)
 			kill = time.After(grace)
 			fmt.Fprintf(c.App.ErrWriter, "leasehold: %v; stopping the command (SIGTERM, then SIGKILL after %s)\n", strings.TrimPrefix(lease.Err().Error(), "leasehold: "), grace)
+			if onLost != "" {
+				hook = startOnLost(c.App.ErrWriter, onLost, env)
+			}
 		case <-kill:
 			kill = nil
 			signalGroup(cmd, syscall.SIGKILL)
@@ -161,10 +199,90 @@ func runCmd(c *cli.Context) error {
 				continue
 			}
 			release()
-			if wasLost {
-				return exitWith(exitLost, nil)
+			if !wasLost {
+				return commandStatus(status)
 			}
-			return commandStatus(status)
+			hook.wait(sigs)
+			return exitWith(exitLost, nil)
+		}
+	}
+}
+
+// waitOption turns --wait into the client's option: none for 0 (try
+// once), WaitForever, or a bounded wait.
+func waitOption(w *waitValue) (leasehold.AcquireOption, error) {
+	switch {
+	case w.forever:
+		return leasehold.WaitForever(), nil
+	case w.d < 0:
+		return nil, usageError("--wait must not be negative")
+	case w.d == 0:
+		return nil, nil
+	}
+	return leasehold.Wait(w.d), nil
+}
+
+// ensureSemaphore makes sure KEY is a semaphore of limit permits: it creates
+// one, or finds one with that limit; any other lock of that name is an
+// error.
+func ensureSemaphore(c *cli.Context, cl *leasehold.Client, key string, limit int) error {
+	made, err := cl.Create(c.Context, key, leasehold.Limit(limit))
+	switch {
+	case errors.Is(err, leasehold.ErrInUse):
+		return exitWith(exitFailure, fmt.Errorf("--limit %d: lock %q is held as a lock, not a semaphore, and cannot become one while held", limit, key))
+	case err != nil:
+		return failure(c, err)
+	case made:
+		return nil
+	}
+	st, err := cl.Status(c.Context, key)
+	if err != nil {
+		return failure(c, err)
+	}
+	switch st.Limit {
+	case limit:
+		return nil
+	case 0:
+		return exitWith(exitFailure, fmt.Errorf("--limit %d: lock %q exists as a lock, not a semaphore (delete it first to make it one)", limit, key))
+	}
+	return exitWith(exitFailure, fmt.Errorf("--limit %d: semaphore %q exists with %d permits", limit, key, st.Limit))
+}
+
+// onLostHook is the --on-lost command, started when the lease was lost.
+type onLostHook struct {
+	cmd  *exec.Cmd
+	done chan error // Wait's result
+}
+
+// startOnLost runs script through sh -c with env, its output on w (stdout
+// carries only COMMAND's); nil, with the reason on w, if it cannot start.
+func startOnLost(w io.Writer, script string, env []string) *onLostHook {
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Env, cmd.Stdout, cmd.Stderr = env, w, w
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(w, "leasehold: --on-lost: %v\n", err)
+		return nil
+	}
+	h := &onLostHook{cmd: cmd, done: make(chan error, 1)}
+	go func() { h.done <- cmd.Wait() }()
+	return h
+}
+
+// wait waits for the hook to end, passing on the signals run receives
+// meanwhile, and reports a failure of it on stderr.
+func (h *onLostHook) wait(sigs <-chan os.Signal) {
+	if h == nil {
+		return
+	}
+	for {
+		select {
+		case s := <-sigs:
+			h.cmd.Process.Signal(s)
+		case err := <-h.done:
+			if err != nil {
+				fmt.Fprintf(h.cmd.Stderr, "leasehold: --on-lost: %v\n", err)
+			}
+			return
 		}
 	}
 }

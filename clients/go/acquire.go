@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,6 +17,7 @@ type AcquireOption func(*acquireOptions)
 
 type acquireOptions struct {
 	wait        time.Duration
+	forever     bool // WaitForever: wait has no bound
 	owner       string
 	priority    int32
 	shared      bool
@@ -25,8 +27,21 @@ type acquireOptions struct {
 
 // Wait makes Acquire wait up to d for the lock in the server's fair queue
 // (ACQUIRE ... WAIT). Without it Acquire tries once. The server refuses a
-// wait longer than its --max-ttl.
-func Wait(d time.Duration) AcquireOption { return func(o *acquireOptions) { o.wait = d } }
+// wait longer than its --max-ttl. It replaces WaitForever.
+func Wait(d time.Duration) AcquireOption {
+	return func(o *acquireOptions) { o.wait, o.forever = d, false }
+}
+
+// WaitForever makes Acquire wait in the server's fair queue until the lock
+// is granted or ctx is done. The server bounds one WAIT by its --max-ttl,
+// which Acquire asks for first (CONFIG GET max-ttl); shortly before each
+// wait would end, it sends the same ACQUIRE again, with the same owner, on
+// another connection, and the server moves the request into the old one's
+// place in the queue: the place is kept however long the wait. It replaces
+// Wait.
+func WaitForever() AcquireOption {
+	return func(o *acquireOptions) { o.wait, o.forever = 0, true }
+}
 
 // Owner names the holder (ACQUIRE ... OWNER). Without it each Acquire call
 // picks a random owner. An Acquire that names an owner already holding the
@@ -95,7 +110,7 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, 
 	for _, opt := range opts {
 		opt(&o)
 	}
-	o.wait = 0
+	o.wait, o.forever = 0, false
 	return c.acquire(ctx, key, ttl, o)
 }
 
@@ -116,10 +131,6 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, o a
 		o.owner = newOwner()
 	}
 	args := []any{"ACQUIRE", key, ms, "OWNER", o.owner}
-	if o.wait > 0 {
-		wms, _ := millis("wait", o.wait)
-		args = append(args, "WAIT", wms)
-	}
 	if o.priority != 0 {
 		args = append(args, "PRIORITY", o.priority)
 	}
@@ -127,13 +138,20 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, o a
 		args = append(args, "SHARED")
 	}
 
-	// The server's lease starts no earlier than this: its deadline is at
-	// least sent+ttl, whenever the grant and the reply come.
-	sent := time.Now()
+	// sent is when the request that was granted went out: the server's
+	// lease starts no earlier, so its deadline is at least sent+ttl,
+	// whenever the grant and the reply come.
 	var token uint64
-	if o.wait > 0 {
-		token, err = c.acquireWaiting(ctx, key, o.wait, args)
-	} else {
+	var sent time.Time
+	switch {
+	case o.forever:
+		token, sent, err = c.acquireForever(ctx, key, args)
+	case o.wait > 0:
+		wms, _ := millis("wait", o.wait)
+		sent = time.Now()
+		token, err = c.acquireWaiting(ctx, key, o.wait, append(args, "WAIT", wms))
+	default:
+		sent = time.Now()
 		token, err = c.do(ctx, args...).Uint64()
 	}
 	switch {
@@ -170,8 +188,34 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, o a
 // for that ID, so the request leaves the server's queue and its connection
 // goes back to the pool, rather than both waiting out the WAIT.
 func (c *Client) acquireWaiting(ctx context.Context, key string, wait time.Duration, args []any) (uint64, error) {
-	done := make(chan waitResult, 1)
-	waiting := make(chan int64, 1) // the waiting connection's CLIENT ID
+	w := c.startWait(ctx, wait, args)
+	if w == nil {
+		return 0, redis.ErrClosed
+	}
+	select {
+	case r := <-w.done:
+		r.conn.Close() // back to the pool
+		return r.token, r.err
+	case <-ctx.Done():
+	}
+	c.abandon(ctx, key, w)
+	return 0, ctx.Err()
+}
+
+// pendingWait is an ACQUIRE ... WAIT under way on a goroutine of the
+// Client's (startWait).
+type pendingWait struct {
+	sent    time.Time       // before the request went out
+	waiting chan int64      // the waiting connection's CLIENT ID, once known
+	done    chan waitResult // how it ended; its receiver closes r.conn
+}
+
+// startWait sends args, an ACQUIRE ... WAIT of wait, on a connection of its
+// own from a goroutine the Client tracks, first asking that connection's
+// CLIENT ID for abandon; nil, and nothing is sent, once the Client is
+// closed.
+func (c *Client) startWait(ctx context.Context, wait time.Duration, args []any) *pendingWait {
+	w := &pendingWait{sent: time.Now(), waiting: make(chan int64, 1), done: make(chan waitResult, 1)}
 	started := c.goTracked(func() {
 		cctx, cancel := c.callContext(ctx, wait)
 		defer cancel()
@@ -181,27 +225,122 @@ func (c *Client) acquireWaiting(ctx context.Context, key string, wait time.Durat
 			err = ctx.Err() // given up already: do not queue at all
 		}
 		if err != nil {
-			done <- waitResult{conn: conn, err: err}
+			w.done <- waitResult{conn: conn, err: err}
 			return
 		}
-		waiting <- id
+		w.waiting <- id
 		tok, err := conn.Do(cctx, args...).Uint64()
-		done <- waitResult{conn: conn, token: tok, err: err}
+		w.done <- waitResult{conn: conn, token: tok, err: err}
 	})
 	if !started {
-		return 0, redis.ErrClosed
+		return nil
 	}
-	select {
-	case r := <-done:
-		r.conn.Close() // back to the pool
-		return r.token, r.err
-	case <-ctx.Done():
-	}
-	abandon := func() { c.abandonWait(context.WithoutCancel(ctx), key, waiting, done) }
+	return w
+}
+
+// abandon hands w, whose result nobody waits for any more, to abandonWait.
+func (c *Client) abandon(ctx context.Context, key string, w *pendingWait) {
+	abandon := func() { c.abandonWait(context.WithoutCancel(ctx), key, w.waiting, w.done) }
 	if !c.goTracked(abandon) {
 		abandon() // closing: the wait's connection is closed, it ends at once
 	}
-	return 0, ctx.Err()
+}
+
+// acquireForever runs ACQUIRE args (without WAIT) as a chain of waits, each
+// as long as the server allows (its max-ttl), until one is granted or ctx
+// is done, and returns the token and when the granted request was sent.
+//
+// A wait is followed, a little before its end, by the next on another
+// connection; with the same OWNER, the server puts the next into the old
+// request's place in the queue and ends the old one with nil. From then on
+// the next request decides: had the old one been granted just before, the
+// next gets that same lease back (an owner's retry), renewed. Only a next
+// request that arrives after the old one timed out (a network slower than
+// the lead) queues again at the back.
+func (c *Client) acquireForever(ctx context.Context, key string, args []any) (uint64, time.Time, error) {
+	chunk, err := c.maxWait(ctx)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	lead := min(chunk/2, 5*time.Second)
+	wms, _ := millis("wait", chunk)
+	args = append(args, "WAIT", wms)
+	start := func() (*pendingWait, <-chan time.Time, error) {
+		w := c.startWait(ctx, chunk, args)
+		if w == nil {
+			return nil, nil, redis.ErrClosed
+		}
+		return w, time.After(time.Until(w.sent.Add(chunk - lead))), nil
+	}
+	cur, refresh, err := start()
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	var next *pendingWait
+	var granted uint64 // a grant to cur that next has not confirmed yet
+	fail := func(err error) (uint64, time.Time, error) {
+		if granted != 0 {
+			c.Release(context.WithoutCancel(ctx), key, granted)
+		}
+		return 0, time.Time{}, err
+	}
+	for {
+		select {
+		case r := <-cur.done:
+			r.conn.Close()
+			if next != nil {
+				if r.err == nil {
+					granted = r.token
+				}
+				cur, next = next, nil
+				refresh = time.After(time.Until(cur.sent.Add(chunk - lead)))
+				continue
+			}
+			switch {
+			case r.err == nil:
+				return r.token, cur.sent, nil
+			case !errors.Is(r.err, redis.Nil):
+				return fail(r.err)
+			}
+			// Ran out before the next request was sent: queue again.
+			granted = 0
+			if cur, refresh, err = start(); err != nil {
+				return 0, time.Time{}, err
+			}
+		case <-refresh:
+			refresh = nil
+			if next = c.startWait(ctx, chunk, args); next == nil {
+				c.abandon(ctx, key, cur)
+				return 0, time.Time{}, redis.ErrClosed
+			}
+		case <-ctx.Done():
+			c.abandon(ctx, key, cur)
+			if next != nil {
+				c.abandon(ctx, key, next)
+			}
+			return fail(ctx.Err())
+		}
+	}
+}
+
+// maxWait is the longest WAIT the server takes: its max-ttl, unless the
+// Client's waitChunk is shorter.
+func (c *Client) maxWait(ctx context.Context) (time.Duration, error) {
+	if c.waitChunk > 0 {
+		return c.waitChunk, nil
+	}
+	reply, err := c.do(ctx, "CONFIG", "GET", "max-ttl").StringSlice()
+	if err != nil {
+		return 0, fmt.Errorf("leasehold: asking the server's max-ttl, the longest WAIT: %w", err)
+	}
+	if len(reply) != 2 {
+		return 0, fmt.Errorf("leasehold: CONFIG GET max-ttl answered %q", reply)
+	}
+	ms, err := strconv.ParseInt(reply[1], 10, 64)
+	if err != nil || ms <= 0 {
+		return 0, fmt.Errorf("leasehold: CONFIG GET max-ttl answered %q", reply)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 // waitResult is how a waiting ACQUIRE ended, and the connection it waited

@@ -90,6 +90,9 @@ type Client struct {
 	owned []*redis.Client
 	// readTimeout bounds each call (beyond WAIT); 0 is no bound.
 	readTimeout time.Duration
+	// waitChunk, when positive, is the longest WAIT a WaitForever sends,
+	// instead of the server's max-ttl: tests set it (export_test.go).
+	waitChunk time.Duration
 
 	mu        sync.Mutex     // guards closed, and wg.Add against Close's wg.Wait
 	closed    bool           // Close was called
@@ -203,7 +206,7 @@ func durationOption(d time.Duration) time.Duration {
 }
 
 // Redis returns the go-redis client that runs this Client's commands, for
-// the server's other commands (CREATE, DELETE, LOCKS, SUBSCRIBE).
+// the server's other commands (MACQUIRE, SUBSCRIBE).
 func (c *Client) Redis() *redis.Client { return c.rdb }
 
 // Close closes the connections this Client opened and waits for the

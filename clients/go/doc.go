@@ -85,4 +85,9 @@ var (
 	// ErrUnknownLock is returned by Client.Status for a lock the server does
 	// not know: never made, or made on the fly by ACQUIRE and free again.
 	ErrUnknownLock = errors.New("leasehold: unknown lock")
+	// ErrInUse is wrapped by the error of Client.Delete for a lock that a
+	// lease holds, that requests wait for, or that is in its lock-delay,
+	// and of Client.Create for Limit on a lock made on the fly that a lease
+	// holds: the server's INUSE reply.
+	ErrInUse = errors.New("leasehold: lock in use")
 )

@@ -1,0 +1,195 @@
+package leasehold
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// CreateOption sets one of Create's options.
+type CreateOption func(*createOptions)
+
+type createOptions struct {
+	ttl          time.Duration
+	lockDelay    time.Duration
+	setLockDelay bool
+	limit        int
+}
+
+// DefaultTTL gives the lock a default lease ttl (CREATE ... TTL), used by
+// an ACQUIRE that names none.
+func DefaultTTL(d time.Duration) CreateOption { return func(o *createOptions) { o.ttl = d } }
+
+// LockDelay gives the lock its own lock-delay (CREATE ... LOCKDELAY), in
+// place of the server's --lock-delay; 0 turns the delay off for this lock.
+func LockDelay(d time.Duration) CreateOption {
+	return func(o *createOptions) { o.lockDelay, o.setLockDelay = d, true }
+}
+
+// Limit makes the lock a semaphore of n permits (CREATE ... LIMIT): up to n
+// leases hold it at once, each Acquire taking one.
+func Limit(n int) CreateOption { return func(o *createOptions) { o.limit = n } }
+
+// Create makes the lock key, which then stays when free until Delete (a lock
+// ACQUIRE makes on the fly disappears once free). It reports true when it
+// made the lock, or adopted one made on the fly, with these settings; false
+// when a created lock of that name exists already, which it leaves as it
+// is (compare Status's DefaultTTL, LockDelay and Limit). Limit on a lock
+// made on the fly that a lease holds returns an error wrapping ErrInUse.
+func (c *Client) Create(ctx context.Context, key string, opts ...CreateOption) (bool, error) {
+	var o createOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	args := []any{"CREATE", key}
+	if o.ttl != 0 {
+		ms, err := millis("default ttl", o.ttl)
+		if err != nil {
+			return false, err
+		}
+		args = append(args, "TTL", ms)
+	}
+	if o.setLockDelay {
+		if o.lockDelay < 0 {
+			return false, fmt.Errorf("leasehold: lock-delay must not be negative, got %s", o.lockDelay)
+		}
+		ms := int64(0)
+		if o.lockDelay > 0 {
+			ms, _ = millis("lock-delay", o.lockDelay)
+		}
+		args = append(args, "LOCKDELAY", ms)
+	}
+	if o.limit != 0 {
+		args = append(args, "LIMIT", o.limit)
+	}
+	n, err := c.do(ctx, args...).Int()
+	if err != nil {
+		return false, fmt.Errorf("leasehold: create %q: %w", key, inUse(err))
+	}
+	return n == 1, nil
+}
+
+// Delete removes the lock key. It reports false when the server does not
+// know the lock; a lock that a lease holds, that requests wait for, or that
+// is in its lock-delay is not deleted: the error wraps ErrInUse.
+func (c *Client) Delete(ctx context.Context, key string) (bool, error) {
+	n, err := c.do(ctx, "DELETE", key).Int()
+	if err != nil {
+		return false, fmt.Errorf("leasehold: delete %q: %w", key, inUse(err))
+	}
+	return n == 1, nil
+}
+
+// inUse makes the server's INUSE reply an error that wraps ErrInUse too.
+func inUse(err error) error {
+	var re redis.Error
+	if errors.As(err, &re) && strings.HasPrefix(re.Error(), "INUSE ") {
+		return fmt.Errorf("%w: %w", ErrInUse, err)
+	}
+	return err
+}
+
+// locksPage is how many names one LOCKS call asks for.
+const locksPage = 1000
+
+// Locks iterates over the names of the server's locks that match pattern
+// (Redis's glob rules; "" or "*" for all), LOCKS's cursor from start to end,
+// a page of names per call. A lock that exists for the whole iteration is
+// yielded exactly once; one created or removed meanwhile may or may not be.
+// An error ends the iteration, yielded with an empty name.
+func (c *Client) Locks(ctx context.Context, pattern string) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		cursor := "0"
+		for {
+			args := []any{"LOCKS", cursor, "COUNT", locksPage}
+			if pattern != "" && pattern != "*" {
+				args = append(args, "MATCH", pattern)
+			}
+			reply, err := c.do(ctx, args...).Slice()
+			if err != nil {
+				yield("", fmt.Errorf("leasehold: locks: %w", err))
+				return
+			}
+			next, names, err := parseLocks(reply)
+			if err != nil {
+				yield("", fmt.Errorf("leasehold: LOCKS answered %v: %w", reply, err))
+				return
+			}
+			for _, name := range names {
+				if !yield(name, nil) {
+					return
+				}
+			}
+			if next == "0" {
+				return
+			}
+			cursor = next
+		}
+	}
+}
+
+func parseLocks(reply []any) (cursor string, names []string, err error) {
+	if len(reply) != 2 {
+		return "", nil, fmt.Errorf("%d elements, want 2", len(reply))
+	}
+	cursor, ok := reply[0].(string)
+	list, ok2 := reply[1].([]any)
+	if !ok || !ok2 {
+		return "", nil, errors.New("not a cursor and a list")
+	}
+	names = make([]string, 0, len(list))
+	for _, v := range list {
+		name, ok := v.(string)
+		if !ok {
+			return "", nil, fmt.Errorf("name %v is a %T", v, v)
+		}
+		names = append(names, name)
+	}
+	return cursor, names, nil
+}
+
+// Info is the server's INFO: each section's fields by name, the sections
+// named in lower case ("server", "clients", "memory", "stats", "locks",
+// "persistence"). Every value is a string, as INFO sends it.
+type Info map[string]map[string]string
+
+// Info returns the server's INFO sections (as the server's INFO takes
+// them: none for its default set, "all" for every one).
+func (c *Client) Info(ctx context.Context, sections ...string) (Info, error) {
+	args := []any{"INFO"}
+	for _, s := range sections {
+		args = append(args, s)
+	}
+	text, err := c.do(ctx, args...).Text()
+	if err != nil {
+		return nil, fmt.Errorf("leasehold: info: %w", err)
+	}
+	return parseInfo(text), nil
+}
+
+// parseInfo reads INFO's text: "# Section" lines, then "field:value" lines.
+func parseInfo(text string) Info {
+	info := Info{}
+	var section map[string]string
+	for line := range strings.Lines(text) {
+		line = strings.TrimRight(line, "\r\n")
+		switch {
+		case line == "":
+		case strings.HasPrefix(line, "#"):
+			section = map[string]string{}
+			info[strings.ToLower(strings.TrimSpace(line[1:]))] = section
+		default:
+			name, value, ok := strings.Cut(line, ":")
+			if !ok || section == nil {
+				continue
+			}
+			section[name] = value
+		}
+	}
+	return info
+}
