@@ -32,8 +32,8 @@ func createCommand() *cli.Command {
 			"made on the fly that a lease holds; 2 on an error.",
 		Flags: []cli.Flag{
 			clientFlagAddr(),
-			&cli.DurationFlag{Name: "ttl", Usage: "the lock's default lease ttl, for an ACQUIRE that names none (default: none)"},
-			&cli.DurationFlag{Name: "lock-delay", Usage: "the lock's own lock-delay, in place of the server's --lock-delay (0: none)"},
+			durationFlag("ttl", 0, "the lock's default lease ttl, for an ACQUIRE that names none (default: none)"),
+			durationFlag("lock-delay", 0, "the lock's own lock-delay, in place of the server's --lock-delay (0: none)"),
 			&cli.IntFlag{Name: "limit", Usage: "make it a semaphore of N permits (1 to 65536)"},
 		},
 		OnUsageError: onUsage,
