@@ -48,7 +48,7 @@ var needDataDir = []string{"fsync", "restart-grace", "repair"}
 // returned carries only the exit status.
 func serve(c *cli.Context) error {
 	if c.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (see --help)", c.Args().First())
+		return usageError("unexpected argument %q", c.Args().First())
 	}
 	str := func(name string) string { return flag(c, name).String(name) }
 	num := func(name string) int { return flag(c, name).Int(name) }

@@ -155,6 +155,16 @@ func TestDataDirFlagsRefused(t *testing.T) {
 	}
 }
 
+// TestServeArgument: serve takes no arguments; one is a usage error, found
+// before the logger is made, so plain text.
+func TestServeArgument(t *testing.T) {
+	t.Parallel()
+	_, stderr, exit := run(t, nil, "serve", "--addr=127.0.0.1:0", "--log-format", "json", "extra")
+	if exit != 2 || !strings.HasPrefix(stderr, `leasehold: unexpected argument "extra"`) {
+		t.Fatalf("exit %d, stderr %q; want 2 and the unexpected argument named", exit, stderr)
+	}
+}
+
 // TestServeFailsToStart: a server that cannot start says why in the
 // --log-format it was given, on stderr, and exits 1.
 func TestServeFailsToStart(t *testing.T) {
