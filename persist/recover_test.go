@@ -569,7 +569,7 @@ func TestRecoverySummary(t *testing.T) {
 	if r := s.store.Recovery(); r.Snapshot != "" || r.Logs != 0 || r.Locks != 0 || r.HighestToken != 0 || r.Warnings != 0 {
 		t.Fatalf("an empty directory: %+v, want nothing read or restored", r)
 	}
-	s.acquire("live", 3*time.Hour, "")     // still live an hour later
+	s.acquire("live", 3*time.Hour, "")    // still live an hour later
 	s.acquire("expired", time.Minute, "") // expired, in the 2h lock-delay
 	s.create("made", locker.CreateOptions{})
 	if err := s.store.Compact(); err != nil {
