@@ -66,10 +66,13 @@ func serveOnce(t *testing.T, key string, args ...string) ([]map[string]any, uint
 // matter, and that with --data-dir a recovery summary comes before it.
 func TestStartupLine(t *testing.T) {
 	t.Parallel()
-	version, _, _ := run(t, nil, "--version")
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	version := versionOutput(t, binary)
 	lines, _ := serveOnce(t, "", "--io-loops", "0", "--max-clients", "77", "--max-ttl", "90m", "--lock-delay", "2s")
 	want := map[string]any{
-		"version": strings.Fields(version)[2], "transport": "goroutine-per-connection", "io_loops": 0.0,
+		"version": version, "transport": "goroutine-per-connection", "io_loops": 0.0,
 		"data_dir": "", "max_clients": 77.0, "max_ttl": "1h30m0s", "lock_delay": "2s",
 		"require_create": false, "max_key_len": 1024.0, "max_bulk_len": 1048576.0,
 		"max_query_buffer": 67108864.0, "idle_timeout": "0s",
