@@ -10,7 +10,9 @@ import (
 	"github.com/leasehold/leasehold/command"
 )
 
-// version is set at build time: -ldflags "-X main.version=...".
+// version is set at build time: -ldflags "-X main.version=...". Left
+// empty, leasehold reports the module version or git revision that go build
+// and go install embed.
 var version = ""
 
 func main() {

@@ -16,18 +16,17 @@ import (
 )
 
 // version is what --version prints and the server reports in INFO; Run
-// sets it.
+// sets it (buildVersion).
 var version = "dev"
 
 // Run runs the leasehold command line args (args[0] is the program's name)
 // and returns the process's exit status: 0, 1 for a server's failure, or the
 // code of a client command's outcome (docs/cli.md). ctx's cancellation
 // (SignalContext: SIGINT, SIGTERM) shuts serve down and ends a client
-// command's wait; ver is the build's version.
+// command's wait; ver is the version set at build time, or "" for the one
+// Go embedded (buildVersion).
 func Run(ctx context.Context, args []string, ver string) int {
-	if ver != "" {
-		version = ver
-	}
+	version = buildVersion(ver)
 	app := newApp()
 	args, help, err := rewriteArgs(app, args)
 	if err == nil {

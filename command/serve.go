@@ -40,9 +40,15 @@ func serveFlags() []cli.Flag {
 	}
 }
 
+// needDataDir are serve's flags that mean nothing without --data-dir.
+var needDataDir = []string{"fsync", "restart-grace", "repair"}
+
+// serve runs the server until ctx is cancelled. Once its logger is made,
+// every failure is logged through it, as --log-format says, and the error
+// returned carries only the exit status.
 func serve(c *cli.Context) error {
 	if c.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (see --help)", c.Args().First())
+		return usageError("unexpected argument %q", c.Args().First())
 	}
 	str := func(name string) string { return flag(c, name).String(name) }
 	num := func(name string) int { return flag(c, name).Int(name) }
@@ -52,6 +58,14 @@ func serve(c *cli.Context) error {
 	log, err := newLogger(os.Stderr, str("log-level"), str("log-format"))
 	if err != nil {
 		return err
+	}
+	cannotStart := func(err error) error {
+		log.Error().Err(err).Msg("cannot start")
+		return exitWith(1, nil)
+	}
+	if err := checkDataDirFlags(c, str("data-dir")); err != nil {
+		log.Error().Err(err).Msg("cannot start")
+		return exitWith(exitFailure, nil) // a command-line mistake, as in usage errors
 	}
 	cfg := server.DefaultConfig()
 	cfg.Version = version
@@ -70,19 +84,48 @@ func serve(c *cli.Context) error {
 	cfg.Locker.FirstToken = locker.BootEpochToken(time.Now())
 	cfg.Persist.Dir = str("data-dir")
 	if cfg.Persist.Fsync, err = persist.ParsePolicy(str("fsync")); err != nil {
-		return err
+		return cannotStart(err)
 	}
 	cfg.Persist.RestartGrace = dur("restart-grace")
 	cfg.Persist.Repair = flag(c, "repair").Bool("repair")
 	srv, err := server.New(cfg, log)
 	if err != nil {
-		return err
+		return cannotStart(err)
 	}
 	if err := srv.ListenAndServe(c.Context); err != nil {
-		return err
+		if srv.Addr() == nil { // Listen failed: the address is taken, say
+			srv.Close() // the data directory, opened by New
+			return cannotStart(err)
+		}
+		log.Error().Err(err).Msg("stopped on an error")
+		return exitWith(1, nil)
 	}
 	log.Info().Msg("shut down")
 	return nil
+}
+
+// checkDataDirFlags refuses --fsync, --restart-grace and --repair without
+// --data-dir: whoever gives them expects locks to outlive a restart, and an
+// in-memory server would forget them silently (docs/cli.md).
+func checkDataDirFlags(c *cli.Context, dataDir string) error {
+	if dataDir != "" {
+		return nil
+	}
+	var given []string
+	for _, name := range needDataDir {
+		if flag(c, name).IsSet(name) {
+			given = append(given, "--"+name)
+		}
+	}
+	if len(given) == 0 {
+		return nil
+	}
+	verb, them := "needs", given[0]
+	if len(given) > 1 {
+		verb, them = "need", "them"
+	}
+	return fmt.Errorf("%s %s --data-dir: without it nothing is kept on disk and a restart forgets every lock; add --data-dir DIR, or remove %s (flag or LEASEHOLD_ variable)",
+		strings.Join(given, " and "), verb, them)
 }
 
 func newLogger(w *os.File, level, format string) (zerolog.Logger, error) {

@@ -71,8 +71,29 @@ type recovery struct {
 	nextLog   uint64   // the number the new log takes
 	stale     []string // files a newer snapshot makes useless
 	warnings  []string
-	logBytes  int64 // the size of the logs replayed
-	snapBytes int64 // the size of the snapshot loaded
+	logBytes  int64  // the size of the logs replayed
+	snapBytes int64  // the size of the snapshot loaded
+	snapshot  string // the snapshot loaded, a file name; "" for none
+	logs      int    // the logs replayed
+}
+
+// Recovery is what a Store found in its data directory at Open and
+// restored into the table at Load, for the server's start-up log. The
+// recovery itself logs only its warnings.
+type Recovery struct {
+	Snapshot      string // the snapshot loaded, a file name; "" for none
+	SnapshotBytes int64
+	Logs          int   // log files replayed after the snapshot
+	LogBytes      int64 // the good bytes of those logs
+	Warnings      int   // torn writes cut off and repairs made, each logged
+	Locks         int   // locks restored into the table
+	Leases        int   // live leases restored
+	Delayed       int   // expired leases restored into their lock-delay
+	// HighestToken is the highest token granted on a lock the directory
+	// still knows, 0 for none; TokenCeiling the highest reservation, above
+	// every token ever issued.
+	HighestToken, TokenCeiling uint64
+	Took                       time.Duration // Open and Load together
 }
 
 // recoverDir rebuilds the model from dir's newest snapshot and the logs after
@@ -101,6 +122,7 @@ func recoverDir(dir string, repair bool, delay time.Duration) (*recovery, error)
 	if len(snaps) > 0 {
 		first = snaps[len(snaps)-1]
 		path := filepath.Join(dir, snapName(first))
+		rec.snapshot = snapName(first)
 		if fi, err := os.Stat(path); err == nil {
 			rec.snapBytes = fi.Size()
 		}
@@ -155,6 +177,7 @@ func recoverDir(dir string, repair bool, delay time.Duration) (*recovery, error)
 		}
 		good, err := readFile(path, rec.model, false)
 		rec.logBytes += good
+		rec.logs++
 		rec.nextLog = n + 1
 		if err == nil {
 			continue

@@ -543,3 +543,52 @@ func TestUndecodableRecord(t *testing.T) {
 		})
 	}
 }
+
+// TestRecoverySummary: Recovery reports the files read and what was
+// restored, for the server's start-up line.
+func TestRecoverySummary(t *testing.T) {
+	dir := t.TempDir()
+	o := sessionOpts{lockDelay: 2 * time.Hour, wallShift: time.Hour}
+	s := open(t, dir, nil, o)
+	if r := s.store.Recovery(); r.Snapshot != "" || r.Logs != 0 || r.Locks != 0 || r.HighestToken != 0 || r.Warnings != 0 {
+		t.Fatalf("an empty directory: %+v, want nothing read or restored", r)
+	}
+	s.acquire("live", 3*time.Hour, "")    // still live an hour later
+	s.acquire("expired", time.Minute, "") // expired, in the 2h lock-delay
+	s.create("made", locker.CreateOptions{})
+	if err := s.store.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	s.acquireShared("shared", 3*time.Hour, "r1")
+	last := s.acquireShared("shared", 3*time.Hour, "r2")
+	gone := s.acquire("gone", 3*time.Hour, "") // released: the lock is forgotten
+	s.release("gone", gone)
+	s.commit()
+	s.close()
+
+	o.wallShift = 0
+	s = open(t, dir, nil, o)
+	r := s.store.Recovery()
+	want := Recovery{
+		Snapshot: snapName(2), Logs: 1,
+		Locks: 4, Leases: 3, Delayed: 1,
+		HighestToken: last, TokenCeiling: r.TokenCeiling,
+		SnapshotBytes: r.SnapshotBytes, LogBytes: r.LogBytes, Took: r.Took,
+	}
+	if r != want {
+		t.Errorf("Recovery() = %+v\nwant        %+v", r, want)
+	}
+	if r.TokenCeiling <= gone || r.SnapshotBytes <= 0 || r.LogBytes <= 0 || r.Took <= 0 {
+		t.Errorf("Recovery() = %+v: want a ceiling above %d, both files' sizes and the time taken", r, gone)
+	}
+
+	// A torn last write is counted among the warnings.
+	s.acquire("more", time.Hour, "")
+	s.commit()
+	s.crash()
+	truncateBy(t, newestLog(t, dir), 3)
+	s = open(t, dir, nil, o)
+	if r := s.store.Recovery(); r.Warnings != 1 || r.Logs != 2 {
+		t.Errorf("after a torn write: %+v, want 1 warning and 2 logs read", r)
+	}
+}

@@ -104,6 +104,8 @@ type Store struct {
 	err       error
 	batch     []byte
 	rec       *recovery // until Load
+	recovered Recovery  // what Open and Load found and restored
+	opened    time.Time // when Open began
 	table     *locker.Table
 	snapSize  int64
 	lastSnap  time.Time
@@ -134,6 +136,7 @@ func Open(opts Options) (*Store, error) {
 	if opts.CompactBytes < 0 {
 		return nil, fmt.Errorf("persist: compact bytes must not be negative, got %d", opts.CompactBytes)
 	}
+	start := time.Now()
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -161,6 +164,18 @@ func Open(opts Options) (*Store, error) {
 		snapSize:   rec.snapBytes,
 		stopC:      make(chan struct{}),
 		doneC:      make(chan struct{}),
+		recovered: Recovery{
+			Snapshot:      rec.snapshot,
+			SnapshotBytes: rec.snapBytes,
+			Logs:          rec.logs,
+			LogBytes:      rec.logBytes,
+			Warnings:      len(rec.warnings),
+			TokenCeiling:  rec.model.ceiling,
+		},
+		opened: start,
+	}
+	for _, l := range rec.model.locks {
+		s.recovered.HighestToken = max(s.recovered.HighestToken, l.lastToken)
 	}
 	s.reserved.Store(s.ceiling)
 	for _, path := range rec.stale {
@@ -199,6 +214,7 @@ func (s *Store) Load(t *locker.Table) error {
 	s.rec = nil
 	s.mu.Unlock()
 	now := time.Now().UnixNano()
+	var locks, leases, delayed int
 	for key, l := range rec.model.locks {
 		st := l.lockState(key, s.toClock, now, s.opts.RestartGrace, s.opts.LockDelay)
 		if !st.Created && len(st.Leases) == 0 {
@@ -207,6 +223,14 @@ func (s *Store) Load(t *locker.Table) error {
 		if err := t.Restore(&st); err != nil {
 			return fmt.Errorf("persist: restoring %q: %w", key, err)
 		}
+		locks++
+		for _, l := range st.Leases {
+			if l.DelayedUntil != 0 || l.Deadline <= s.toClock(now) {
+				delayed++ // Restore expires it into its lock-delay
+			} else {
+				leases++
+			}
+		}
 	}
 	// Reserve the first tokens now, so that the first grant does not wait
 	// for the fsync.
@@ -214,9 +238,19 @@ func (s *Store) Load(t *locker.Table) error {
 	s.reserveAhead()
 	s.mu.Lock()
 	s.table = t
+	r := &s.recovered
+	r.Locks, r.Leases, r.Delayed, r.Took = locks, leases, delayed, time.Since(s.opened)
 	s.mu.Unlock()
 	go s.background()
 	return nil
+}
+
+// Recovery reports what Open found in the directory and Load restored; its
+// lock and lease counts are zero before Load.
+func (s *Store) Recovery() Recovery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.recovered
 }
 
 // toClock converts a wall-clock instant to the table's clock; toWall back.

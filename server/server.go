@@ -93,6 +93,9 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		}
 		return nil, err
 	}
+	if store != nil {
+		logRecovery(log, cfg.Persist.Dir, store.Recovery())
+	}
 	return &Server{
 		store:    store,
 		hub:      hub,
@@ -366,23 +369,55 @@ func (s *Server) commandCount() uint64 {
 	return n
 }
 
+// logStart writes the one line that says what the server runs with: its
+// address, version, transport and data directory, then the limits.
 func (s *Server) logStart(addr net.Addr) {
 	c := s.cfg
-	s.log.Info().
+	transport := "epoll"
+	if c.IOLoops == 0 {
+		transport = "goroutine-per-connection"
+	}
+	ev := s.log.Info().
 		Str("addr", addr.String()).
 		Str("version", c.Version).
-		Int("shards", c.Locker.Shards).
+		Str("transport", transport).
+		Int("io_loops", c.IOLoops).
+		Str("data_dir", c.Persist.Dir) // "": in memory only
+	if c.Persist.Dir != "" {
+		ev = ev.Stringer("fsync", c.Persist.Fsync).
+			Stringer("restart_grace", c.Persist.RestartGrace).
+			Bool("repair", c.Persist.Repair)
+	}
+	ev.Int("shards", c.Locker.Shards).
 		Stringer("tick", c.Locker.Tick).
 		Stringer("max_ttl", c.Locker.MaxTTL).
 		Int("max_key_len", c.Locker.MaxKeyLen).
 		Bool("require_create", c.Locker.RequireCreate).
 		Stringer("lock_delay", c.Locker.LockDelay).
 		Int("max_clients", c.MaxClients).
-		Int("io_loops", c.IOLoops).
 		Stringer("idle_timeout", c.IdleTimeout).
 		Int64("max_bulk_len", c.Limits.MaxBulkLen).
 		Int64("max_query_buffer", c.Limits.MaxQueryBuffer).
 		Uint64("first_token", c.Locker.FirstToken).
 		Int("gomaxprocs", runtime.GOMAXPROCS(0)).
 		Msg("leasehold listening")
+}
+
+// logRecovery writes the summary of what the data directory restored. Waits
+// are not in it: they belong to connections and are never restored.
+func logRecovery(log zerolog.Logger, dir string, r persist.Recovery) {
+	log.Info().
+		Str("data_dir", dir).
+		Int("locks", r.Locks).
+		Int("leases", r.Leases).
+		Int("delayed", r.Delayed).
+		Uint64("highest_token", r.HighestToken).
+		Uint64("token_ceiling", r.TokenCeiling).
+		Str("snapshot", r.Snapshot).
+		Int64("snapshot_bytes", r.SnapshotBytes).
+		Int("logs", r.Logs).
+		Int64("log_bytes", r.LogBytes).
+		Int("warnings", r.Warnings).
+		Stringer("took", r.Took).
+		Msg("data directory recovered")
 }
