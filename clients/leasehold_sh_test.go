@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/testutil"
+	"github.com/leasehold/leasehold/locker"
 )
 
 // These tests run bash scripts that source scripts/leasehold.sh, against a
@@ -181,7 +182,7 @@ func TestLeaseholdShAcquireWait(t *testing.T) {
 	sh := newShell(t)
 	// Held for 300ms by another client: a WAIT of 100ms ends nil, one of
 	// 10s is granted once the lease expires.
-	if _, ok, err := sh.ts.Table().Acquire([]byte("w"), 300*time.Millisecond, nil); !ok || err != nil {
+	if _, ok, err := sh.ts.Table().Acquire(&locker.Request{Key: []byte("w"), TTL: 300 * time.Millisecond}); !ok || err != nil {
 		t.Fatalf("Acquire: %v %v", ok, err)
 	}
 	p := sh.run(`
@@ -239,11 +240,11 @@ echo "missing command: $rc"
 func TestLeaseholdShWithLockRefused(t *testing.T) {
 	t.Parallel()
 	sh := newShell(t)
-	if _, ok, err := sh.ts.Table().Acquire([]byte("busy"), 1500*time.Millisecond, nil); !ok || err != nil {
+	if _, ok, err := sh.ts.Table().Acquire(&locker.Request{Key: []byte("busy"), TTL: 1500 * time.Millisecond}); !ok || err != nil {
 		t.Fatalf("Acquire: %v %v", ok, err)
 	}
 	// Held for 600ms more, by another client.
-	if _, ok, err := sh.ts.Table().Acquire([]byte("late"), 600*time.Millisecond, nil); !ok || err != nil {
+	if _, ok, err := sh.ts.Table().Acquire(&locker.Request{Key: []byte("late"), TTL: 600 * time.Millisecond}); !ok || err != nil {
 		t.Fatalf("Acquire: %v %v", ok, err)
 	}
 	p := sh.run(`
