@@ -248,3 +248,47 @@ func BenchmarkSemaphore(b *testing.B) {
 		perLease(b)
 	})
 }
+
+// BenchmarkAcquireWaitHandOff measures one queued request's life: a waiter
+// queues behind the holder, the release hands it the lease under the same
+// shard lock and notifies it, and it releases in turn.
+func BenchmarkAcquireWaitHandOff(b *testing.B) {
+	tb, keys := benchTable(b, 1)
+	var got uint64
+	w := &Wait{}
+	notify := func(tok uint64) { got = tok }
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		k := keys[i&(len(keys)-1)]
+		req := Request{Key: k, TTL: 30 * time.Second}
+		held, _, _ := tb.Acquire(&req)
+		*w = Wait{Notify: notify}
+		if _, granted, _ := tb.AcquireWait(&req, w); granted {
+			b.Fatal("granted a held lock")
+		}
+		tb.Release(k, held)
+		if got == 0 || !tb.Release(k, got) {
+			b.Fatal("hand-off failed")
+		}
+	}
+}
+
+// BenchmarkAcquireAllCycle measures MACQUIRE's atomic attempt on 4 keys plus
+// their release.
+func BenchmarkAcquireAllCycle(b *testing.B) {
+	tb, keys := benchTable(b, 1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		j := (i * 4) & (len(keys) - 1)
+		ks := keys[j : j+4]
+		toks, granted, _ := tb.AcquireAll(&Request{Keys: ks, TTL: 30 * time.Second})
+		if !granted {
+			b.Fatal("not granted")
+		}
+		for n, k := range ks {
+			tb.Release(k, toks[n])
+		}
+	}
+}
