@@ -244,3 +244,38 @@ func TestAcquireAllNoDeadlockNoOverlap(t *testing.T) {
 	}
 	t.Logf("%d of %d requests waited", waited.Load(), workers*rounds)
 }
+
+// jumpyClock stands still until armed, then moves by step at every reading:
+// a process suspended between the steps of one request.
+type jumpyClock struct{ now, step atomic.Int64 }
+
+func (c *jumpyClock) Now() time.Duration { return time.Duration(c.now.Add(c.step.Load())) }
+
+// TestAcquireAllWaitEndsUngrantedWhenAKeyIsLostOnTheWay: taking every key in
+// its first call, a request whose first key ran out meanwhile is neither
+// granted nor waiting, and holds nothing.
+func TestAcquireAllWaitEndsUngrantedWhenAKeyIsLostOnTheWay(t *testing.T) {
+	clock := &jumpyClock{}
+	tb, _ := newTestTable(t, func(c *Config) { c.Clock = clock })
+	mustAcquire(t, tb, "b", 2500*time.Millisecond, "")
+	// From now on each reading is 1s later: the atomic attempt (1s) finds
+	// b held, a is taken at 2s for 1.5s, b at 3s, and a's renewal at 4s is
+	// too late.
+	clock.step.Store(int64(time.Second))
+	mw, ch := multiWaiter()
+	toks, granted, err := tb.AcquireAllWait(&Request{Keys: keysOf("a", "b"), TTL: time.Second, Wait: 500 * time.Millisecond}, mw)
+	clock.step.Store(0)
+	if granted || err != nil || toks != nil || mw.Waiting() {
+		t.Fatalf("AcquireAllWait = %v, %v, %v, waiting %v; want ended ungranted", toks, granted, err, mw.Waiting())
+	}
+	for _, k := range []string{"a", "b"} {
+		if st, _ := tb.Status([]byte(k)); st.Held {
+			t.Errorf("%s held after an ungranted request: %+v", k, st)
+		}
+	}
+	select {
+	case <-ch:
+		t.Fatal("Notify called for a request that ended in its first call")
+	default:
+	}
+}
