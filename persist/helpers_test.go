@@ -163,7 +163,7 @@ func (s *session) acquireShared(key string, ttl time.Duration, owner string) uin
 	s.t.Helper()
 	tok, ok, err := s.table.Acquire(&locker.Request{Key: []byte(key), TTL: ttl, Owner: []byte(owner), Mode: locker.Shared})
 	if !ok || err != nil {
-		s.t.Fatalf("AcquireShared(%q) = %d, %v, %v", key, tok, ok, err)
+		s.t.Fatalf("Acquire(%q, shared) = %d, %v, %v", key, tok, ok, err)
 	}
 	return tok
 }
