@@ -17,6 +17,7 @@ const (
 	Shared
 )
 
+// String returns "exclusive" or "shared".
 func (m Mode) String() string {
 	if m == Shared {
 		return "shared"
