@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/testutil"
+	"github.com/leasehold/leasehold/locker"
 )
 
 // These tests run bash scripts that source scripts/leasehold.sh, against a
@@ -203,7 +204,7 @@ func TestLeaseholdShAcquireWait(t *testing.T) {
 	sh := newShell(t)
 	// Held by another client: a WAIT of 100ms ends nil, one of 30s is
 	// granted once that client releases the lock while it waits.
-	held, ok, err := sh.ts.Table().Acquire([]byte("w"), 30*time.Second, nil)
+	held, ok, err := sh.ts.Table().Acquire(&locker.Request{Key: []byte("w"), TTL: 30 * time.Second})
 	if !ok || err != nil {
 		t.Fatalf("Acquire: %v %v", ok, err)
 	}
@@ -324,13 +325,13 @@ func TestLeaseholdShWithLockRefused(t *testing.T) {
 	t.Parallel()
 	sh := newShell(t)
 	// Held by another client until the script waits for it.
-	busy, ok, err := sh.ts.Table().Acquire([]byte("busy"), 30*time.Second, nil)
+	busy, ok, err := sh.ts.Table().Acquire(&locker.Request{Key: []byte("busy"), TTL: 30 * time.Second})
 	if !ok || err != nil {
 		t.Fatalf("Acquire: %v %v", ok, err)
 	}
 	// Held by another client until more than the script's ttl after the
 	// script asked for it.
-	late, ok, err := sh.ts.Table().Acquire([]byte("late"), 30*time.Second, nil)
+	late, ok, err := sh.ts.Table().Acquire(&locker.Request{Key: []byte("late"), TTL: 30 * time.Second})
 	if !ok || err != nil {
 		t.Fatalf("Acquire: %v %v", ok, err)
 	}

@@ -18,7 +18,7 @@ func benchTable(b *testing.B, live int) (*Table, [][]byte) {
 	}
 	b.Cleanup(func() { tb.Close() })
 	for i := range live {
-		if _, ok, err := tb.Acquire([]byte("live:"+strconv.Itoa(i)), time.Hour, nil); !ok || err != nil {
+		if _, ok, err := tb.Acquire(&Request{Key: []byte("live:" + strconv.Itoa(i)), TTL: time.Hour}); !ok || err != nil {
 			b.Fatal("preload failed", err)
 		}
 	}
@@ -39,7 +39,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				k := keys[i&(len(keys)-1)]
-				tok, ok, _ := tb.Acquire(k, 30*time.Second, nil)
+				tok, ok, _ := tb.Acquire(&Request{Key: k, TTL: 30 * time.Second})
 				if !ok || !tb.Release(k, tok) {
 					b.Fatal("cycle failed")
 				}
@@ -57,7 +57,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 				for pb.Next() {
 					k := keys[(w*4096+i&4095)&(len(keys)-1)]
 					i++
-					tok, ok, _ := tb.Acquire(k, 30*time.Second, nil)
+					tok, ok, _ := tb.Acquire(&Request{Key: k, TTL: 30 * time.Second})
 					if ok {
 						tb.Release(k, tok)
 					}
@@ -71,12 +71,12 @@ func BenchmarkAcquireRelease(b *testing.B) {
 func BenchmarkAcquireHeld(b *testing.B) {
 	tb, keys := benchTable(b, 1)
 	for _, k := range keys {
-		tb.Acquire(k, time.Hour, nil)
+		tb.Acquire(&Request{Key: k, TTL: time.Hour})
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, ok, _ := tb.Acquire(keys[i&(len(keys)-1)], time.Second, nil); ok {
+		if _, ok, _ := tb.Acquire(&Request{Key: keys[i&(len(keys)-1)], TTL: time.Second}); ok {
 			b.Fatal("granted a held lock")
 		}
 	}
@@ -93,7 +93,7 @@ func BenchmarkExpireDue(b *testing.B) {
 		cfg.Clock = clock
 		tb, _ := New(cfg)
 		for j := range 100_000 {
-			tb.Acquire([]byte("k"+strconv.Itoa(j)), time.Duration(1+j%1000)*time.Millisecond, nil)
+			tb.Acquire(&Request{Key: []byte("k" + strconv.Itoa(j)), TTL: time.Duration(1+j%1000) * time.Millisecond})
 		}
 		b.StartTimer()
 		for range 100 {
@@ -125,7 +125,7 @@ func BenchmarkCommandsDuringMassExpiry(b *testing.B) {
 		tb, _ := New(cfg)
 		const n = 1_000_000
 		for i := range n {
-			tb.Acquire([]byte("lease:"+strconv.Itoa(i)), 5*time.Second+time.Duration(i)*time.Second/n, nil)
+			tb.Acquire(&Request{Key: []byte("lease:" + strconv.Itoa(i)), TTL: 5*time.Second + time.Duration(i)*time.Second/n})
 		}
 		keys := make([][]byte, 64)
 		for i := range keys {
@@ -139,7 +139,7 @@ func BenchmarkCommandsDuringMassExpiry(b *testing.B) {
 			for i := 0; !stop.Load(); i++ {
 				k := keys[i&63]
 				start := time.Now()
-				if tok, ok, _ := tb.Acquire(k, time.Hour, nil); ok {
+				if tok, ok, _ := tb.Acquire(&Request{Key: k, TTL: time.Hour}); ok {
 					tb.Release(k, tok)
 				}
 				lat = append(lat, time.Since(start))
@@ -191,7 +191,7 @@ func BenchmarkSemaphore(b *testing.B) {
 		for j := range n {
 			// Named owners, as the Go client always sends: a grant looks
 			// for the owner's lease first.
-			tok, ok, err := tb.Acquire([]byte("sem"), time.Second, []byte("owner-"+strconv.Itoa(j)))
+			tok, ok, err := tb.Acquire(&Request{Key: []byte("sem"), TTL: time.Second, Owner: []byte("owner-" + strconv.Itoa(j))})
 			if err != nil || !ok {
 				b.Fatalf("permit %d: %v %v", len(tokens), ok, err)
 			}
@@ -247,4 +247,48 @@ func BenchmarkSemaphore(b *testing.B) {
 		}
 		perLease(b)
 	})
+}
+
+// BenchmarkAcquireWaitHandOff measures one queued request's life: a waiter
+// queues behind the holder, the release hands it the lease under the same
+// shard lock and notifies it, and it releases in turn.
+func BenchmarkAcquireWaitHandOff(b *testing.B) {
+	tb, keys := benchTable(b, 1)
+	var got uint64
+	w := &Wait{}
+	notify := func(tok uint64) { got = tok }
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		k := keys[i&(len(keys)-1)]
+		req := Request{Key: k, TTL: 30 * time.Second}
+		held, _, _ := tb.Acquire(&req)
+		*w = Wait{Notify: notify}
+		if _, granted, _ := tb.AcquireWait(&req, w); granted {
+			b.Fatal("granted a held lock")
+		}
+		tb.Release(k, held)
+		if got == 0 || !tb.Release(k, got) {
+			b.Fatal("hand-off failed")
+		}
+	}
+}
+
+// BenchmarkAcquireAllCycle measures MACQUIRE's atomic attempt on 4 keys plus
+// their release.
+func BenchmarkAcquireAllCycle(b *testing.B) {
+	tb, keys := benchTable(b, 1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		j := (i * 4) & (len(keys) - 1)
+		ks := keys[j : j+4]
+		toks, granted, _ := tb.AcquireAll(&Request{Keys: ks, TTL: 30 * time.Second})
+		if !granted {
+			b.Fatal("not granted")
+		}
+		for n, k := range ks {
+			tb.Release(k, toks[n])
+		}
+	}
 }

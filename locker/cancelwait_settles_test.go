@@ -14,8 +14,7 @@ import (
 func TestCancelWaitSettlesFirst(t *testing.T) {
 	tb, clock := newTestTable(t)
 	mustAcquire(t, tb, "c", 95*time.Millisecond, "")
-	w, _ := waiter(time.Second, 0, "")
-	mustQueue(t, tb, "c", w)
+	w, _ := mustQueue(t, tb, &Request{Key: []byte("c"), TTL: time.Second})
 	clock.Advance(100 * time.Millisecond) // the wait's timeout; the lease died 5ms ago
 	if tok, ok := tb.CancelWait(w); !ok {
 		st, _ := tb.Status([]byte("c"))

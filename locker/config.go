@@ -28,7 +28,7 @@ type Config struct {
 	// paused past its deadline has time to notice before the next holder
 	// starts. Create can set it per lock. 0 for none.
 	LockDelay time.Duration
-	// RequireCreate makes Acquire of an unknown key fail with ErrNoSuchLock
+	// RequireCreate makes every acquire of an unknown key fail with ErrNoSuchLock
 	// instead of creating the lock on the fly.
 	RequireCreate bool
 	// FirstToken is the token sequence's starting point: every token granted

@@ -2,6 +2,12 @@
 // tokens that number every grant. It does no I/O and knows nothing of the
 // network; the server package turns wire commands into calls on a Table.
 //
+// Every way to acquire takes one Request (the key or keys, ttl, owner,
+// Mode, priority and wait) and answers with the token or tokens and whether
+// they were granted: Acquire for one key now, AcquireAll for several, all or
+// none, and AcquireWait and AcquireAllWait for a request that may queue,
+// through a Wait or MultiWait handle that reports the grant.
+//
 // Design in brief:
 //   - The table is split into shards by a hash of the key; each shard has one
 //     mutex and every operation holds it for a short, allocation-free section.

@@ -6,7 +6,7 @@ import (
 )
 
 var (
-	// ErrNoSuchLock is returned by Acquire for an unknown key when the table
+	// ErrNoSuchLock is returned by every acquire for an unknown key when the table
 	// requires locks to be made by Create first (Config.RequireCreate).
 	ErrNoSuchLock = errors.New("locker: no such lock")
 	// ErrInUse is returned by Delete while a lease on the lock is live.
@@ -17,8 +17,8 @@ var (
 	// ErrLockDelayRange is returned for a lock-delay that is negative or
 	// exceeds Config.MaxTTL.
 	ErrLockDelayRange = errors.New("locker: lock-delay out of range")
-	// ErrNoTTL is returned by Acquire when no ttl is given and the lock has no
-	// default ttl from Create.
+	// ErrNoTTL is returned by Acquire and AcquireWait when the Request gives
+	// no ttl and the lock has no default ttl from Create.
 	ErrNoTTL = errors.New("locker: no ttl given and the lock has no default ttl")
 	// ErrTTLRange is returned for a ttl that is not positive or exceeds Config.MaxTTL.
 	ErrTTLRange = errors.New("locker: ttl out of range")
@@ -30,14 +30,15 @@ var (
 	ErrOwnerTooLong = errors.New("locker: owner too long")
 	// ErrLimitRange is returned by Create for a semaphore limit out of range.
 	ErrLimitRange = errors.New("locker: limit out of range")
-	// ErrSharedSemaphore is returned by AcquireShared on a semaphore, whose
-	// permits are all alike.
+	// ErrSharedSemaphore is returned for a Shared request on a semaphore,
+	// whose permits are all alike.
 	ErrSharedSemaphore = errors.New("locker: a semaphore has no shared leases")
 	// ErrOwnerMode is returned when an owner that holds a lock asks for it
 	// again in the other mode (shared or exclusive): a retry names the same
 	// mode, and an upgrade or downgrade in place is not offered.
 	ErrOwnerMode = errors.New("locker: owner holds the lock in the other mode")
-	// ErrDuplicateKey is returned by AcquireAll for a key named twice.
+	// ErrDuplicateKey is returned by AcquireAll and AcquireAllWait for a key
+	// named twice.
 	ErrDuplicateKey = errors.New("locker: a key is named more than once")
 	// ErrClosed is returned by Start after Close.
 	ErrClosed = errors.New("locker: table closed")

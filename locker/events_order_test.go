@@ -20,10 +20,11 @@ func TestEventsOrderAcrossHandOff(t *testing.T) {
 	tb, _ := newTestTable(t, func(c *Config) { c.Events = sink })
 	k := []byte("e")
 	t1 := mustAcquire(t, tb, "e", time.Second, "alice")
-	w := &Wait{TTL: time.Second, Owner: []byte("bob")}
 	var t2 uint64
-	w.Notify = func(tok uint64) { t2 = tok; tb.Release(k, tok) }
-	mustQueue(t, tb, "e", w)
+	w := &Wait{Notify: func(tok uint64) { t2 = tok; tb.Release(k, tok) }}
+	if _, granted, err := tb.AcquireWait(&Request{Key: k, TTL: time.Second, Owner: []byte("bob")}, w); granted || err != nil {
+		t.Fatalf("AcquireWait = %v, %v; want queued", granted, err)
+	}
 	tb.Release(k, t1)
 	want := []Event{
 		{EventAcquired, "e", t1, "alice"},

@@ -119,8 +119,7 @@ func TestReaperHandOffBetweenBatchesUsesItsOwnNow(t *testing.T) {
 		mustAcquire(t, tb, "mass:"+strconv.Itoa(i), time.Second, "")
 	}
 	mustAcquire(t, tb, "w", time.Second+10*time.Millisecond, "") // a tick after the mass
-	w, ch := waiter(50*time.Millisecond, 0, "")
-	mustQueue(t, tb, "w", w)
+	_, ch := mustQueue(t, tb, &Request{Key: []byte("w"), TTL: 50 * time.Millisecond})
 	clock.Advance(time.Second + 10*time.Millisecond)
 	upTo := int64(clock.Now()) // the pass's first reading
 	for {

@@ -74,7 +74,7 @@ func (s *shard) limit(i uint32) int {
 
 // grantable reports whether entry i could grant a lease of the given mode
 // now, leaving aside anyone queued for it.
-func (s *shard) grantable(i uint32, shared bool) bool {
+func (s *shard) grantable(i uint32, mode Mode) bool {
 	e := s.at(i)
 	switch {
 	case e.flags&(flagHeld|flagDelayed) != 0:
@@ -83,15 +83,15 @@ func (s *shard) grantable(i uint32, shared bool) bool {
 		hs := s.holders(i)
 		return hs == nil || len(hs.items) < s.limit(i)
 	case e.flags&flagMulti != 0:
-		return shared // read-held: readers join, a writer waits for all to leave
+		return mode == Shared // read-held: readers join, a writer waits for all to leave
 	}
 	return true
 }
 
 // grantMode gives entry i a lease of the mode asked for: a holder-set lease
 // for a reader or a semaphore's permit, the entry's own otherwise.
-func (s *shard) grantMode(i uint32, now, ttl int64, owner []byte, shared bool) uint64 {
-	if shared || s.at(i).flags&flagSemaphore != 0 {
+func (s *shard) grantMode(i uint32, now, ttl int64, owner []byte, mode Mode) uint64 {
+	if mode == Shared || s.at(i).flags&flagSemaphore != 0 {
 		return s.grantHolder(i, now, ttl, owner)
 	}
 	return s.grant(i, now, ttl, owner)

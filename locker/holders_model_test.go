@@ -83,7 +83,7 @@ func runSemaphoreModel(t *testing.T, seed uint64, limit int, delay time.Duration
 				owner = fmt.Sprintf("o%d", rng.IntN(limit*3/2))
 			}
 			ttl := time.Duration(1+rng.IntN(40)) * time.Millisecond
-			tok, ok, err := tb.Acquire(key, ttl, []byte(owner))
+			tok, ok, err := tb.Acquire(&Request{Key: key, TTL: ttl, Owner: []byte(owner)})
 			if err != nil {
 				t.Fatal(where(err.Error()))
 			}

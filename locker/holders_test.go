@@ -10,17 +10,16 @@ import (
 
 func mustAcquireShared(t *testing.T, tb *Table, key string, ttl time.Duration, owner string) uint64 {
 	t.Helper()
-	tok, ok, err := tb.AcquireShared([]byte(key), ttl, []byte(owner))
+	tok, ok, err := tb.Acquire(&Request{Key: []byte(key), TTL: ttl, Owner: []byte(owner), Mode: Shared})
 	if err != nil || !ok {
 		t.Fatalf("AcquireShared(%q) = %d, %v, %v; want granted", key, tok, ok, err)
 	}
 	return tok
 }
 
-func sharedWaiter(ttl time.Duration) (*Wait, chan uint64) {
-	w, ch := waiter(ttl, 0, "")
-	w.Shared = true
-	return w, ch
+// readerOf is a shared request for key.
+func readerOf(key string, ttl time.Duration) *Request {
+	return &Request{Key: []byte(key), TTL: ttl, Mode: Shared}
 }
 
 func TestSharedLeases(t *testing.T) {
@@ -59,7 +58,7 @@ func TestSharedLeases(t *testing.T) {
 		t.Fatalf("writer's token %d not above the readers' %d", w, r2)
 	}
 	// A reader waits for the writer.
-	if _, ok, _ := tb.AcquireShared(k, time.Second, nil); ok {
+	if _, ok, _ := tb.Acquire(&Request{Key: k, TTL: time.Second, Mode: Shared}); ok {
 		t.Fatal("reader granted while a writer holds the lock")
 	}
 	tb.Release(k, w)
@@ -72,16 +71,14 @@ func TestWriterNotStarvedByReaders(t *testing.T) {
 	tb, _ := newTestTable(t)
 	k := []byte("rw")
 	r1 := mustAcquireShared(t, tb, "rw", time.Minute, "")
-	writer, wch := waiter(time.Minute, 0, "")
-	mustQueue(t, tb, "rw", writer)
+	_, wch := mustQueue(t, tb, &Request{Key: []byte("rw"), TTL: time.Minute})
 	// Readers keep coming while the writer waits: none may overtake it.
 	var later []chan uint64
 	for range 5 {
-		if _, ok, _ := tb.AcquireShared(k, time.Minute, nil); ok {
+		if _, ok, _ := tb.Acquire(&Request{Key: k, TTL: time.Minute, Mode: Shared}); ok {
 			t.Fatal("a reader overtook the queued writer")
 		}
-		r, ch := sharedWaiter(time.Minute)
-		mustQueue(t, tb, "rw", r)
+		_, ch := mustQueue(t, tb, readerOf("rw", time.Minute))
 		later = append(later, ch)
 	}
 	notGranted(t, wch)
@@ -109,13 +106,10 @@ func TestHandOffGrantsReadersUpToTheNextWriter(t *testing.T) {
 	tb, _ := newTestTable(t)
 	k := []byte("rw")
 	w0 := mustAcquire(t, tb, "rw", time.Minute, "")
-	r1, c1 := sharedWaiter(time.Minute)
-	r2, c2 := sharedWaiter(time.Minute)
-	w3, c3 := waiter(time.Minute, 0, "")
-	r4, c4 := sharedWaiter(time.Minute)
-	for _, w := range []*Wait{r1, r2, w3, r4} {
-		mustQueue(t, tb, "rw", w)
-	}
+	_, c1 := mustQueue(t, tb, readerOf("rw", time.Minute))
+	_, c2 := mustQueue(t, tb, readerOf("rw", time.Minute))
+	_, c3 := mustQueue(t, tb, &Request{Key: k, TTL: time.Minute})
+	_, c4 := mustQueue(t, tb, readerOf("rw", time.Minute))
 	tb.Release(k, w0)
 	t1, t2 := granted(t, c1), granted(t, c2)
 	notGranted(t, c3)
@@ -144,12 +138,11 @@ func TestSemaphore(t *testing.T) {
 	if st.Limit != 3 || !st.Held || st.Shared || len(st.Holders) != 3 || st.Token != 0 {
 		t.Fatalf("status of a full semaphore: %+v", st)
 	}
-	if _, _, err := tb.AcquireShared(k, time.Second, nil); !errors.Is(err, ErrSharedSemaphore) {
+	if _, _, err := tb.Acquire(&Request{Key: k, TTL: time.Second, Mode: Shared}); !errors.Is(err, ErrSharedSemaphore) {
 		t.Fatalf("SHARED on a semaphore: %v", err)
 	}
 	// A waiter gets the first permit released.
-	w, ch := waiter(time.Second, 0, "")
-	mustQueue(t, tb, "sem", w)
+	_, ch := mustQueue(t, tb, &Request{Key: []byte("sem"), TTL: time.Second})
 	tb.Release(k, toks[1])
 	got := granted(t, ch)
 	if !tb.Verify(k, got) || tb.Verify(k, toks[1]) {
@@ -184,8 +177,7 @@ func TestSemaphoreLockDelayKeepsThePermit(t *testing.T) {
 	if _, err := tb.Delete(k); !errors.Is(err, ErrInUse) {
 		t.Fatalf("delete with a live permit: %v", err)
 	}
-	w, ch := waiter(time.Second, 0, "")
-	mustQueue(t, tb, "sem", w)
+	_, ch := mustQueue(t, tb, &Request{Key: []byte("sem"), TTL: time.Second})
 	clock.Advance(999 * time.Millisecond)
 	tb.ExpireDue()
 	notGranted(t, ch)
@@ -223,12 +215,12 @@ func TestSharedOwners(t *testing.T) {
 	if again := mustAcquireShared(t, tb, "rw", 2*time.Second, "reader-1"); again != tok {
 		t.Fatalf("owner's retry got %d, want %d", again, tok)
 	}
-	if _, _, err := tb.Acquire(k, time.Second, []byte("reader-1")); !errors.Is(err, ErrOwnerMode) {
+	if _, _, err := tb.Acquire(&Request{Key: k, TTL: time.Second, Owner: []byte("reader-1")}); !errors.Is(err, ErrOwnerMode) {
 		t.Fatalf("owner asking for the write lock it reads: %v", err)
 	}
 	tb.Release(k, tok)
 	wtok := mustAcquire(t, tb, "rw", time.Second, "writer")
-	if _, _, err := tb.AcquireShared(k, time.Second, []byte("writer")); !errors.Is(err, ErrOwnerMode) {
+	if _, _, err := tb.Acquire(&Request{Key: k, TTL: time.Second, Owner: []byte("writer"), Mode: Shared}); !errors.Is(err, ErrOwnerMode) {
 		t.Fatalf("owner asking for a read lease of the lock it writes: %v", err)
 	}
 	if st, _ := tb.Status(k); st.Owner != "writer" || len(st.Holders) != 1 || st.Holders[0] != (Holder{Token: wtok, Owner: "writer", TTL: time.Second}) {
@@ -317,10 +309,10 @@ func TestSemaphoreNeverExceedsLimit(t *testing.T) {
 				var tok uint64
 				var ok bool
 				if rng.IntN(2) == 0 {
-					tok, ok, _ = tb.Acquire(k, time.Duration(1+rng.IntN(3))*time.Second, nil)
+					tok, ok, _ = tb.Acquire(&Request{Key: k, TTL: time.Duration(1+rng.IntN(3)) * time.Second})
 				} else {
-					w, ch := waiter(time.Second, 0, "")
-					if tok, ok, _ = tb.AcquireWait(k, w); !ok {
+					w, ch := waiter()
+					if tok, ok, _ = tb.AcquireWait(&Request{Key: k, TTL: time.Second}, w); !ok {
 						if tok, ok = tb.CancelWait(w); !ok {
 							select {
 							case tok = <-ch:
@@ -357,10 +349,8 @@ func TestSemaphoreNeverExceedsLimit(t *testing.T) {
 func TestReadersBehindAWriterThatGivesUpAreGranted(t *testing.T) {
 	tb, _ := newTestTable(t)
 	mustAcquireShared(t, tb, "rw", time.Minute, "")
-	writer, _ := waiter(time.Minute, 0, "")
-	mustQueue(t, tb, "rw", writer)
-	r, ch := sharedWaiter(time.Minute)
-	mustQueue(t, tb, "rw", r)
+	writer, _ := mustQueue(t, tb, &Request{Key: []byte("rw"), TTL: time.Minute})
+	_, ch := mustQueue(t, tb, readerOf("rw", time.Minute))
 	notGranted(t, ch)
 	if _, ok := tb.CancelWait(writer); ok {
 		t.Fatal("the writer was granted")
@@ -372,17 +362,14 @@ func TestPriorityReaderAheadOfAWriterIsGrantedAtOnce(t *testing.T) {
 	tb, _ := newTestTable(t)
 	k := []byte("rw")
 	mustAcquireShared(t, tb, "rw", time.Minute, "")
-	writer, wch := waiter(time.Minute, 0, "")
-	mustQueue(t, tb, "rw", writer)
-	r, ch := sharedWaiter(time.Minute)
-	r.Priority = 5
-	tok, ok, err := tb.AcquireWait(k, r)
+	_, wch := mustQueue(t, tb, &Request{Key: []byte("rw"), TTL: time.Minute})
+	r, ch := waiter()
+	tok, ok, err := tb.AcquireWait(&Request{Key: k, TTL: time.Minute, Mode: Shared, Priority: 5}, r)
 	if !ok || err != nil || !tb.Verify(k, tok) {
 		t.Fatalf("priority reader ahead of a writer: %d, %v, %v", tok, ok, err)
 	}
 	notGranted(t, ch) // granted directly, not through Notify
 	notGranted(t, wch)
 	// A reader of the writer's priority still queues behind it.
-	r0, _ := sharedWaiter(time.Minute)
-	mustQueue(t, tb, "rw", r0)
+	mustQueue(t, tb, readerOf("rw", time.Minute))
 }

@@ -22,22 +22,24 @@ import (
 // as held, by the request's owner if it named one: all or none is what the
 // requester is told, not what every observer sees at every instant.
 
-// MultiWait is an AcquireAllWait request that is willing to wait. The caller
-// fills in the exported fields and must not change them while the request is
-// in progress. One goroutine at a time drives it: AcquireAllWait, then
-// ContinueAll after each Notify, or CancelAll.
+// MultiWait is the handle of one AcquireAllWait request that waits: given
+// to AcquireAllWait with the Request, then to ContinueAll after each Notify,
+// or to CancelAll if the caller gives up. One goroutine at a time drives
+// it. The caller sets Notify before AcquireAllWait and must not change it
+// while the request is in progress. A MultiWait is used for one request
+// only.
 type MultiWait struct {
-	TTL      time.Duration // every lease's ttl once all are granted; required
-	Owner    []byte        // as Acquire's owner, on every lease
-	Priority int           // in each lock's queue
-	Shared   bool          // read leases
-	// Wait is how long the caller waits at most; the keys taken on the way
-	// are held for TTL+Wait.
-	Wait time.Duration
 	// Notify is called, on whatever goroutine granted the key the request
 	// was waiting for and with no lock of the table held, when the request
 	// can move on: the caller must then call ContinueAll. It must not block.
 	Notify func()
+
+	// The request's, copied by AcquireAllWait.
+	ttl      time.Duration // every lease's once all are granted
+	hold     time.Duration // each lease's while the rest are waited for: ttl plus the request's Wait
+	owner    []byte
+	priority int
+	mode     Mode
 
 	keys   [][]byte // copies, in taking order
 	order  []int    // order[j] is the caller's position of keys[j]
@@ -47,33 +49,39 @@ type MultiWait struct {
 	done   bool
 }
 
-// AcquireAll grants a lease on every key, all or none, and returns the
-// tokens in the order of keys; ok=false when some key is held by someone
-// else or has requests queued for it. ttl is required: a lock's default ttl
-// does not apply. Keys must be distinct. As with Acquire, an owner's own
-// live leases are renewed and their tokens returned again.
-func (t *Table) AcquireAll(keys [][]byte, ttl time.Duration, owner []byte, shared bool) (tokens []uint64, ok bool, err error) {
-	if err := t.checkAll(keys, ttl, owner); err != nil {
+// AcquireAll grants a lease on every one of req.Keys, all or none, and
+// returns the tokens in the order of the keys; granted=false when some key
+// is held by someone else or has requests queued for it. req.TTL is
+// required: a lock's default ttl does not apply. The keys must be distinct.
+// As with Acquire, an owner's own live leases are renewed and their tokens
+// returned again.
+func (t *Table) AcquireAll(req *Request) (tokens []uint64, granted bool, err error) {
+	if err := t.checkAll(req); err != nil {
 		return nil, false, err
 	}
-	return t.acquireAllAtOnce(keys, ttl, owner, shared)
+	return t.acquireAllAtOnce(req)
 }
 
 // AcquireAllWait is AcquireAll for a request that is willing to wait. When
 // the keys cannot all be granted at once, it starts taking them one by one
-// (see the package's notes on multi-locks) and returns done=false:
-// mw.Notify then reports progress, and ContinueAll carries on. done=true
-// with tokens is a grant; done=true without tokens means the request ended
-// ungranted.
-func (t *Table) AcquireAllWait(keys [][]byte, mw *MultiWait) (tokens []uint64, done bool, err error) {
-	if err := t.checkAll(keys, mw.TTL, mw.Owner); err != nil {
-		return nil, true, err
+// (see the package's notes on multi-locks) and returns granted=false with
+// mw.Waiting() true: mw.Notify then reports progress, and ContinueAll
+// carries on. Not granted and not waiting, without an error, the request
+// ended ungranted: a lease taken on the way was lost.
+func (t *Table) AcquireAllWait(req *Request, mw *MultiWait) (tokens []uint64, granted bool, err error) {
+	if err := t.checkAll(req); err != nil {
+		mw.done = true
+		return nil, false, err
 	}
-	tokens, ok, err := t.acquireAllAtOnce(keys, mw.TTL, mw.Owner, mw.Shared)
-	if ok || err != nil {
-		return tokens, true, err
+	tokens, granted, err = t.acquireAllAtOnce(req)
+	if granted || err != nil {
+		mw.done = true
+		return tokens, granted, err
 	}
-	mw.Owner = bytes.Clone(mw.Owner) // may alias a network buffer
+	keys := req.Keys
+	mw.ttl, mw.hold = req.TTL, req.TTL+req.Wait
+	mw.owner = bytes.Clone(req.Owner) // may alias a network buffer
+	mw.priority, mw.mode = req.Priority, req.Mode
 	mw.order = make([]int, len(keys))
 	for j := range mw.order {
 		mw.order[j] = j
@@ -84,18 +92,22 @@ func (t *Table) AcquireAllWait(keys [][]byte, mw *MultiWait) (tokens []uint64, d
 		mw.keys[j] = bytes.Clone(keys[at])
 	}
 	mw.tokens = make([]uint64, len(keys))
-	tokens, done, err = t.advanceAll(mw)
-	return tokens, done, err
+	return t.advanceAll(mw)
 }
 
+// Waiting reports whether mw is still in progress, waiting in a lock's
+// queue: its Notify is still to come. It is false once the request is
+// granted, ended ungranted or cancelled.
+func (mw *MultiWait) Waiting() bool { return !mw.done }
+
 // ContinueAll carries on with mw after its Notify: it takes the key it was
-// waiting for and the next ones, until it has all (done, with the tokens in
-// the caller's order of keys), must wait again (not done), or has lost its
-// place (done, no tokens): the owner's retry took it over, or a lease taken
-// on the way was lost.
-func (t *Table) ContinueAll(mw *MultiWait) (tokens []uint64, done bool) {
+// waiting for and the next ones, until it has all (granted, with the tokens
+// in the order of the request's keys), must wait again (mw.Waiting()), or
+// has lost its place (neither): the owner's retry took it over, or a lease
+// taken on the way was lost.
+func (t *Table) ContinueAll(mw *MultiWait) (tokens []uint64, granted bool) {
 	if mw.done {
-		return nil, true
+		return nil, false
 	}
 	w := mw.cur
 	s := w.shard
@@ -109,13 +121,13 @@ func (t *Table) ContinueAll(mw *MultiWait) (tokens []uint64, done bool) {
 		// The owner's retry stands in this request's place and holds the
 		// keys it took (they are the owner's): nothing to release.
 		mw.done = true
-		return nil, true
+		return nil, false
 	}
 	mw.tokens[mw.next] = token
 	mw.next++
 	mw.cur = nil
-	tokens, done, _ = t.advanceAll(mw)
-	return tokens, done
+	tokens, granted, _ = t.advanceAll(mw)
+	return tokens, granted
 }
 
 // CancelAll ends mw ungranted, as when its wait times out or its connection
@@ -137,15 +149,15 @@ func (t *Table) CancelAll(mw *MultiWait) {
 	t.releaseTaken(mw)
 }
 
-// checkAll checks AcquireAll's arguments.
-func (t *Table) checkAll(keys [][]byte, ttl time.Duration, owner []byte) error {
-	if err := t.checkTTL(ttl); err != nil {
+// checkAll checks AcquireAll's request.
+func (t *Table) checkAll(req *Request) error {
+	if err := t.checkTTL(req.TTL); err != nil {
 		return err
 	}
-	if len(owner) > t.cfg.MaxKeyLen {
+	if len(req.Owner) > t.cfg.MaxKeyLen {
 		return ErrOwnerTooLong
 	}
-	for _, k := range keys {
+	for _, k := range req.Keys {
 		if err := t.CheckKey(k); err != nil {
 			return err
 		}
@@ -156,7 +168,8 @@ func (t *Table) checkAll(keys [][]byte, ttl time.Duration, owner []byte) error {
 // acquireAllAtOnce is the atomic attempt: every shard involved is locked, in
 // shard order (so that two attempts cannot deadlock on the mutexes), every
 // key is checked, and then all are granted or none.
-func (t *Table) acquireAllAtOnce(keys [][]byte, ttl time.Duration, owner []byte, shared bool) ([]uint64, bool, error) {
+func (t *Table) acquireAllAtOnce(req *Request) ([]uint64, bool, error) {
+	keys, ttl, owner, mode := req.Keys, req.TTL, req.Owner, req.Mode
 	type place struct {
 		h     uint32
 		shard int
@@ -201,17 +214,17 @@ func (t *Table) acquireAllAtOnce(keys [][]byte, ttl time.Duration, owner []byte,
 			return nil, false, &KeyError{Key: string(p.key), Err: ErrNoSuchLock}
 		case i == 0:
 			continue
-		case shared && s.at(i).flags&flagSemaphore != 0:
+		case mode == Shared && s.at(i).flags&flagSemaphore != 0:
 			return nil, false, &KeyError{Key: string(p.key), Err: ErrSharedSemaphore}
 		}
 		if len(owner) > 0 {
-			if n, err := s.ownersLease(i, owner, shared); err != nil {
+			if n, err := s.ownersLease(i, owner, mode); err != nil {
 				return nil, false, err
 			} else if n != noLease {
 				continue
 			}
 		}
-		if s.waiterCount(i) > 0 || !s.grantable(i, shared) {
+		if s.waiterCount(i) > 0 || !s.grantable(i, mode) {
 			return nil, false, nil
 		}
 	}
@@ -222,29 +235,28 @@ func (t *Table) acquireAllAtOnce(keys [][]byte, ttl time.Duration, owner []byte,
 		if i == 0 {
 			i = s.insert(p.h, p.key)
 		} else if len(owner) > 0 {
-			if n, _ := s.ownersLease(i, owner, shared); n != noLease {
+			if n, _ := s.ownersLease(i, owner, mode); n != noLease {
 				tokens[p.at] = s.renewLease(i, n, now, int64(ttl))
 				continue
 			}
 		}
-		tokens[p.at] = s.grantMode(i, now, int64(ttl), owner, shared)
+		tokens[p.at] = s.grantMode(i, now, int64(ttl), owner, mode)
 	}
 	return tokens, true, nil
 }
 
 // advanceAll takes mw's keys from mw.next on, one at a time, until it must
 // wait for one or has them all.
-func (t *Table) advanceAll(mw *MultiWait) (tokens []uint64, done bool, err error) {
-	hold := mw.TTL + mw.Wait
+func (t *Table) advanceAll(mw *MultiWait) (tokens []uint64, granted bool, err error) {
 	for mw.next < len(mw.keys) {
-		w := &Wait{TTL: hold, Priority: mw.Priority, Shared: mw.Shared, Notify: func(uint64) { mw.Notify() }}
-		token, ok, err := t.take(mw.keys[mw.next], hold, mw.Owner, mw.Shared, w)
+		w := &Wait{Notify: func(uint64) { mw.Notify() }, ttl: mw.hold, priority: mw.priority, mode: mw.mode}
+		token, granted, err := t.take(mw.keys[mw.next], mw.hold, mw.owner, mw.mode, w)
 		switch {
 		case err != nil: // the lock was deleted meanwhile, under --require-create
 			mw.done = true
 			t.releaseTaken(mw)
-			return nil, true, err
-		case !ok:
+			return nil, false, err
+		case !granted:
 			mw.cur = w
 			return nil, false, nil
 		}
@@ -254,11 +266,11 @@ func (t *Table) advanceAll(mw *MultiWait) (tokens []uint64, done bool, err error
 	mw.done = true
 	// All held: each lease now runs for TTL from here, not TTL+Wait.
 	for j, key := range mw.keys {
-		ok, _ := t.Extend(key, mw.tokens[j], mw.TTL)
+		ok, _ := t.Extend(key, mw.tokens[j], mw.ttl)
 		if !ok {
 			// Lost on the way (a clock that jumped past TTL+Wait): all or none.
 			t.releaseTaken(mw)
-			return nil, true, nil
+			return nil, false, nil
 		}
 	}
 	tokens = make([]uint64, len(mw.keys))

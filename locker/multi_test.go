@@ -20,14 +20,14 @@ func keysOf(names ...string) [][]byte {
 }
 
 // multiWaiter is a MultiWait whose progress reports land in a channel.
-func multiWaiter(ttl, wait time.Duration, owner string) (*MultiWait, chan struct{}) {
+func multiWaiter() (*MultiWait, chan struct{}) {
 	ch := make(chan struct{}, 1)
-	return &MultiWait{TTL: ttl, Wait: wait, Owner: []byte(owner), Notify: func() { ch <- struct{}{} }}, ch
+	return &MultiWait{Notify: func() { ch <- struct{}{} }}, ch
 }
 
 func TestAcquireAllAtOnce(t *testing.T) {
 	tb, _ := newTestTable(t)
-	toks, ok, err := tb.AcquireAll(keysOf("c", "a", "b"), time.Second, nil, false)
+	toks, ok, err := tb.AcquireAll(&Request{Keys: keysOf("c", "a", "b"), TTL: time.Second})
 	if err != nil || !ok || len(toks) != 3 {
 		t.Fatalf("AcquireAll = %v, %v, %v", toks, ok, err)
 	}
@@ -37,27 +37,27 @@ func TestAcquireAllAtOnce(t *testing.T) {
 		}
 	}
 	// One key taken: none is granted, and nothing is left held.
-	if _, ok, _ := tb.AcquireAll(keysOf("d", "a"), time.Second, nil, false); ok {
+	if _, ok, _ := tb.AcquireAll(&Request{Keys: keysOf("d", "a"), TTL: time.Second}); ok {
 		t.Fatal("granted with a key held")
 	}
 	if _, ok := tb.Status([]byte("d")); ok {
 		t.Fatal("a failed AcquireAll left a key behind")
 	}
-	if _, _, err := tb.AcquireAll(keysOf("x", "y", "x"), time.Second, nil, false); !errors.Is(err, ErrDuplicateKey) {
+	if _, _, err := tb.AcquireAll(&Request{Keys: keysOf("x", "y", "x"), TTL: time.Second}); !errors.Is(err, ErrDuplicateKey) {
 		t.Fatalf("duplicate keys: %v", err)
 	}
-	if _, _, err := tb.AcquireAll(keysOf("x"), 0, nil, false); !errors.Is(err, ErrTTLRange) {
+	if _, _, err := tb.AcquireAll(&Request{Keys: keysOf("x"), TTL: 0}); !errors.Is(err, ErrTTLRange) {
 		t.Fatalf("no ttl: %v", err)
 	}
 	// An owner's retry gets its tokens back.
-	first, _, _ := tb.AcquireAll(keysOf("p", "q"), time.Second, []byte("me"), false)
-	again, ok, _ := tb.AcquireAll(keysOf("q", "p"), time.Second, []byte("me"), false)
+	first, _, _ := tb.AcquireAll(&Request{Keys: keysOf("p", "q"), TTL: time.Second, Owner: []byte("me")})
+	again, ok, _ := tb.AcquireAll(&Request{Keys: keysOf("q", "p"), TTL: time.Second, Owner: []byte("me")})
 	if !ok || again[0] != first[1] || again[1] != first[0] {
 		t.Fatalf("owner's retry: %v then %v", first, again)
 	}
 	// Readers share keys.
-	r1, ok1, _ := tb.AcquireAll(keysOf("r", "s"), time.Second, nil, true)
-	r2, ok2, _ := tb.AcquireAll(keysOf("s", "r"), time.Second, nil, true)
+	r1, ok1, _ := tb.AcquireAll(&Request{Keys: keysOf("r", "s"), TTL: time.Second, Mode: Shared})
+	r2, ok2, _ := tb.AcquireAll(&Request{Keys: keysOf("s", "r"), TTL: time.Second, Mode: Shared})
 	if !ok1 || !ok2 || r1[0] == r2[1] {
 		t.Fatalf("shared AcquireAll: %v %v", r1, r2)
 	}
@@ -66,10 +66,10 @@ func TestAcquireAllAtOnce(t *testing.T) {
 func TestAcquireAllWaits(t *testing.T) {
 	tb, clock := newTestTable(t)
 	held := mustAcquire(t, tb, "b", time.Second, "")
-	mw, ch := multiWaiter(time.Second, 10*time.Second, "")
-	toks, done, err := tb.AcquireAllWait(keysOf("c", "b", "a"), mw)
-	if done || err != nil {
-		t.Fatalf("AcquireAllWait = %v, %v, %v; want parked", toks, done, err)
+	mw, ch := multiWaiter()
+	toks, granted, err := tb.AcquireAllWait(&Request{Keys: keysOf("c", "b", "a"), TTL: time.Second, Wait: 10 * time.Second}, mw)
+	if granted || err != nil || !mw.Waiting() {
+		t.Fatalf("AcquireAllWait = %v, %v, %v, waiting %v; want waiting", toks, granted, err, mw.Waiting())
 	}
 	// "a" comes before "b" in the taking order: it is held while "b" is waited for.
 	if st, _ := tb.Status([]byte("a")); !st.Held || st.TTL != 11*time.Second {
@@ -78,15 +78,15 @@ func TestAcquireAllWaits(t *testing.T) {
 	if _, ok := tb.Status([]byte("c")); ok {
 		t.Fatal("c taken before b")
 	}
-	if toks, done := tb.ContinueAll(mw); done {
+	if toks, granted := tb.ContinueAll(mw); granted || !mw.Waiting() {
 		t.Fatalf("ContinueAll before its turn: %v", toks)
 	}
 	clock.Advance(500 * time.Millisecond)
 	tb.Release([]byte("b"), held)
 	<-ch
-	toks, done = tb.ContinueAll(mw)
-	if !done || len(toks) != 3 {
-		t.Fatalf("ContinueAll = %v, %v", toks, done)
+	toks, granted = tb.ContinueAll(mw)
+	if !granted || len(toks) != 3 || mw.Waiting() {
+		t.Fatalf("ContinueAll = %v, %v, waiting %v", toks, granted, mw.Waiting())
 	}
 	for j, k := range []string{"c", "b", "a"} {
 		st, _ := tb.Status([]byte(k))
@@ -99,9 +99,9 @@ func TestAcquireAllWaits(t *testing.T) {
 func TestCancelAllReleasesWhatItTook(t *testing.T) {
 	tb, _ := newTestTable(t)
 	held := mustAcquire(t, tb, "m", time.Second, "")
-	mw, _ := multiWaiter(time.Second, time.Second, "")
-	if _, done, _ := tb.AcquireAllWait(keysOf("z", "m", "a"), mw); done {
-		t.Fatal("not parked")
+	mw, _ := multiWaiter()
+	if tb.AcquireAllWait(&Request{Keys: keysOf("z", "m", "a"), TTL: time.Second, Wait: time.Second}, mw); !mw.Waiting() {
+		t.Fatal("not waiting")
 	}
 	tb.CancelAll(mw)
 	for _, k := range []string{"a", "z"} {
@@ -118,8 +118,8 @@ func TestCancelAllReleasesWhatItTook(t *testing.T) {
 func TestCancelAllAfterAGrantItHadNotSeen(t *testing.T) {
 	tb, _ := newTestTable(t)
 	held := mustAcquire(t, tb, "b", time.Second, "")
-	mw, ch := multiWaiter(time.Second, time.Second, "")
-	tb.AcquireAllWait(keysOf("a", "b"), mw)
+	mw, ch := multiWaiter()
+	tb.AcquireAllWait(&Request{Keys: keysOf("a", "b"), TTL: time.Second, Wait: time.Second}, mw)
 	tb.Release([]byte("b"), held)
 	<-ch // granted, but the owner times out before it carries on
 	tb.CancelAll(mw)
@@ -133,17 +133,19 @@ func TestCancelAllAfterAGrantItHadNotSeen(t *testing.T) {
 func TestAcquireAllOwnerRetryTakesOver(t *testing.T) {
 	tb, _ := newTestTable(t)
 	held := mustAcquire(t, tb, "b", time.Second, "")
-	old, oldCh := multiWaiter(time.Second, time.Minute, "job-7")
-	tb.AcquireAllWait(keysOf("a", "b"), old)
+	req := &Request{Keys: keysOf("a", "b"), TTL: time.Second, Wait: time.Minute, Owner: []byte("job-7")}
+	old, oldCh := multiWaiter()
+	tb.AcquireAllWait(req, old)
 	aTok, _ := tb.Status([]byte("a"))
 	// The client's connection broke; it retries with the same owner.
-	retry, retryCh := multiWaiter(time.Second, time.Minute, "job-7")
-	if _, done, _ := tb.AcquireAllWait(keysOf("b", "a"), retry); done {
-		t.Fatal("retry not parked")
+	req.Keys = keysOf("b", "a")
+	retry, retryCh := multiWaiter()
+	if tb.AcquireAllWait(req, retry); !retry.Waiting() {
+		t.Fatal("retry not waiting")
 	}
 	<-oldCh
-	if toks, done := tb.ContinueAll(old); !done || toks != nil {
-		t.Fatalf("superseded request: %v, %v", toks, done)
+	if toks, granted := tb.ContinueAll(old); granted || toks != nil || old.Waiting() {
+		t.Fatalf("superseded request: %v, %v, waiting %v", toks, granted, old.Waiting())
 	}
 	tb.CancelAll(old) // must not release what the retry now holds
 	if st, _ := tb.Status([]byte("b")); st.Waiters != 1 {
@@ -151,9 +153,9 @@ func TestAcquireAllOwnerRetryTakesOver(t *testing.T) {
 	}
 	tb.Release([]byte("b"), held)
 	<-retryCh
-	toks, done := tb.ContinueAll(retry)
-	if !done || toks == nil || toks[1] != aTok.Token {
-		t.Fatalf("retry: %v, %v; want a's token %d", toks, done, aTok.Token)
+	toks, granted := tb.ContinueAll(retry)
+	if !granted || toks[1] != aTok.Token {
+		t.Fatalf("retry: %v, %v; want a's token %d", toks, granted, aTok.Token)
 	}
 }
 
@@ -184,19 +186,20 @@ func TestAcquireAllNoDeadlockNoOverlap(t *testing.T) {
 					continue
 				}
 				rng.Shuffle(len(names), func(a, b int) { names[a], names[b] = names[b], names[a] })
-				mw, ch := multiWaiter(time.Minute, time.Minute, "")
+				req := &Request{Keys: keysOf(names...), TTL: time.Minute, Wait: time.Minute}
 				if r%5 == 0 {
-					mw.Owner = []byte(fmt.Sprint("w", g, "-", r))
+					req.Owner = []byte(fmt.Sprint("w", g, "-", r))
 				}
-				toks, done, err := tb.AcquireAllWait(keysOf(names...), mw)
-				if !done {
+				mw, ch := multiWaiter()
+				toks, granted, err := tb.AcquireAllWait(req, mw)
+				if mw.Waiting() {
 					waited.Add(1)
 				}
-				for !done && err == nil {
+				for mw.Waiting() {
 					<-ch
-					toks, done = tb.ContinueAll(mw)
+					toks, granted = tb.ContinueAll(mw)
 				}
-				if err != nil || toks == nil {
+				if err != nil || !granted {
 					t.Errorf("worker %d: %v, %v", g, toks, err)
 					return
 				}
@@ -240,4 +243,39 @@ func TestAcquireAllNoDeadlockNoOverlap(t *testing.T) {
 		t.Fatal("no request ever waited: the test did not exercise the ordered path")
 	}
 	t.Logf("%d of %d requests waited", waited.Load(), workers*rounds)
+}
+
+// jumpyClock stands still until armed, then moves by step at every reading:
+// a process suspended between the steps of one request.
+type jumpyClock struct{ now, step atomic.Int64 }
+
+func (c *jumpyClock) Now() time.Duration { return time.Duration(c.now.Add(c.step.Load())) }
+
+// TestAcquireAllWaitEndsUngrantedWhenAKeyIsLostOnTheWay: taking every key in
+// its first call, a request whose first key ran out meanwhile is neither
+// granted nor waiting, and holds nothing.
+func TestAcquireAllWaitEndsUngrantedWhenAKeyIsLostOnTheWay(t *testing.T) {
+	clock := &jumpyClock{}
+	tb, _ := newTestTable(t, func(c *Config) { c.Clock = clock })
+	mustAcquire(t, tb, "b", 2500*time.Millisecond, "")
+	// From now on each reading is 1s later: the atomic attempt (1s) finds
+	// b held, a is taken at 2s for 1.5s, b at 3s, and a's renewal at 4s is
+	// too late.
+	clock.step.Store(int64(time.Second))
+	mw, ch := multiWaiter()
+	toks, granted, err := tb.AcquireAllWait(&Request{Keys: keysOf("a", "b"), TTL: time.Second, Wait: 500 * time.Millisecond}, mw)
+	clock.step.Store(0)
+	if granted || err != nil || toks != nil || mw.Waiting() {
+		t.Fatalf("AcquireAllWait = %v, %v, %v, waiting %v; want ended ungranted", toks, granted, err, mw.Waiting())
+	}
+	for _, k := range []string{"a", "b"} {
+		if st, _ := tb.Status([]byte(k)); st.Held {
+			t.Errorf("%s held after an ungranted request: %+v", k, st)
+		}
+	}
+	select {
+	case <-ch:
+		t.Fatal("Notify called for a request that ended in its first call")
+	default:
+	}
 }

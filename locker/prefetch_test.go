@@ -31,7 +31,7 @@ func TestPrefetchChangesNothing(t *testing.T) {
 	if !tb.Verify([]byte("held"), tok) {
 		t.Fatal("the held lease does not verify after Prefetch")
 	}
-	if _, ok, _ := tb.Acquire([]byte("held"), time.Second, nil); ok {
+	if _, ok, _ := tb.Acquire(&Request{Key: []byte("held"), TTL: time.Second}); ok {
 		t.Fatal("Acquire of a held lock granted after Prefetch")
 	}
 }
@@ -82,7 +82,7 @@ func TestPrefetchRaces(t *testing.T) {
 				case 0:
 					tb.Prefetch(keys[i%len(keys) : min(i%len(keys)+PrefetchMax, len(keys))])
 				case 1:
-					if tok, ok, _ := tb.Acquire(k, time.Duration(1+i%50)*time.Millisecond, nil); ok && i%3 == 0 {
+					if tok, ok, _ := tb.Acquire(&Request{Key: k, TTL: time.Duration(1+i%50) * time.Millisecond}); ok && i%3 == 0 {
 						tb.Release(k, tok)
 					}
 				case 2:

@@ -189,9 +189,9 @@ func runReaperModel(t *testing.T, seed uint64) {
 		var ok bool
 		var err error
 		if shared {
-			tok, ok, err = tb.AcquireShared(k.name, d, nil)
+			tok, ok, err = tb.Acquire(&Request{Key: k.name, TTL: d, Mode: Shared})
 		} else {
-			tok, ok, err = tb.Acquire(k.name, d, nil)
+			tok, ok, err = tb.Acquire(&Request{Key: k.name, TTL: d})
 		}
 		if err != nil {
 			t.Fatalf("step %d: acquire %q: %v", step, k.name, err)
@@ -376,7 +376,7 @@ func TestBatchedReaperUnderConcurrency(t *testing.T) {
 		for i := 0; !stop.Load(); i++ {
 			if i%50 == 0 {
 				for j := range mass {
-					tb.Acquire([]byte("mass:"+strconv.Itoa(j)), time.Duration(1+j%7)*10*time.Millisecond, nil)
+					tb.Acquire(&Request{Key: []byte("mass:" + strconv.Itoa(j)), TTL: time.Duration(1+j%7) * 10 * time.Millisecond})
 				}
 			}
 			reaped.Add(int64(tb.ExpireDue()))
@@ -403,7 +403,7 @@ func TestBatchedReaperUnderConcurrency(t *testing.T) {
 				if tok == 0 {
 					ttl := time.Duration(1+rng.IntN(40)) * time.Millisecond
 					start := clock.Now()
-					if got, ok, _ := tb.Acquire(own, ttl, nil); ok {
+					if got, ok, _ := tb.Acquire(&Request{Key: own, TTL: ttl}); ok {
 						tok, deadline = got, start+ttl // the table counts from its own, later, reading
 					}
 				} else {
@@ -426,12 +426,12 @@ func TestBatchedReaperUnderConcurrency(t *testing.T) {
 				hot := []byte("hot:" + strconv.Itoa(rng.IntN(3)))
 				switch rng.IntN(3) {
 				case 0:
-					if got, ok, _ := tb.AcquireShared(hot, 5*time.Millisecond, nil); ok && rng.IntN(2) == 0 {
+					if got, ok, _ := tb.Acquire(&Request{Key: hot, TTL: 5 * time.Millisecond, Mode: Shared}); ok && rng.IntN(2) == 0 {
 						tb.Release(hot, got)
 					}
 				case 1:
-					wt, ch := waiter(5*time.Millisecond, 0, "")
-					if _, ok, _ := tb.AcquireWait(hot, wt); !ok {
+					wt, ch := waiter()
+					if _, ok, _ := tb.AcquireWait(&Request{Key: hot, TTL: 5 * time.Millisecond}, wt); !ok {
 						select {
 						case <-ch:
 						case <-time.After(time.Millisecond):
@@ -441,7 +441,7 @@ func TestBatchedReaperUnderConcurrency(t *testing.T) {
 						}
 					}
 				default:
-					tb.Acquire(hot, 2*time.Millisecond, nil)
+					tb.Acquire(&Request{Key: hot, TTL: 2 * time.Millisecond})
 				}
 			}
 		}()

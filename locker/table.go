@@ -181,7 +181,8 @@ func (t *Table) checkTTL(ttl time.Duration) error {
 
 // CreateOptions are a lock's own settings.
 type CreateOptions struct {
-	// DefaultTTL is the lease ttl of an Acquire that names none; 0 for none.
+	// DefaultTTL is the lease ttl of a single-key request that names none
+	// (Request.TTL 0); 0 for none.
 	DefaultTTL time.Duration
 	// LockDelay, when LockDelaySet, replaces Config.LockDelay for this lock.
 	LockDelay    time.Duration
@@ -238,47 +239,38 @@ func (t *Table) Create(key []byte, opts CreateOptions) (bool, error) {
 	return true, nil
 }
 
-// Acquire grants a lease on key for ttl (0: the lock's default ttl) and
-// returns its fencing token, or ok=false when a live lease is held by someone
-// else. With a non-empty owner, a lease already held by that owner is renewed
-// to ttl and its token returned again, so a retried Acquire is safe. An
-// unknown key is created on the fly (and removed again once free) unless
-// Config.RequireCreate is set.
-//
-// On a semaphore, Acquire takes one of its permits.
-func (t *Table) Acquire(key []byte, ttl time.Duration, owner []byte) (token uint64, ok bool, err error) {
-	return t.acquire(key, ttl, owner, false, nil)
+// Acquire grants req.Key's lease now or not at all, and returns its fencing
+// token; granted=false when a live lease held by someone else is in the way,
+// or someone is queued for the lock (Acquire never overtakes a waiting
+// request). req.Mode picks an exclusive or a shared lease; on a semaphore,
+// an exclusive Acquire takes one of its permits. An unknown key is created
+// on the fly (and removed again once free) unless Config.RequireCreate is
+// set. See Request for the ttl and the owner's retry.
+func (t *Table) Acquire(req *Request) (token uint64, granted bool, err error) {
+	return t.acquire(req, nil)
 }
 
-// AcquireShared is Acquire for a read lease: any number of readers may hold
-// a lock at once, each with its own token, but never together with an
-// exclusive holder. A reader does not overtake anyone queued, so a writer
-// waiting for the readers to leave is not starved by new ones. Semaphores
-// have no shared leases (ErrSharedSemaphore).
-func (t *Table) AcquireShared(key []byte, ttl time.Duration, owner []byte) (token uint64, ok bool, err error) {
-	return t.acquire(key, ttl, owner, true, nil)
-}
-
-// acquire grants key's lease if it can, and otherwise queues w (when not
-// nil) for it: Acquire, AcquireShared and AcquireWait in one.
-func (t *Table) acquire(key []byte, ttl time.Duration, owner []byte, shared bool, w *Wait) (token uint64, ok bool, err error) {
-	if err := t.CheckKey(key); err != nil {
+// acquire grants req's lease if it can, and otherwise queues w (when not
+// nil) for it: Acquire and AcquireWait in one.
+func (t *Table) acquire(req *Request, w *Wait) (token uint64, granted bool, err error) {
+	if err := t.CheckKey(req.Key); err != nil {
 		return 0, false, err
 	}
-	if len(owner) > t.cfg.MaxKeyLen {
+	if len(req.Owner) > t.cfg.MaxKeyLen {
 		return 0, false, ErrOwnerTooLong
 	}
-	if ttl != 0 {
-		if err := t.checkTTL(ttl); err != nil {
+	if req.TTL != 0 {
+		if err := t.checkTTL(req.TTL); err != nil {
 			return 0, false, err
 		}
 	}
-	return t.take(key, ttl, owner, shared, w)
+	return t.take(req.Key, req.TTL, req.Owner, req.Mode, w)
 }
 
-// take is acquire without checking its arguments, for AcquireAll's leases
-// that are held longer than max-ttl while the rest are waited for.
-func (t *Table) take(key []byte, ttl time.Duration, owner []byte, shared bool, w *Wait) (token uint64, ok bool, err error) {
+// take is acquire without checking its arguments, for AcquireAllWait's
+// leases that are held longer than max-ttl while the rest are waited for.
+// The caller has set w's ttl, mode and priority; take copies the owner.
+func (t *Table) take(key []byte, ttl time.Duration, owner []byte, mode Mode, w *Wait) (token uint64, granted bool, err error) {
 	h, s := t.locate(key)
 	now := int64(t.cfg.Clock.Now())
 	s.mu.Lock()
@@ -299,12 +291,12 @@ func (t *Table) take(key []byte, ttl time.Duration, owner []byte, shared bool, w
 		}
 	}
 	e := s.at(i)
-	if shared && e.flags&flagSemaphore != 0 {
+	if mode == Shared && e.flags&flagSemaphore != 0 {
 		return 0, false, &KeyError{Key: string(key), Err: ErrSharedSemaphore}
 	}
 	if len(owner) > 0 {
 		// A retry: the owner's lease is renewed and its token returned again.
-		switch n, err := s.ownersLease(i, owner, shared); {
+		switch n, err := s.ownersLease(i, owner, mode); {
 		case err != nil:
 			return 0, false, err
 		case n != noLease:
@@ -312,14 +304,14 @@ func (t *Table) take(key []byte, ttl time.Duration, owner []byte, shared bool, w
 		}
 	}
 	switch {
-	case s.waiterCount(i) == 0 && s.grantable(i, shared):
+	case s.waiterCount(i) == 0 && s.grantable(i, mode):
 		// Nobody queued ahead, and no holder in the way.
-		return s.grantMode(i, now, int64(ttl), owner, shared), true, nil
+		return s.grantMode(i, now, int64(ttl), owner, mode), true, nil
 	case w == nil:
 		return 0, false, nil
 	}
-	w.Owner = append([]byte(nil), owner...) // owner may alias a network buffer
-	if len(w.Owner) == 0 || !s.takeOwnersPlace(i, w) {
+	w.owner = append([]byte(nil), owner...) // owner may alias a network buffer
+	if len(w.owner) == 0 || !s.takeOwnersPlace(i, w) {
 		s.enqueue(i, w)
 	}
 	// A request queued by its priority ahead of one that cannot be granted
@@ -336,7 +328,7 @@ func (t *Table) take(key []byte, ttl time.Duration, owner []byte, shared bool, w
 // (entryLease), the n-th of its holder set (n >= 0), or none (noLease). A
 // lease of the other mode than asked for is ErrOwnerMode: a retry names the
 // same mode.
-func (s *shard) ownersLease(i uint32, owner []byte, shared bool) (int, error) {
+func (s *shard) ownersLease(i uint32, owner []byte, mode Mode) (int, error) {
 	e := s.at(i)
 	n := noLease
 	if e.flags&flagHeld != 0 && s.ownerIs(e, owner) {
@@ -344,7 +336,7 @@ func (s *shard) ownersLease(i uint32, owner []byte, shared bool) (int, error) {
 	} else if n = s.ownersHolder(i, owner); n < 0 {
 		return noLease, nil
 	}
-	if isShared := n >= 0 && e.flags&flagSemaphore == 0; isShared != shared {
+	if isShared := n >= 0 && e.flags&flagSemaphore == 0; isShared != (mode == Shared) {
 		return noLease, &KeyError{Key: string(s.key(e)), Err: ErrOwnerMode}
 	}
 	return n, nil
@@ -444,7 +436,7 @@ type Status struct {
 	DelayLeft  time.Duration // time until every lock-delay of the lock has ended
 	Waiters    int           // requests queued by AcquireWait
 	Limit      int           // a semaphore's permits; 0 for a lock
-	Shared     bool          // held by readers (AcquireShared)
+	Shared     bool          // held by readers (Mode Shared)
 	Holders    []Holder      // every live lease, exclusive or not, oldest first
 }
 

@@ -148,18 +148,19 @@ func TestTableInvariantsRandom(t *testing.T) {
 			ttl := time.Duration(1+rng.IntN(1000)) * time.Millisecond
 			switch op := rng.IntN(14); op {
 			case 0, 1, 2:
-				tok, ok, _ := tb.Acquire([]byte(k), ttl, []byte(owner))
+				tok, ok, _ := tb.Acquire(&Request{Key: []byte(k), TTL: ttl, Owner: []byte(owner)})
 				if ok {
 					toks = append(toks, grant{k, tok})
 				}
 			case 3, 4:
-				tok, ok, _ := tb.AcquireShared([]byte(k), ttl, []byte(owner))
+				tok, ok, _ := tb.Acquire(&Request{Key: []byte(k), TTL: ttl, Owner: []byte(owner), Mode: Shared})
 				if ok {
 					toks = append(toks, grant{k, tok})
 				}
 			case 5:
-				w := &Wait{TTL: ttl, Owner: []byte(owner), Priority: rng.IntN(3), Shared: rng.IntN(2) == 0, Notify: func(uint64) {}}
-				if _, ok, err := tb.AcquireWait([]byte(k), w); err == nil && !ok {
+				req := Request{Key: []byte(k), TTL: ttl, Owner: []byte(owner), Priority: rng.IntN(3), Mode: sharedIf(rng.IntN(2) == 0)}
+				w := &Wait{Notify: func(uint64) {}}
+				if _, ok, err := tb.AcquireWait(&req, w); err == nil && !ok {
 					waits = append(waits, w)
 				}
 			case 6:
@@ -180,7 +181,7 @@ func TestTableInvariantsRandom(t *testing.T) {
 				}
 			case 10:
 				ks := [][]byte{[]byte(keys[rng.IntN(6)]), []byte(keys[6+rng.IntN(20)])}
-				tb.AcquireAll(ks, ttl, []byte(owner), rng.IntN(2) == 0)
+				tb.AcquireAll(&Request{Keys: ks, TTL: ttl, Owner: []byte(owner), Mode: sharedIf(rng.IntN(2) == 0)})
 			case 11:
 				clock.Advance(time.Duration(rng.IntN(8)) * time.Millisecond)
 				if rng.IntN(2) == 0 {
@@ -247,4 +248,12 @@ func TestRestoreRaisesTokensToItsLeases(t *testing.T) {
 	if tok <= 5000 || !tb.Verify([]byte("s"), tok) || !tb.Verify([]byte("s"), 5000) {
 		t.Fatalf("after restoring lease 5000, a grant got %d (verifies: %v), and 5000 verifies: %v", tok, tb.Verify([]byte("s"), tok), tb.Verify([]byte("s"), 5000))
 	}
+}
+
+// sharedIf is Shared when shared, Exclusive otherwise.
+func sharedIf(shared bool) Mode {
+	if shared {
+		return Shared
+	}
+	return Exclusive
 }

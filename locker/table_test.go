@@ -34,7 +34,7 @@ func newTestTable(t testing.TB, mutate ...func(*Config)) (*Table, *ManualClock) 
 
 func mustAcquire(t *testing.T, tb *Table, key string, ttl time.Duration, owner string) uint64 {
 	t.Helper()
-	tok, ok, err := tb.Acquire([]byte(key), ttl, []byte(owner))
+	tok, ok, err := tb.Acquire(&Request{Key: []byte(key), TTL: ttl, Owner: []byte(owner)})
 	if err != nil || !ok {
 		t.Fatalf("Acquire(%q) = %d, %v, %v; want a grant", key, tok, ok, err)
 	}
@@ -43,7 +43,7 @@ func mustAcquire(t *testing.T, tb *Table, key string, ttl time.Duration, owner s
 
 func mustNotAcquire(t *testing.T, tb *Table, key string, ttl time.Duration, owner string) {
 	t.Helper()
-	tok, ok, err := tb.Acquire([]byte(key), ttl, []byte(owner))
+	tok, ok, err := tb.Acquire(&Request{Key: []byte(key), TTL: ttl, Owner: []byte(owner)})
 	if err != nil || ok {
 		t.Fatalf("Acquire(%q) = %d, %v, %v; want no grant", key, tok, ok, err)
 	}
@@ -274,12 +274,18 @@ func TestErrors(t *testing.T) {
 		call func() error
 		want error
 	}{
-		{"acquire empty key", func() error { _, _, err := tb.Acquire(nil, time.Second, nil); return err }, ErrEmptyKey},
-		{"acquire long key", func() error { _, _, err := tb.Acquire(long, time.Second, nil); return err }, ErrKeyTooLong},
-		{"acquire long owner", func() error { _, _, err := tb.Acquire([]byte("k"), time.Second, long); return err }, ErrOwnerTooLong},
-		{"acquire negative ttl", func() error { _, _, err := tb.Acquire([]byte("k"), -1, nil); return err }, ErrTTLRange},
-		{"acquire ttl over max", func() error { _, _, err := tb.Acquire([]byte("k"), time.Minute+1, nil); return err }, ErrTTLRange},
-		{"acquire no ttl", func() error { _, _, err := tb.Acquire([]byte("k"), 0, nil); return err }, ErrNoTTL},
+		{"acquire empty key", func() error { _, _, err := tb.Acquire(&Request{Key: nil, TTL: time.Second}); return err }, ErrEmptyKey},
+		{"acquire long key", func() error { _, _, err := tb.Acquire(&Request{Key: long, TTL: time.Second}); return err }, ErrKeyTooLong},
+		{"acquire long owner", func() error {
+			_, _, err := tb.Acquire(&Request{Key: []byte("k"), TTL: time.Second, Owner: long})
+			return err
+		}, ErrOwnerTooLong},
+		{"acquire negative ttl", func() error { _, _, err := tb.Acquire(&Request{Key: []byte("k"), TTL: -1}); return err }, ErrTTLRange},
+		{"acquire ttl over max", func() error {
+			_, _, err := tb.Acquire(&Request{Key: []byte("k"), TTL: time.Minute + 1})
+			return err
+		}, ErrTTLRange},
+		{"acquire no ttl", func() error { _, _, err := tb.Acquire(&Request{Key: []byte("k"), TTL: 0}); return err }, ErrNoTTL},
 		{"create empty key", func() error { _, err := tb.Create(nil, CreateOptions{}); return err }, ErrEmptyKey},
 		{"create ttl over max", func() error { _, err := tb.Create([]byte("k"), CreateOptions{DefaultTTL: time.Hour}); return err }, ErrTTLRange},
 		{"extend zero ttl", func() error { _, err := tb.Extend([]byte("k"), 1, 0); return err }, ErrTTLRange},
@@ -295,14 +301,14 @@ func TestErrors(t *testing.T) {
 		t.Fatalf("failed calls left %d locks behind", st.Locks)
 	}
 	tb.Create([]byte("nottl"), CreateOptions{})
-	if _, _, err := tb.Acquire([]byte("nottl"), 0, nil); !errors.Is(err, ErrNoTTL) {
+	if _, _, err := tb.Acquire(&Request{Key: []byte("nottl"), TTL: 0}); !errors.Is(err, ErrNoTTL) {
 		t.Fatalf("created lock without default ttl: %v", err)
 	}
 }
 
 func TestRequireCreate(t *testing.T) {
 	tb, _ := newTestTable(t, func(c *Config) { c.RequireCreate = true })
-	_, _, err := tb.Acquire([]byte("missing"), time.Second, nil)
+	_, _, err := tb.Acquire(&Request{Key: []byte("missing"), TTL: time.Second})
 	var ke *KeyError
 	if !errors.Is(err, ErrNoSuchLock) || !errors.As(err, &ke) || ke.Key != "missing" {
 		t.Fatalf("got %v; want ErrNoSuchLock naming the key", err)
@@ -547,7 +553,7 @@ func TestConcurrentHoldersNeverOverlap(t *testing.T) {
 				k := keys[(g+i)%len(keys)]
 				mu.Lock() // serialises clock reads with grants so intervals are exact
 				now := clock.Now()
-				tok, ok, err := tb.Acquire([]byte(k), 3*time.Millisecond, nil)
+				tok, ok, err := tb.Acquire(&Request{Key: []byte(k), TTL: 3 * time.Millisecond})
 				if err != nil {
 					mu.Unlock()
 					t.Error(err)

@@ -2,25 +2,30 @@ package locker
 
 import "time"
 
-// Wait is one request waiting for a lock, queued by AcquireWait. Waiters are
-// served in order of Priority (higher first) and, within a priority, of
-// arrival. When the lock frees (release, expiry, or the end of a
-// lock-delay), the lease goes straight to the head of the queue, under the
-// same shard lock: no wake-up of every waiter, no race to re-acquire.
+// Wait is the handle of one single-key request waiting for its lock: given
+// to AcquireWait with the Request, then to CancelWait if the caller gives
+// up. Waiters are served in order of priority (higher first) and, within a
+// priority, of arrival. When the lock frees (release, expiry, or the end of
+// a lock-delay), the lease goes straight to the head of the queue, under
+// the same shard lock: no wake-up of every waiter, no race to re-acquire.
 //
-// The caller fills in the exported fields and must not change them while
-// the Wait is queued.
+// The caller sets Notify before AcquireWait and must not change it while
+// the Wait is queued. A Wait is used for one request only.
 type Wait struct {
-	TTL      time.Duration // lease ttl once granted; 0: the lock's default
-	Owner    []byte        // as Acquire's owner; copied by AcquireWait
-	Priority int
-	Shared   bool // a read lease (AcquireShared) rather than an exclusive one
 	// Notify is called once when the lease is granted, with its token, on
 	// whatever goroutine freed the lock and after the table's locks are
 	// released. It must not block: hand the token over and return. A token
 	// of 0 means the wait was superseded: a later AcquireWait with the same
 	// Owner took its place in the queue.
 	Notify func(token uint64)
+
+	// The request's, copied by AcquireWait (priority is replaced by the
+	// place an owner's retry takes over). Guarded by the shard's mutex once
+	// queued.
+	ttl      time.Duration // 0: the lock's default
+	owner    []byte
+	priority int
+	mode     Mode
 
 	// Guarded by the shard's mutex.
 	state waitState
@@ -47,7 +52,7 @@ type waitQueue struct {
 
 func (q *waitQueue) push(w *Wait) {
 	i := len(q.items)
-	for i > 0 && q.items[i-1].Priority < w.Priority {
+	for i > 0 && q.items[i-1].priority < w.priority {
 		i--
 	}
 	q.items = append(q.items, nil)
@@ -88,7 +93,7 @@ func (s *shard) handOff(i uint32, now int64) {
 	for s.at(i).flags&flagWaiters != 0 {
 		q := s.waiters[i]
 		w := q.items[0]
-		if !s.grantable(i, w.Shared) {
+		if !s.grantable(i, w.mode) {
 			return
 		}
 		q.items[0] = nil // the backing array must not pin a finished wait
@@ -96,11 +101,11 @@ func (s *shard) handOff(i uint32, now int64) {
 		if len(q.items) == 0 {
 			s.dropQueue(i)
 		}
-		ttl := int64(w.TTL)
+		ttl := int64(w.ttl)
 		if ttl == 0 {
 			ttl = s.defaultTTL(i)
 		}
-		w.token = s.grantMode(i, now, ttl, w.Owner, w.Shared)
+		w.token = s.grantMode(i, now, ttl, w.owner, w.mode)
 		w.state = waitGranted
 		s.granted = append(s.granted, w)
 		s.counts.waitGrants.Add(1)
@@ -155,17 +160,18 @@ func (t *Table) unlock(s *shard) {
 }
 
 // AcquireWait is Acquire for a request that is willing to wait: if the lease
-// cannot be granted now, w joins the lock's queue and AcquireWait returns
-// granted=false. w.Notify is then called when the lease is handed to it, or
-// never if CancelWait takes it out first. A request that could be granted
-// at once is granted at once (and Notify is not called), unless others of
-// the same or a higher priority are already waiting: it never overtakes
-// them. (A reader queued by its priority ahead of a writer that waits for
-// the readers to leave is granted at once.) A request whose Owner is already
-// queued takes that request's place instead of queueing twice, and the older
-// one is notified with token 0.
-func (t *Table) AcquireWait(key []byte, w *Wait) (token uint64, granted bool, err error) {
-	return t.acquire(key, w.TTL, w.Owner, w.Shared, w)
+// cannot be granted now, w joins the lock's queue at req.Priority and
+// AcquireWait returns granted=false. w.Notify is then called when the lease
+// is handed to it, or never if CancelWait takes it out first. A request that
+// could be granted at once is granted at once (and Notify is not called),
+// unless others of the same or a higher priority are already waiting: it
+// never overtakes them. (A reader queued by its priority ahead of a writer
+// that waits for the readers to leave is granted at once.) A request whose
+// Owner is already queued takes that request's place instead of queueing
+// twice, and the older one is notified with token 0.
+func (t *Table) AcquireWait(req *Request, w *Wait) (token uint64, granted bool, err error) {
+	w.ttl, w.priority, w.mode = req.TTL, req.Priority, req.Mode
+	return t.acquire(req, w)
 }
 
 // takeOwnersPlace puts w where a queued request of the same owner stands (a
@@ -177,10 +183,10 @@ func (s *shard) takeOwnersPlace(i uint32, w *Wait) bool {
 	}
 	q := s.waiters[i]
 	for n, old := range q.items {
-		if string(old.Owner) != string(w.Owner) {
+		if string(old.owner) != string(w.owner) {
 			continue
 		}
-		w.Priority = old.Priority // the place in the queue is the old one's
+		w.priority = old.priority // the place in the queue is the old one's
 		w.state, w.seq, w.entry, w.shard = waitQueued, old.seq, i, s
 		q.items[n] = w
 		old.state, old.token = waitSuperseded, 0

@@ -9,16 +9,19 @@ import (
 )
 
 // waiter is a Wait whose grants land in a channel.
-func waiter(ttl time.Duration, priority int, owner string) (*Wait, chan uint64) {
+func waiter() (*Wait, chan uint64) {
 	ch := make(chan uint64, 1)
-	return &Wait{TTL: ttl, Priority: priority, Owner: []byte(owner), Notify: func(tok uint64) { ch <- tok }}, ch
+	return &Wait{Notify: func(tok uint64) { ch <- tok }}, ch
 }
 
-func mustQueue(t *testing.T, tb *Table, key string, w *Wait) {
+// mustQueue makes req wait, and fails t unless it is queued.
+func mustQueue(t *testing.T, tb *Table, req *Request) (*Wait, chan uint64) {
 	t.Helper()
-	if tok, ok, err := tb.AcquireWait([]byte(key), w); ok || err != nil {
-		t.Fatalf("AcquireWait(%q) = %d, %v, %v; want queued", key, tok, ok, err)
+	w, ch := waiter()
+	if tok, granted, err := tb.AcquireWait(req, w); granted || err != nil {
+		t.Fatalf("AcquireWait(%q) = %d, %v, %v; want queued", req.Key, tok, granted, err)
 	}
+	return w, ch
 }
 
 func granted(t *testing.T, ch chan uint64) uint64 {
@@ -54,8 +57,7 @@ func TestWaitersServedInPriorityThenArrivalOrder(t *testing.T) {
 		name     string
 		priority int
 	}{{"a", 0}, {"b", 0}, {"urgent", 5}, {"c", 0}, {"urgent2", 5}, {"low", -1}} {
-		w, ch := waiter(time.Second, p.priority, "")
-		mustQueue(t, tb, "q", w)
+		_, ch := mustQueue(t, tb, &Request{Key: []byte("q"), TTL: time.Second, Priority: p.priority})
 		order = append(order, queued{p.name, ch})
 	}
 	if st, _ := tb.Status(k); st.Waiters != 6 {
@@ -89,8 +91,7 @@ func TestWaitersServedInPriorityThenArrivalOrder(t *testing.T) {
 func TestWaiterGetsExpiredLockWithoutTheReaper(t *testing.T) {
 	tb, clock := newTestTable(t)
 	mustAcquire(t, tb, "e", 100*time.Millisecond, "")
-	w, ch := waiter(time.Second, 0, "")
-	mustQueue(t, tb, "e", w)
+	_, ch := mustQueue(t, tb, &Request{Key: []byte("e"), TTL: time.Second})
 	clock.Advance(100 * time.Millisecond)
 	notGranted(t, ch)
 	// Any look at the lock settles the expiry and hands it over.
@@ -101,8 +102,7 @@ func TestWaiterGetsExpiredLockWithoutTheReaper(t *testing.T) {
 
 	// And the reaper does it when nobody looks.
 	mustAcquire(t, tb, "r", 100*time.Millisecond, "")
-	w, ch = waiter(time.Second, 0, "")
-	mustQueue(t, tb, "r", w)
+	_, ch = mustQueue(t, tb, &Request{Key: []byte("r"), TTL: time.Second})
 	clock.Advance(100 * time.Millisecond)
 	tb.ExpireDue()
 	granted(t, ch)
@@ -111,8 +111,7 @@ func TestWaiterGetsExpiredLockWithoutTheReaper(t *testing.T) {
 func TestWaitersWaitThroughLockDelay(t *testing.T) {
 	tb, clock := newTestTable(t, func(c *Config) { c.LockDelay = 500 * time.Millisecond })
 	mustAcquire(t, tb, "d", 100*time.Millisecond, "")
-	w, ch := waiter(time.Second, 0, "")
-	mustQueue(t, tb, "d", w)
+	_, ch := mustQueue(t, tb, &Request{Key: []byte("d"), TTL: time.Second})
 	clock.Advance(100 * time.Millisecond)
 	tb.ExpireDue()
 	notGranted(t, ch) // in the delay
@@ -127,12 +126,10 @@ func TestWaitersWaitThroughLockDelay(t *testing.T) {
 func TestPlainAcquireNeverOvertakesTheQueue(t *testing.T) {
 	tb, clock := newTestTable(t, func(c *Config) { c.LockDelay = 50 * time.Millisecond })
 	mustAcquire(t, tb, "o", 10*time.Millisecond, "")
-	w, ch := waiter(time.Second, 0, "")
-	mustQueue(t, tb, "o", w)
+	w, ch := mustQueue(t, tb, &Request{Key: []byte("o"), TTL: time.Second})
 	clock.Advance(10 * time.Millisecond) // expired; delayed
 	mustNotAcquire(t, tb, "o", time.Second, "")
-	w2, _ := waiter(time.Second, 100, "")
-	mustQueue(t, tb, "o", w2) // even a higher priority waits for the delay
+	mustQueue(t, tb, &Request{Key: []byte("o"), TTL: time.Second, Priority: 100}) // even a higher priority waits for the delay
 	clock.Advance(50 * time.Millisecond)
 	tb.ExpireDue()
 	notGranted(t, ch) // w2 has the higher priority
@@ -145,8 +142,7 @@ func TestCancelWait(t *testing.T) {
 	tb, _ := newTestTable(t)
 	k := []byte("c")
 	tok := mustAcquire(t, tb, "c", time.Second, "")
-	w, ch := waiter(time.Second, 0, "")
-	mustQueue(t, tb, "c", w)
+	w, ch := mustQueue(t, tb, &Request{Key: []byte("c"), TTL: time.Second})
 	if _, ok := tb.CancelWait(w); ok {
 		t.Fatal("queued waiter reported granted on cancel")
 	}
@@ -158,8 +154,7 @@ func TestCancelWait(t *testing.T) {
 
 	// A grant that beats the cancel is reported by CancelWait.
 	tok = mustAcquire(t, tb, "c", time.Second, "")
-	w, ch = waiter(time.Second, 0, "")
-	mustQueue(t, tb, "c", w)
+	w, ch = mustQueue(t, tb, &Request{Key: []byte("c"), TTL: time.Second})
 	tb.Release(k, tok)
 	got, ok := tb.CancelWait(w)
 	if !ok || got != granted(t, ch) || !tb.Verify(k, got) {
@@ -172,27 +167,26 @@ func TestCancelWait(t *testing.T) {
 
 func TestAcquireWaitGrantsAtOnceWhenFree(t *testing.T) {
 	tb, _ := newTestTable(t)
-	w, ch := waiter(time.Second, 0, "me")
-	tok, ok, err := tb.AcquireWait([]byte("f"), w)
+	w, ch := waiter()
+	tok, ok, err := tb.AcquireWait(&Request{Key: []byte("f"), TTL: time.Second, Owner: []byte("me")}, w)
 	if !ok || err != nil {
 		t.Fatalf("AcquireWait of a free lock = %d, %v, %v", tok, ok, err)
 	}
 	notGranted(t, ch) // granted directly, not through Notify
-	w2, _ := waiter(2*time.Second, 0, "me")
-	if again, ok, _ := tb.AcquireWait([]byte("f"), w2); !ok || again != tok {
+	w2, _ := waiter()
+	if again, ok, _ := tb.AcquireWait(&Request{Key: []byte("f"), TTL: 2 * time.Second, Owner: []byte("me")}, w2); !ok || again != tok {
 		t.Fatalf("owner retry with wait = %d, %v; want the same token %d", again, ok, tok)
 	}
 	if _, err := tb.Delete([]byte("f")); !errors.Is(err, ErrInUse) {
 		t.Fatalf("Delete of a held lock: %v", err)
 	}
-	w3, _ := waiter(0, 0, "")
-	if _, _, err := tb.AcquireWait([]byte("nodefault"), w3); !errors.Is(err, ErrNoTTL) {
+	w3, _ := waiter()
+	if _, _, err := tb.AcquireWait(&Request{Key: []byte("nodefault")}, w3); !errors.Is(err, ErrNoTTL) {
 		t.Fatalf("AcquireWait without a ttl: %v", err)
 	}
 	tb.Create([]byte("busy"), CreateOptions{})
 	t4 := mustAcquire(t, tb, "busy", time.Second, "")
-	w4, _ := waiter(time.Second, 0, "")
-	mustQueue(t, tb, "busy", w4)
+	mustQueue(t, tb, &Request{Key: []byte("busy"), TTL: time.Second})
 	tb.Release([]byte("busy"), t4)
 	if _, err := tb.Delete([]byte("busy")); !errors.Is(err, ErrInUse) {
 		t.Fatalf("Delete of a lock its waiter now holds: %v", err)
@@ -214,8 +208,8 @@ func TestWaitersUnderConcurrency(t *testing.T) {
 			defer wg.Done()
 			for i := range 300 {
 				key := fmt.Sprint("k", (g+i)%3)
-				w, ch := waiter(time.Minute, i%3, "")
-				tok, ok, err := tb.AcquireWait([]byte(key), w)
+				w, ch := waiter()
+				tok, ok, err := tb.AcquireWait(&Request{Key: []byte(key), TTL: time.Minute, Priority: i % 3}, w)
 				if err != nil {
 					t.Error(err)
 					return
@@ -260,14 +254,10 @@ func TestOwnerRetryTakesItsPlaceInTheQueue(t *testing.T) {
 	tb, _ := newTestTable(t)
 	k := []byte("r")
 	tok := mustAcquire(t, tb, "r", time.Second, "")
-	first, firstCh := waiter(time.Second, 0, "")
-	mustQueue(t, tb, "r", first)
-	old, oldCh := waiter(time.Second, 0, "job-42")
-	mustQueue(t, tb, "r", old)
-	last, lastCh := waiter(time.Second, 0, "")
-	mustQueue(t, tb, "r", last)
-	retry, retryCh := waiter(time.Second, 9, "job-42")
-	mustQueue(t, tb, "r", retry)
+	_, firstCh := mustQueue(t, tb, &Request{Key: []byte("r"), TTL: time.Second})
+	_, oldCh := mustQueue(t, tb, &Request{Key: []byte("r"), TTL: time.Second, Owner: []byte("job-42")})
+	_, lastCh := mustQueue(t, tb, &Request{Key: []byte("r"), TTL: time.Second})
+	_, retryCh := mustQueue(t, tb, &Request{Key: []byte("r"), TTL: time.Second, Priority: 9, Owner: []byte("job-42")})
 	if got := granted(t, oldCh); got != 0 {
 		t.Fatalf("the superseded wait was notified with %d, want 0", got)
 	}
@@ -281,8 +271,8 @@ func TestOwnerRetryTakesItsPlaceInTheQueue(t *testing.T) {
 	t2 := granted(t, retryCh)
 	notGranted(t, lastCh)
 	// Granted, the owner's retry returns the same token.
-	again, _ := waiter(time.Second, 0, "job-42")
-	if tok, ok, _ := tb.AcquireWait(k, again); !ok || tok != t2 {
+	again, _ := waiter()
+	if tok, ok, _ := tb.AcquireWait(&Request{Key: k, TTL: time.Second, Owner: []byte("job-42")}, again); !ok || tok != t2 {
 		t.Fatalf("retry of the holder = %d, %v; want %d", tok, ok, t2)
 	}
 }

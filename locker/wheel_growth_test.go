@@ -14,10 +14,9 @@ import (
 // indexes counts out of range: the reaper panics and takes the process down).
 func TestWheelGrowsDuringFire(t *testing.T) {
 	tb, clock := newTestTable(t, func(c *Config) { c.Shards = 1; c.Tick = time.Millisecond })
-	mustAcquire(t, tb, "b", 5*time.Millisecond, "") // same tick as a
-	mustAcquire(t, tb, "a", 5*time.Millisecond, "") // head of the slot: fired first
-	w, _ := waiter(time.Hour, 0, "")                // an hour needs wheel level 3
-	mustQueue(t, tb, "a", w)
+	mustAcquire(t, tb, "b", 5*time.Millisecond, "")              // same tick as a
+	mustAcquire(t, tb, "a", 5*time.Millisecond, "")              // head of the slot: fired first
+	mustQueue(t, tb, &Request{Key: []byte("a"), TTL: time.Hour}) // an hour needs wheel level 3
 	clock.Advance(5 * time.Millisecond)
 	err := func() (err error) {
 		defer func() {

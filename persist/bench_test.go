@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/locker"
 )
 
 // BenchmarkJournaledGrantRelease is the lock table's hot path with a Store
@@ -19,7 +21,7 @@ func BenchmarkJournaledGrantRelease(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		k := keys[i&1023]
-		tok, ok, _ := s.table.Acquire(k, time.Minute, nil)
+		tok, ok, _ := s.table.Acquire(&locker.Request{Key: k, TTL: time.Minute})
 		if ok {
 			s.table.Release(k, tok)
 		}

@@ -69,11 +69,11 @@ func TestCompactionUnderLoad(t *testing.T) {
 				ttl := time.Duration(1+rng.IntN(120)) * time.Minute
 				switch rng.IntN(6) {
 				case 0, 1:
-					if tok, ok, _ := s.table.Acquire(k, ttl, owner); ok {
+					if tok, ok, _ := s.table.Acquire(&locker.Request{Key: k, TTL: ttl, Owner: owner}); ok {
 						held[key] = append(held[key], tok)
 					}
 				case 2:
-					if tok, ok, _ := s.table.AcquireShared(k, ttl, nil); ok {
+					if tok, ok, _ := s.table.Acquire(&locker.Request{Key: k, TTL: ttl, Mode: locker.Shared}); ok {
 						held[key] = append(held[key], tok)
 					}
 				case 3:
@@ -322,7 +322,7 @@ func TestChangesDuringDump(t *testing.T) {
 			toks := map[string]uint64{}
 			for i := range 32 {
 				k := fmt.Sprint("pre", i)
-				tok, ok, _ := tb.Acquire([]byte(k), time.Hour, []byte(k))
+				tok, ok, _ := tb.Acquire(&locker.Request{Key: []byte(k), TTL: time.Hour, Owner: []byte(k)})
 				if !ok {
 					t.Fatal("no grant")
 				}
@@ -342,8 +342,8 @@ func TestChangesDuringDump(t *testing.T) {
 					case 1:
 						tb.Extend(k, toks[string(k)], 3*time.Hour)
 					}
-					tb.Acquire([]byte(fmt.Sprint("during", i)), 2*time.Hour, nil)
-					tb.AcquireShared([]byte(fmt.Sprint("readers", i%3)), 2*time.Hour, nil)
+					tb.Acquire(&locker.Request{Key: []byte(fmt.Sprint("during", i)), TTL: 2 * time.Hour})
+					tb.Acquire(&locker.Request{Key: []byte(fmt.Sprint("readers", i%3)), TTL: 2 * time.Hour, Mode: locker.Shared})
 				}
 				tb.Create([]byte("made-during"), locker.CreateOptions{Limit: 5})
 			})

@@ -146,7 +146,7 @@ func (s *session) create(key string, o locker.CreateOptions) {
 
 func (s *session) acquire(key string, ttl time.Duration, owner string) uint64 {
 	s.t.Helper()
-	tok, ok, err := s.table.Acquire([]byte(key), ttl, []byte(owner))
+	tok, ok, err := s.table.Acquire(&locker.Request{Key: []byte(key), TTL: ttl, Owner: []byte(owner)})
 	if !ok || err != nil {
 		s.t.Fatalf("Acquire(%q) = %d, %v, %v", key, tok, ok, err)
 	}
@@ -155,9 +155,9 @@ func (s *session) acquire(key string, ttl time.Duration, owner string) uint64 {
 
 func (s *session) acquireShared(key string, ttl time.Duration, owner string) uint64 {
 	s.t.Helper()
-	tok, ok, err := s.table.AcquireShared([]byte(key), ttl, []byte(owner))
+	tok, ok, err := s.table.Acquire(&locker.Request{Key: []byte(key), TTL: ttl, Owner: []byte(owner), Mode: locker.Shared})
 	if !ok || err != nil {
-		s.t.Fatalf("AcquireShared(%q) = %d, %v, %v", key, tok, ok, err)
+		s.t.Fatalf("Acquire(%q, shared) = %d, %v, %v", key, tok, ok, err)
 	}
 	return tok
 }

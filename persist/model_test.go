@@ -382,11 +382,11 @@ func randomHistory(t *testing.T, rng *rand.Rand, ops int) ([]entry, []dumpAt, *l
 			}
 			tb.Create(k, o)
 		case op < 7:
-			if tok, ok, _ := tb.Acquire(k, ttls[rng.IntN(len(ttls))]*time.Duration(rng.IntN(2)), []byte(owners[rng.IntN(len(owners))])); ok {
+			if tok, ok, _ := tb.Acquire(&locker.Request{Key: k, TTL: ttls[rng.IntN(len(ttls))] * time.Duration(rng.IntN(2)), Owner: []byte(owners[rng.IntN(len(owners))])}); ok {
 				tokens[key] = append(tokens[key], tok)
 			}
 		case op < 10:
-			if tok, ok, _ := tb.AcquireShared(k, ttls[rng.IntN(len(ttls))], []byte(owners[rng.IntN(len(owners))])); ok {
+			if tok, ok, _ := tb.Acquire(&locker.Request{Key: k, TTL: ttls[rng.IntN(len(ttls))], Owner: []byte(owners[rng.IntN(len(owners))]), Mode: locker.Shared}); ok {
 				tokens[key] = append(tokens[key], tok)
 			}
 		case op < 12:

@@ -47,7 +47,7 @@ func TestRegressionCreateAfterUnloggedExpiry(t *testing.T) {
 				t.Errorf("BUG: after the restart the free lock is in a lock-delay for %v more (%+v): "+
 					"the Create was replayed onto the expired on-the-fly lease", st.DelayLeft.Round(time.Minute), st)
 			}
-			if _, ok, _ := s.table.Acquire([]byte("k"), time.Minute, nil); !ok {
+			if _, ok, _ := s.table.Acquire(&locker.Request{Key: []byte("k"), TTL: time.Minute}); !ok {
 				t.Error("BUG: a free lock refuses a grant after the restart")
 			}
 		})
@@ -73,7 +73,7 @@ func TestRegressionModelOverlapCreateAfterUnloggedExpiry(t *testing.T) {
 	}
 	defer tb.Close()
 	for range 2 {
-		if _, ok, _ := tb.Acquire([]byte("k"), time.Second, nil); !ok {
+		if _, ok, _ := tb.Acquire(&locker.Request{Key: []byte("k"), TTL: time.Second}); !ok {
 			t.Fatal("no grant")
 		}
 		clock.Advance(2 * time.Second)

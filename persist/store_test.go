@@ -77,7 +77,7 @@ func workload(s *session, n int, toks *tokenLog, compact bool) {
 		if again := s.acquire(q("x"), 30*time.Minute, "alice"); again != st.Token {
 			t.Fatalf("session %d: the owner's retry after the restart got %d, want %d", n, again, st.Token)
 		}
-		if _, ok, err := s.table.Acquire([]byte(q("x")), time.Minute, []byte("mallory")); ok || err != nil {
+		if _, ok, err := s.table.Acquire(&locker.Request{Key: []byte(q("x")), TTL: time.Minute, Owner: []byte("mallory")}); ok || err != nil {
 			t.Fatalf("session %d: a restored lease let another owner in (%v)", n, err)
 		}
 		s.extend(q("x"), st.Token, 45*time.Minute)
@@ -87,7 +87,7 @@ func workload(s *session, n int, toks *tokenLog, compact bool) {
 		}
 		s.release(q("rw"), rw.Holders[0].Token)
 		toks.add(s.acquire(q("sem"), time.Minute, "late"))
-		if _, ok, _ := s.table.Acquire([]byte(q("sem")), time.Minute, nil); ok {
+		if _, ok, _ := s.table.Acquire(&locker.Request{Key: []byte(q("sem")), TTL: time.Minute}); ok {
 			t.Fatalf("session %d: a restored semaphore granted a fourth permit", n)
 		}
 		cfg, _ := s.status(q("cfg"))
@@ -209,7 +209,7 @@ func TestRestartExpiry(t *testing.T) {
 			if got.Held || !got.Delayed || got.DelayLeft > 70*time.Minute || got.DelayLeft < 70*time.Minute-restartTol {
 				t.Fatalf("status %+v, want delayed for about 70m", got)
 			}
-			if _, ok, _ := s.table.Acquire([]byte("k"), time.Minute, nil); ok {
+			if _, ok, _ := s.table.Acquire(&locker.Request{Key: []byte("k"), TTL: time.Minute}); ok {
 				t.Fatal("granted during the lock-delay")
 			}
 			if s.table.Verify([]byte("k"), st.tok) {
@@ -274,7 +274,7 @@ func TestRestartExpiry(t *testing.T) {
 			if got.Held || !got.Delayed {
 				t.Fatalf("status %+v, want delayed", got)
 			}
-			if _, ok, _ := s.table.Acquire([]byte("k"), time.Minute, nil); ok {
+			if _, ok, _ := s.table.Acquire(&locker.Request{Key: []byte("k"), TTL: time.Minute}); ok {
 				t.Fatal("a writer got in during the readers' lock-delay")
 			}
 		}},
@@ -286,7 +286,7 @@ func TestRestartExpiry(t *testing.T) {
 			if !got.Held || got.Limit != 2 || len(got.Holders) != 1 || got.Holders[0].Token != st.tok2 {
 				t.Fatalf("status %+v", got)
 			}
-			if _, ok, _ := s.table.Acquire([]byte("k"), time.Minute, nil); ok {
+			if _, ok, _ := s.table.Acquire(&locker.Request{Key: []byte("k"), TTL: time.Minute}); ok {
 				t.Fatal("a permit in its lock-delay was handed out again")
 			}
 		}},
@@ -511,7 +511,7 @@ func TestConcurrentCommit(t *testing.T) {
 					defer wg.Done()
 					for i := range each {
 						key := []byte(fmt.Sprintf("w%d-%d", w, i))
-						if _, ok, err := s.table.Acquire(key, time.Hour, key); !ok || err != nil {
+						if _, ok, err := s.table.Acquire(&locker.Request{Key: key, TTL: time.Hour, Owner: key}); !ok || err != nil {
 							errs <- fmt.Errorf("acquire %s: %v %v", key, ok, err)
 							return
 						}

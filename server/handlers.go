@@ -84,11 +84,8 @@ func handleAcquire(c *conn, args [][]byte) error {
 	if req.Wait > 0 {
 		return acquireWaiting(c, req)
 	}
-	acquire := c.srv.table.Acquire
-	if req.Shared {
-		acquire = c.srv.table.AcquireShared
-	}
-	token, granted, err := acquire(req.Key, req.TTL, req.Owner)
+	lr := locker.Request{Key: req.Key, TTL: req.TTL, Owner: req.Owner, Mode: modeOf(req.Shared)}
+	token, granted, err := c.srv.table.Acquire(&lr)
 	if err != nil {
 		return err
 	}
@@ -112,7 +109,8 @@ func handleMAcquire(c *conn, args [][]byte) error {
 	if req.Wait > 0 {
 		return macquireWaiting(c, req)
 	}
-	tokens, granted, err := c.srv.table.AcquireAll(req.Keys, req.TTL, req.Owner, req.Shared)
+	lr := locker.Request{Keys: req.Keys, TTL: req.TTL, Owner: req.Owner, Mode: modeOf(req.Shared)}
+	tokens, granted, err := c.srv.table.AcquireAll(&lr)
 	if err != nil {
 		return err
 	}
@@ -121,6 +119,14 @@ func handleMAcquire(c *conn, args [][]byte) error {
 	}
 	protocol.WriteTokens(c.wr, tokens)
 	return nil
+}
+
+// modeOf is the lease mode of SHARED's presence.
+func modeOf(shared bool) locker.Mode {
+	if shared {
+		return locker.Shared
+	}
+	return locker.Exclusive
 }
 
 func handleMRelease(c *conn, args [][]byte) error {

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/locker"
 )
 
 // Regression: a message queued for a subscriber before it unsubscribed was
@@ -24,7 +26,7 @@ func TestNoMessageAfterUnsubscribeReply(t *testing.T) {
 				return
 			default:
 			}
-			tok, ok, _ := ts.Table().Acquire([]byte("k"), 30*time.Second, nil)
+			tok, ok, _ := ts.Table().Acquire(&locker.Request{Key: []byte("k"), TTL: 30 * time.Second})
 			if ok {
 				ts.Table().Release([]byte("k"), tok)
 			}
@@ -71,7 +73,7 @@ func TestIdleTimeoutSparesSubscribers(t *testing.T) {
 	sub.send("SUBSCRIBE __lock__:quiet\r\n")
 	sub.reply()
 	time.Sleep(time.Second)
-	if _, _, err := ts.Table().Acquire([]byte("quiet"), 30*time.Second, nil); err != nil {
+	if _, _, err := ts.Table().Acquire(&locker.Request{Key: []byte("quiet"), TTL: 30 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	sub.SetReadDeadline(time.Now().Add(2 * time.Second))

@@ -41,12 +41,13 @@ func acquireWaiting(c *conn, req protocol.AcquireRequest) error {
 	if err := c.checkWait(req.Wait); err != nil {
 		return err
 	}
-	w := &locker.Wait{TTL: req.TTL, Owner: req.Owner, Priority: req.Priority, Shared: req.Shared}
+	w := &locker.Wait{}
 	key := string(req.Key)
 	b := &blockState{timer: -1, wait: w, key: key, deadline: c.srv.monotonic() + int64(req.Wait), ephemeral: req.Ephemeral}
 	notify, progress := c.progressFunc(b, func(token uint64) { c.srv.table.Release([]byte(key), token) })
 	w.Notify = notify
-	token, granted, err := c.srv.table.AcquireWait(req.Key, w)
+	lr := locker.Request{Key: req.Key, TTL: req.TTL, Owner: req.Owner, Mode: modeOf(req.Shared), Priority: req.Priority, Wait: req.Wait}
+	token, granted, err := c.srv.table.AcquireWait(&lr, w)
 	if err != nil || granted {
 		if err == nil {
 			c.srv.ties.granted(c, req.Key, token, req.Ephemeral)
@@ -64,18 +65,21 @@ func macquireWaiting(c *conn, req protocol.MAcquireRequest) error {
 	if err := c.checkWait(req.Wait); err != nil {
 		return err
 	}
-	mw := &locker.MultiWait{TTL: req.TTL, Owner: req.Owner, Priority: req.Priority, Shared: req.Shared, Wait: req.Wait}
+	mw := &locker.MultiWait{}
 	b := &blockState{timer: -1, multi: mw, deadline: c.srv.monotonic() + int64(req.Wait), ephemeral: req.Ephemeral}
 	// When the server closes under a parked MACQUIRE, the loop's shutdown
 	// closes the connection, and that cancels the request.
 	notify, progress := c.progressFunc(b, func(uint64) {})
 	mw.Notify = func() { notify(0) }
-	tokens, done, err := c.srv.table.AcquireAllWait(req.Keys, mw)
+	lr := locker.Request{Keys: req.Keys, TTL: req.TTL, Owner: req.Owner, Mode: modeOf(req.Shared), Priority: req.Priority, Wait: req.Wait}
+	tokens, granted, err := c.srv.table.AcquireAllWait(&lr, mw)
 	switch {
 	case err != nil:
 		return err
-	case done:
-		c.tieAll(req.Keys, tokens, req.Ephemeral)
+	case !mw.Waiting():
+		if granted {
+			c.tieAll(req.Keys, tokens, req.Ephemeral)
+		}
 		protocol.WriteTokens(c.wr, tokens)
 		return nil
 	}
@@ -177,8 +181,8 @@ func (c *conn) resumeWait(token uint64) (out waitOutcome, done bool) {
 	if b.multi == nil {
 		return waitOutcome{granted: token != 0, token: token}, true
 	}
-	tokens, done := c.srv.table.ContinueAll(b.multi)
-	return waitOutcome{granted: tokens != nil, tokens: tokens}, done
+	tokens, granted := c.srv.table.ContinueAll(b.multi)
+	return waitOutcome{granted: granted, tokens: tokens}, !b.multi.Waiting()
 }
 
 // timeoutWait ends c's wait at its deadline, as cancelWait does.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/locker"
 )
 
 // Regression (event loop): a parked connection is spared by the idle sweep,
@@ -15,7 +17,7 @@ import (
 // one) before the client could send anything.
 func TestIdleClockRestartsAfterWait(t *testing.T) {
 	ts := startServer(t, withIdleTimeout(400*time.Millisecond))
-	held, ok, err := ts.Table().Acquire([]byte("k"), 30*time.Second, nil)
+	held, ok, err := ts.Table().Acquire(&locker.Request{Key: []byte("k"), TTL: 30 * time.Second})
 	if err != nil || !ok {
 		t.Fatal(err)
 	}

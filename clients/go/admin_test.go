@@ -10,10 +10,11 @@ import (
 	"time"
 
 	leasehold "github.com/leasehold/leasehold/clients/go"
+	"github.com/leasehold/leasehold/internal/servertest/lockserver"
 )
 
 func TestCreateDelete(t *testing.T) {
-	srv := startServer(t)
+	srv := lockserver.Start(t).Server
 	c := newClient(t, srv.Addr().String())
 	ctx := testContext(t)
 
@@ -77,7 +78,7 @@ func TestCreateDelete(t *testing.T) {
 }
 
 func TestLocks(t *testing.T) {
-	srv := startServer(t)
+	srv := lockserver.Start(t).Server
 	c := newClient(t, srv.Addr().String())
 	ctx := testContext(t)
 	// More than one page of LOCKS.
@@ -131,7 +132,7 @@ func TestLocks(t *testing.T) {
 }
 
 func TestInfo(t *testing.T) {
-	srv := startServer(t)
+	srv := lockserver.Start(t).Server
 	c := newClient(t, srv.Addr().String())
 	ctx := testContext(t)
 	if _, err := c.Create(ctx, "a"); err != nil {

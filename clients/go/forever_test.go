@@ -7,6 +7,7 @@ import (
 	"time"
 
 	leasehold "github.com/leasehold/leasehold/clients/go"
+	"github.com/leasehold/leasehold/internal/servertest/lockserver"
 	"github.com/leasehold/leasehold/server"
 )
 
@@ -30,7 +31,7 @@ func waiters(srv *server.Server, key string) int {
 // on the server or queueing twice, and keeps its place ahead of a waiter
 // that came later.
 func TestWaitForeverKeepsItsPlace(t *testing.T) {
-	srv := startServer(t)
+	srv := lockserver.Start(t).Server
 	checkLeaks := noLeaks(t)
 	const chunk = time.Second
 	c := newClient(t, srv.Addr().String())
@@ -111,7 +112,7 @@ func TestWaitForeverKeepsItsPlace(t *testing.T) {
 // the server for its max-ttl, and waits until the lock is released; a
 // cancelled one leaves the queue.
 func TestWaitForeverServerBound(t *testing.T) {
-	srv := startServer(t)
+	srv := lockserver.Start(t).Server
 	c := newClient(t, srv.Addr().String(), func(cfg *leasehold.Config) { cfg.Redis.ReadTimeout = 300 * time.Millisecond })
 	ctx := testContext(t)
 	held, err := c.Acquire(ctx, "k", 10*time.Second)
