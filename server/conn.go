@@ -208,7 +208,7 @@ func (c *conn) dispatch(args [][]byte) {
 	}
 	cmd := &protocol.Commands[i]
 	if c.subscriptions() > 0 && !allowedWhileSubscribed[cmd.Name] {
-		c.writeErr(subscribedOnlyError(cmd.Name))
+		c.writeErr(protocol.SubscribedOnlyError(cmd.Name))
 		return
 	}
 	if err := cmd.CheckArity(len(args)); err != nil {

@@ -2,14 +2,12 @@ package server
 
 import (
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/glob"
 	"github.com/leasehold/leasehold/locker"
-	"github.com/leasehold/leasehold/protocol"
 	"github.com/tidwall/redcon"
 )
 
@@ -254,11 +252,6 @@ func (c *conn) unsubscribeAll() {
 // it listens, as in Redis.
 var allowedWhileSubscribed = map[string]bool{
 	"subscribe": true, "psubscribe": true, "unsubscribe": true, "punsubscribe": true, "ping": true, "quit": true,
-}
-
-func subscribedOnlyError(cmd string) error {
-	return &protocol.Error{Code: protocol.CodeErr, Msg: "Can't execute '" + strings.ToLower(cmd) +
-		"': only (P)SUBSCRIBE / (P)UNSUBSCRIBE / PING / QUIT are allowed in this context"}
 }
 
 // outFrame is a message on its way to a subscriber, with the channel or

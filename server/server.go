@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/persist"
+	"github.com/leasehold/leasehold/protocol"
 	"github.com/rs/zerolog"
 )
 
@@ -241,7 +242,7 @@ func (s *Server) startConn(nc net.Conn) {
 		s.stats.connectionsRejected.Add(1)
 		// Redis's reply; written best-effort to a socket we are about to close.
 		nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-		nc.Write([]byte("-ERR max number of clients reached\r\n"))
+		nc.Write(protocol.ErrMaxClients.Frame())
 		nc.Close()
 		return
 	}

@@ -89,7 +89,7 @@ func macquireWaiting(c *conn, req protocol.MAcquireRequest) error {
 
 func (c *conn) checkWait(wait time.Duration) error {
 	if max := c.srv.cfg.Locker.MaxTTL; wait > max {
-		return &protocol.Error{Code: protocol.CodeErr, Msg: "WAIT must be at most max-ttl (" + max.String() + ")"}
+		return protocol.WaitTooLongError(max)
 	}
 	return nil
 }
