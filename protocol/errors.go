@@ -136,6 +136,13 @@ func InvalidExpireError(cmd string) *Error {
 	return &Error{CodeErr, "invalid expire time in '" + strings.ToLower(cmd) + "' command"}
 }
 
+// UnknownHelpError is the reply to HELP for a command the table does not
+// have, worded as Redis's reply to an unknown subcommand but not as its reply
+// to an unknown command, which would read as if HELP itself were unknown.
+func UnknownHelpError(name []byte) *Error {
+	return &Error{CodeErr, "no such command '" + quotePrintable(name, 64) + "'. Try HELP."}
+}
+
 // HelloOptionError is Redis's reply to an unknown HELLO option.
 func HelloOptionError(opt []byte) *Error {
 	return &Error{CodeErr, "Syntax error in HELLO option '" + quotePrintable(opt, 64) + "'"}

@@ -185,6 +185,8 @@ func handleClient(c *conn, args [][]byte) error {
 		c.wr.WriteString("OK")
 	case sub == "info" && len(args) == 2:
 		c.wr.WriteBulkString(c.describe() + "\n")
+	case sub == "help":
+		return writeHelpSubcommand(c, args)
 	case sub == "unblock" && (len(args) == 3 || len(args) == 4):
 		return clientUnblock(c, args[2:])
 	case sub == "id" || sub == "getname" || sub == "setname" || sub == "setinfo" || sub == "info" || sub == "unblock":
@@ -229,6 +231,43 @@ func (c *conn) describe() string {
 		c.id, c.remote, c.local, c.name, c.libName, c.libVer)
 }
 
+// handleHelp serves HELP [command] for people typing at a terminal (telnet,
+// nc): the command table as lines, in the shape of Redis's CONFIG HELP, an
+// array of status lines.
+func handleHelp(c *conn, args [][]byte) error {
+	switch len(args) {
+	case 1:
+		writeLines(c, protocol.HelpIndex())
+	case 2:
+		cmd := protocol.Lookup(args[1])
+		if cmd == nil {
+			return protocol.UnknownHelpError(args[1])
+		}
+		writeLines(c, cmd.Help())
+	default:
+		return protocol.ArityError("help")
+	}
+	return nil
+}
+
+// writeHelpSubcommand answers a command's HELP subcommand (CLIENT HELP,
+// COMMAND HELP, CONFIG HELP), which Redis's error for an unknown subcommand
+// tells the user to try, with HELP command's reply.
+func writeHelpSubcommand(c *conn, args [][]byte) error {
+	if len(args) != 2 {
+		return protocol.ArityError(string(args[0]) + "|help")
+	}
+	writeLines(c, protocol.Lookup(args[0]).Help())
+	return nil
+}
+
+func writeLines(c *conn, lines []string) {
+	c.wr.WriteArray(len(lines))
+	for _, l := range lines {
+		c.wr.WriteString(l)
+	}
+}
+
 // handleCommand reports the command table in Redis 7's shapes.
 func handleCommand(c *conn, args [][]byte) error {
 	if len(args) == 1 {
@@ -239,6 +278,8 @@ func handleCommand(c *conn, args [][]byte) error {
 		return nil
 	}
 	switch sub := strings.ToLower(string(args[1])); sub {
+	case "help":
+		return writeHelpSubcommand(c, args)
 	case "count":
 		if len(args) != 2 {
 			return protocol.ArityError("command|count")
@@ -555,6 +596,8 @@ func handleConfig(c *conn, args [][]byte) error {
 			c.wr.WriteBulkString(p[1])
 		}
 		return nil
+	case "help":
+		return writeHelpSubcommand(c, args)
 	case "set", "resetstat", "rewrite":
 		return protocol.ConfigUnsupportedError(sub)
 	}
