@@ -317,7 +317,10 @@ func (s *Server) Close() error {
 
 // commitBeforeReply makes the changes made so far durable, as the data
 // directory's fsync policy says, before a reply leaves the server: nothing
-// is acknowledged that a restart could forget. It is the writers' hook.
+// is acknowledged that a restart could forget. conn.flush calls it before
+// every write of replies, the event loop once per round for all its
+// connections (group commit), and the goroutine transport's message writer
+// before lock events.
 func (s *Server) commitBeforeReply() error {
 	if s.store == nil || !s.store.Pending() {
 		return nil
