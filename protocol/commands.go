@@ -140,6 +140,8 @@ var Commands = []Command{
 		Args: []Arg{str("section").many().opt()}, Summary: "Server, clients, memory, stats, locks and persistence sections, as Redis's INFO."},
 	{Name: "config", Arity: -2, Flags: []string{}, Group: GroupServer,
 		Args: []Arg{str("parameter").many().after("GET")}, Summary: "Reads settings; answers what redis-benchmark asks."},
+	{Name: "help", Arity: -1, Flags: []string{"fast", "stale"}, Group: GroupServer,
+		Args: []Arg{str("command").opt()}, Summary: "Lists the commands with their summaries, or gives one command's syntax and summary, as lines to read in a terminal."},
 }
 
 // maxNameLen is the longest command name; longer names cannot match.

@@ -4,19 +4,31 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/leasehold/leasehold/locker"
+	"github.com/tidwall/redcon"
 )
 
 // Error is an error as it goes on the wire: an uppercase code word and a
 // message. Unlike other packages' sentinels, its text has no package prefix,
 // because it is the reply itself: Error() is exactly what follows the '-'.
+//
+// This file is the one place that decides what error text a client sees:
+// every Error value and constructor is here, each code is documented in
+// ErrorCodes (and so in docs/commands.md), and other packages' errors are
+// mapped by Reply. The server returns these and never builds its own (a test
+// in server checks its sources).
 type Error struct {
 	Code string
 	Msg  string
 }
 
 func (e *Error) Error() string { return e.Code + " " + e.Msg }
+
+// Frame is e as a RESP error reply, for writing straight to a socket that
+// has no reply writer, such as one refused before it is served.
+func (e *Error) Frame() []byte { return redcon.AppendError(nil, e.Error()) }
 
 // The error codes leasehold puts on the wire. Redis's own codes are reused
 // where they mean the same thing, so that clients that type them (go-redis,
@@ -27,6 +39,7 @@ const (
 	CodeInUse     = "INUSE"     // DELETE of a lock whose lease is live
 	CodeNoProto   = "NOPROTO"   // HELLO asked for a protocol version other than 2 (Redis's code)
 	CodeUnblocked = "UNBLOCKED" // a WAIT ended by CLIENT UNBLOCK ... ERROR (Redis's code)
+	CodeWrongPass = "WRONGPASS" // AUTH or HELLO ... AUTH for a user other than default (Redis's code)
 )
 
 // ErrorCodes documents every code, for COMMAND DOCS' neighbours and docs/commands.md.
@@ -36,6 +49,7 @@ var ErrorCodes = []struct{ Code, Meaning string }{
 	{CodeInUse, "`DELETE` of a lock that a live lease holds, or that is in its lock-delay; release it, or wait for the lease or the delay to end."},
 	{CodeNoProto, "`HELLO` asked for a protocol version this server does not speak (only RESP2); clients fall back to RESP2."},
 	{CodeUnblocked, "Another connection ended this `ACQUIRE` or `MACQUIRE` ... `WAIT` with `CLIENT UNBLOCK id ERROR`; nothing was granted."},
+	{CodeWrongPass, "`AUTH` or `HELLO ... AUTH` named a user other than `default`; leasehold has no authentication, and accepts the default user with any password, as Redis's password-less default user."},
 }
 
 var (
@@ -66,6 +80,27 @@ var (
 	// ErrInternal is what a client sees for an error nobody mapped; the
 	// server logs the original.
 	ErrInternal = &Error{CodeErr, "internal error"}
+	// ErrMaxClients is written to a connection beyond the server's
+	// max-clients before it is closed, Redis's text.
+	ErrMaxClients = &Error{CodeErr, "max number of clients reached"}
+	// ErrDBIndex is SELECT of a database other than 0, Redis's text.
+	ErrDBIndex = &Error{CodeErr, "DB index is out of range"}
+	// ErrBadProtover is HELLO with a protocol version that is not a number,
+	// Redis's text.
+	ErrBadProtover = &Error{CodeErr, "Protocol version is not an integer or out of range"}
+	// ErrAuthNoPassword is AUTH with a password alone, Redis's text for a
+	// server without one: leasehold has no authentication to check it against.
+	ErrAuthNoPassword = &Error{CodeErr, "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"}
+	// ErrWrongPass is AUTH or HELLO ... AUTH for a user other than default,
+	// Redis's text.
+	ErrWrongPass = &Error{CodeWrongPass, "invalid username-password pair or user is disabled."}
+	// ErrBadClientName is a CLIENT SETNAME, HELLO ... SETNAME or CLIENT
+	// SETINFO value with a space or a byte outside printable ASCII, Redis's
+	// text.
+	ErrBadClientName = &Error{CodeErr, "Client names cannot contain spaces, newlines or special characters."}
+	// ErrUnblockReason is CLIENT UNBLOCK with a reason other than TIMEOUT or
+	// ERROR, Redis's text.
+	ErrUnblockReason = &Error{CodeErr, "CLIENT UNBLOCK reason should be TIMEOUT or ERROR"}
 )
 
 // ArityError is Redis's reply to a command given the wrong number of arguments.
@@ -99,6 +134,50 @@ func UnknownSubcommandError(cmd string, sub []byte) *Error {
 // InvalidExpireError is Redis's reply to a ttl that is zero or negative.
 func InvalidExpireError(cmd string) *Error {
 	return &Error{CodeErr, "invalid expire time in '" + strings.ToLower(cmd) + "' command"}
+}
+
+// UnknownHelpError is the reply to HELP for a command the table does not
+// have, worded as Redis's reply to an unknown subcommand but not as its reply
+// to an unknown command, which would read as if HELP itself were unknown.
+func UnknownHelpError(name []byte) *Error {
+	return &Error{CodeErr, "no such command '" + quotePrintable(name, 64) + "'. Try HELP."}
+}
+
+// HelloOptionError is Redis's reply to an unknown HELLO option.
+func HelloOptionError(opt []byte) *Error {
+	return &Error{CodeErr, "Syntax error in HELLO option '" + quotePrintable(opt, 64) + "'"}
+}
+
+// UnrecognizedOptionError is Redis's reply to CLIENT SETINFO with an
+// attribute other than LIB-NAME or LIB-VER.
+func UnrecognizedOptionError(opt []byte) *Error {
+	return &Error{CodeErr, "Unrecognized option '" + quotePrintable(opt, 64) + "'"}
+}
+
+// ConfigUnsupportedError is the reply to a CONFIG subcommand that would
+// change settings (SET, RESETSTAT, REWRITE): leasehold takes its settings
+// from flags at start only.
+func ConfigUnsupportedError(sub string) *Error {
+	return &Error{CodeErr, "CONFIG " + strings.ToUpper(sub) + " is not supported: settings are flags, fixed at start"}
+}
+
+// SubscribedOnlyError is Redis's reply to a command that a RESP2 connection
+// may not send while it listens after SUBSCRIBE or PSUBSCRIBE.
+func SubscribedOnlyError(cmd string) *Error {
+	return &Error{CodeErr, "Can't execute '" + strings.ToLower(cmd) +
+		"': only (P)SUBSCRIBE / (P)UNSUBSCRIBE / PING / QUIT are allowed in this context"}
+}
+
+// WaitTooLongError is the reply to a WAIT longer than the server's max-ttl:
+// a wait that outlives any lease it could be granted is a mistake.
+func WaitTooLongError(maxTTL time.Duration) *Error {
+	return &Error{CodeErr, "WAIT must be at most max-ttl (" + maxTTL.String() + ")"}
+}
+
+// TooManyEphemeralError is the reply to an EPHEMERAL grant that would tie
+// more than limit leases to one connection.
+func TooManyEphemeralError(limit int) *Error {
+	return &Error{CodeErr, "too many EPHEMERAL leases on this connection (" + strconv.Itoa(limit) + "); release some first"}
 }
 
 // ProtocolErrorReply is the reply to malformed framing, after which the

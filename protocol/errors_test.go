@@ -1,11 +1,18 @@
 package protocol
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	gotoken "go/token"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/locker"
 )
@@ -112,6 +119,11 @@ func TestWireErrorsFormat(t *testing.T) {
 		UnknownSubcommandError("config", []byte("x\r\n")),
 		InvalidExpireError("extend"),
 		ProtocolErrorReply(&ProtocolError{Msg: "unbalanced quotes in request"}),
+		ErrMaxClients, ErrDBIndex, ErrBadProtover, ErrAuthNoPassword, ErrWrongPass, ErrBadClientName,
+		ErrUnblockReason, ErrUnblocked, ArityError("client|setname"),
+		HelloOptionError([]byte("BOGUS\r\n")), UnrecognizedOptionError([]byte("x\ny")),
+		ConfigUnsupportedError("set"), SubscribedOnlyError("ACQUIRE"),
+		WaitTooLongError(time.Minute), TooManyEphemeralError(1 << 16),
 	}
 	for _, e := range wire {
 		t.Run(e.Error(), func(t *testing.T) {
@@ -124,7 +136,7 @@ func TestWireErrorsFormat(t *testing.T) {
 			}
 		})
 	}
-	for _, code := range []string{CodeErr, CodeNoLock, CodeInUse, CodeNoProto} {
+	for _, code := range codeConstants(t) {
 		if !documented[code] {
 			t.Errorf("code %q is not in ErrorCodes", code)
 		}
@@ -217,4 +229,129 @@ func TestErrorHelpersLowerCase(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWireErrorsText pins the text of the errors that copy Redis's, so that
+// clients matching on it keep working.
+func TestWireErrorsText(t *testing.T) {
+	tests := []struct {
+		err  *Error
+		want string
+	}{
+		{ErrMaxClients, "ERR max number of clients reached"},
+		{ErrDBIndex, "ERR DB index is out of range"},
+		{ErrBadProtover, "ERR Protocol version is not an integer or out of range"},
+		{ErrWrongPass, "WRONGPASS invalid username-password pair or user is disabled."},
+		{ErrBadClientName, "ERR Client names cannot contain spaces, newlines or special characters."},
+		{ErrUnblockReason, "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"},
+		{ArityError("client|ID"), "ERR wrong number of arguments for 'client|id' command"},
+		{HelloOptionError([]byte("BOGUS")), "ERR Syntax error in HELLO option 'BOGUS'"},
+		{HelloOptionError([]byte("a\r\nb")), "ERR Syntax error in HELLO option 'a??b'"},
+		{UnrecognizedOptionError([]byte("FOO")), "ERR Unrecognized option 'FOO'"},
+		{ConfigUnsupportedError("set"), "ERR CONFIG SET is not supported: settings are flags, fixed at start"},
+		{SubscribedOnlyError("ACQUIRE"), "ERR Can't execute 'acquire': only (P)SUBSCRIBE / (P)UNSUBSCRIBE / PING / QUIT are allowed in this context"},
+		{WaitTooLongError(time.Minute), "ERR WAIT must be at most max-ttl (1m0s)"},
+	}
+	for _, tt := range tests {
+		if got := tt.err.Error(); got != tt.want {
+			t.Errorf("got %q, want %q", got, tt.want)
+		}
+	}
+	if got, want := string(ErrMaxClients.Frame()), "-ERR max number of clients reached\r\n"; got != want {
+		t.Errorf("Frame = %q, want %q", got, want)
+	}
+	long := HelloOptionError(bytes.Repeat([]byte("x"), 1<<20)).Error()
+	if len(long) > 128 {
+		t.Errorf("HelloOptionError echoes %d bytes of the client's option", len(long))
+	}
+}
+
+// codeConstants returns the value of every Code* constant in this package's
+// sources, read from the syntax tree so that a code added later is checked
+// without anyone remembering to list it.
+func codeConstants(t *testing.T) []string {
+	t.Helper()
+	var codes []string
+	for _, f := range parseSources(t) {
+		ast.Inspect(f, func(n ast.Node) bool {
+			vs, ok := n.(*ast.ValueSpec)
+			if !ok {
+				return true
+			}
+			for i, name := range vs.Names {
+				if !strings.HasPrefix(name.Name, "Code") || i >= len(vs.Values) {
+					continue
+				}
+				lit, ok := vs.Values[i].(*ast.BasicLit)
+				if !ok || lit.Kind != gotoken.STRING {
+					t.Errorf("%s is not a string constant", name.Name)
+					continue
+				}
+				code, _ := strconv.Unquote(lit.Value)
+				codes = append(codes, code)
+			}
+			return true
+		})
+	}
+	if len(codes) < 5 {
+		t.Fatalf("found only %d Code constants: %q", len(codes), codes)
+	}
+	return codes
+}
+
+// TestErrorLiteralsUseCodeConstants makes every wire error in this package
+// name its code through a Code* constant, which TestWireErrorsFormat checks
+// against ErrorCodes, so that no code reaches the wire undocumented.
+func TestErrorLiteralsUseCodeConstants(t *testing.T) {
+	found := 0
+	for _, f := range parseSources(t) {
+		ast.Inspect(f, func(n ast.Node) bool {
+			cl, ok := n.(*ast.CompositeLit)
+			if !ok {
+				return true
+			}
+			if id, ok := cl.Type.(*ast.Ident); !ok || id.Name != "Error" {
+				return true
+			}
+			found++
+			if len(cl.Elts) == 0 {
+				t.Errorf("%s: Error literal without a code", fset.Position(cl.Pos()))
+				return true
+			}
+			code := cl.Elts[0]
+			if kv, ok := code.(*ast.KeyValueExpr); ok {
+				code = kv.Value
+			}
+			if id, ok := code.(*ast.Ident); !ok || !strings.HasPrefix(id.Name, "Code") {
+				t.Errorf("%s: Error's code is not a Code* constant", fset.Position(cl.Pos()))
+			}
+			return true
+		})
+	}
+	if found < 10 {
+		t.Fatalf("found only %d Error literals; is the parse looking at the right files?", found)
+	}
+}
+
+var fset = gotoken.NewFileSet()
+
+// parseSources parses this package's non-test Go files.
+func parseSources(t *testing.T) []*ast.File {
+	t.Helper()
+	names, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []*ast.File
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	return files
 }

@@ -58,7 +58,7 @@ func handleSelect(c *conn, args [][]byte) error {
 		return protocol.ErrNotInteger
 	}
 	if db != 0 {
-		return &protocol.Error{Code: protocol.CodeErr, Msg: "DB index is out of range"}
+		return protocol.ErrDBIndex
 	}
 	c.wr.WriteString("OK")
 	return nil
@@ -70,7 +70,7 @@ func handleHello(c *conn, args [][]byte) error {
 	if len(args) >= 2 {
 		v, ok := protocol.ParseInt(args[1])
 		if !ok {
-			return &protocol.Error{Code: protocol.CodeErr, Msg: "Protocol version is not an integer or out of range"}
+			return protocol.ErrBadProtover
 		}
 		if v != 2 {
 			return protocol.ErrNoProto
@@ -91,7 +91,7 @@ func handleHello(c *conn, args [][]byte) error {
 			name, setName = string(args[i+1]), true
 			i++
 		default:
-			return &protocol.Error{Code: protocol.CodeErr, Msg: "Syntax error in HELLO option '" + string(args[i]) + "'"}
+			return protocol.HelloOptionError(args[i])
 		}
 	}
 	if setName {
@@ -120,7 +120,7 @@ func handleHello(c *conn, args [][]byte) error {
 func handleAuth(c *conn, args [][]byte) error {
 	switch len(args) {
 	case 2:
-		return &protocol.Error{Code: protocol.CodeErr, Msg: "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"}
+		return protocol.ErrAuthNoPassword
 	case 3:
 		if err := checkAuth(args[1], args[2]); err != nil {
 			return err
@@ -135,7 +135,7 @@ func handleAuth(c *conn, args [][]byte) error {
 // user with "nopass" does, and refuses every other user.
 func checkAuth(user, _ []byte) error {
 	if string(user) != "default" {
-		return &protocol.Error{Code: "WRONGPASS", Msg: "invalid username-password pair or user is disabled."}
+		return protocol.ErrWrongPass
 	}
 	return nil
 }
@@ -144,7 +144,7 @@ func checkAuth(user, _ []byte) error {
 func validClientName(name []byte) error {
 	for _, b := range name {
 		if b < '!' || b > '~' {
-			return &protocol.Error{Code: protocol.CodeErr, Msg: "Client names cannot contain spaces, newlines or special characters."}
+			return protocol.ErrBadClientName
 		}
 	}
 	return nil
@@ -180,15 +180,17 @@ func handleClient(c *conn, args [][]byte) error {
 			}
 			c.libVer = string(args[3])
 		default:
-			return &protocol.Error{Code: protocol.CodeErr, Msg: "Unrecognized option '" + string(args[2]) + "'"}
+			return protocol.UnrecognizedOptionError(args[2])
 		}
 		c.wr.WriteString("OK")
 	case sub == "info" && len(args) == 2:
 		c.wr.WriteBulkString(c.describe() + "\n")
+	case sub == "help":
+		return writeHelpSubcommand(c, args)
 	case sub == "unblock" && (len(args) == 3 || len(args) == 4):
 		return clientUnblock(c, args[2:])
 	case sub == "id" || sub == "getname" || sub == "setname" || sub == "setinfo" || sub == "info" || sub == "unblock":
-		return &protocol.Error{Code: protocol.CodeErr, Msg: "wrong number of arguments for 'client|" + sub + "' command"}
+		return protocol.ArityError("client|" + sub)
 	default:
 		return protocol.UnknownSubcommandError("client", args[1])
 	}
@@ -208,7 +210,7 @@ func clientUnblock(c *conn, args [][]byte) error {
 		case "error":
 			asError = true
 		default:
-			return &protocol.Error{Code: protocol.CodeErr, Msg: "CLIENT UNBLOCK reason should be TIMEOUT or ERROR"}
+			return protocol.ErrUnblockReason
 		}
 	}
 	// Redis reads a signed id: a negative one names nobody.
@@ -229,6 +231,43 @@ func (c *conn) describe() string {
 		c.id, c.remote, c.local, c.name, c.libName, c.libVer)
 }
 
+// handleHelp serves HELP [command] for people typing at a terminal (telnet,
+// nc): the command table as lines, in the shape of Redis's CONFIG HELP, an
+// array of status lines.
+func handleHelp(c *conn, args [][]byte) error {
+	switch len(args) {
+	case 1:
+		writeLines(c, protocol.HelpIndex())
+	case 2:
+		cmd := protocol.Lookup(args[1])
+		if cmd == nil {
+			return protocol.UnknownHelpError(args[1])
+		}
+		writeLines(c, cmd.Help())
+	default:
+		return protocol.ArityError("help")
+	}
+	return nil
+}
+
+// writeHelpSubcommand answers a command's HELP subcommand (CLIENT HELP,
+// COMMAND HELP, CONFIG HELP), which Redis's error for an unknown subcommand
+// tells the user to try, with HELP command's reply.
+func writeHelpSubcommand(c *conn, args [][]byte) error {
+	if len(args) != 2 {
+		return protocol.ArityError(string(args[0]) + "|help")
+	}
+	writeLines(c, protocol.Lookup(args[0]).Help())
+	return nil
+}
+
+func writeLines(c *conn, lines []string) {
+	c.wr.WriteArray(len(lines))
+	for _, l := range lines {
+		c.wr.WriteString(l)
+	}
+}
+
 // handleCommand reports the command table in Redis 7's shapes.
 func handleCommand(c *conn, args [][]byte) error {
 	if len(args) == 1 {
@@ -239,6 +278,8 @@ func handleCommand(c *conn, args [][]byte) error {
 		return nil
 	}
 	switch sub := strings.ToLower(string(args[1])); sub {
+	case "help":
+		return writeHelpSubcommand(c, args)
 	case "count":
 		if len(args) != 2 {
 			return protocol.ArityError("command|count")
@@ -555,8 +596,10 @@ func handleConfig(c *conn, args [][]byte) error {
 			c.wr.WriteBulkString(p[1])
 		}
 		return nil
+	case "help":
+		return writeHelpSubcommand(c, args)
 	case "set", "resetstat", "rewrite":
-		return &protocol.Error{Code: protocol.CodeErr, Msg: "CONFIG " + strings.ToUpper(sub) + " is not supported: settings are flags, fixed at start"}
+		return protocol.ConfigUnsupportedError(sub)
 	}
 	return protocol.UnknownSubcommandError("config", args[1])
 }

@@ -60,7 +60,7 @@ func BenchmarkHotPath(b *testing.B) {
 				}
 				c.dispatch(args)
 				if i%64 == 63 {
-					c.wr.Flush()
+					c.flush()
 				}
 			}
 		})
@@ -150,7 +150,7 @@ func BenchmarkHotPathCycle(b *testing.B) {
 		k := keys[i&(len(keys)-1)]
 		acquire[1] = k
 		c.dispatch(acquire)
-		c.wr.Flush()
+		c.flush()
 		reply := out.Bytes()
 		if len(reply) < 4 || reply[0] != ':' {
 			b.Fatalf("ACQUIRE answered %q", reply)
@@ -159,7 +159,7 @@ func BenchmarkHotPathCycle(b *testing.B) {
 		out.Reset()
 		release[1], release[2] = k, tok
 		c.dispatch(release)
-		c.wr.Flush()
+		c.flush()
 		if out.String() != ":1\r\n" {
 			b.Fatalf("RELEASE answered %q", out.String())
 		}

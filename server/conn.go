@@ -8,7 +8,6 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/protocol"
@@ -19,8 +18,8 @@ import (
 // conn is one client connection. Its commands run one at a time, either on a
 // goroutine of its own (blocking reads) or on the event loop that owns it
 // (non-blocking reads, see ioLoop): read a command, run it, buffer the reply.
-// Replies are flushed only once no further command is buffered, so a
-// pipeline is answered with one write.
+// Replies are flushed (flush: commit, then write) only once no further
+// command is buffered, so a pipeline is answered with one write.
 type conn struct {
 	srv           *Server
 	id            uint64
@@ -40,7 +39,7 @@ type conn struct {
 	quit                  bool                       // reply, flush, then close
 	unflushed             bool                       // replies are waiting in wr
 	pending               []byte                     // event loop: reply bytes the socket has not taken yet
-	sockErr               error                      // event loop: the socket refused a write
+	sockErr               error                      // a write failed, or the commit before it: write nothing more
 	lastRead              int64                      // event loop: monotonic ns of the last read, for the idle timeout
 	drained               bool                       // event loop: the last read emptied the socket
 	closeWhenFlushed      bool                       // event loop: close once pending is written (QUIT, protocol error)
@@ -73,54 +72,23 @@ func newConn(s *Server, remote, local string) *conn {
 	return c
 }
 
-// newGoroutineConn serves nc with blocking reads on a goroutine of its own.
-func newGoroutineConn(s *Server, nc net.Conn) *conn {
-	c := newConn(s, nc.RemoteAddr().String(), nc.LocalAddr().String())
-	c.nc = nc
-	c.wr = redcon.NewWriter(lockedWriter{c})
-	c.rd = protocol.NewReader(flushBeforeRead{c}, s.cfg.Limits)
-	return c
-}
-
-// flushBeforeRead is the goroutine transport's source: before blocking on
-// the socket it flushes buffered replies, and it arms the idle timeout.
-type flushBeforeRead struct{ c *conn }
-
-func (f flushBeforeRead) Read(p []byte) (int, error) {
-	c := f.c
-	if c.unflushed {
-		// An empty Flush would still cost a write syscall.
-		c.unflushed = false
-		if err := c.wr.Flush(); err != nil {
-			return 0, err
-		}
+// flush is the last step of serving commands, on either transport: it
+// commits what they changed (persist, as the data directory's fsync policy
+// says), so that no reply acknowledges what a restart could forget, and then
+// writes their replies, which wait in wr, through the transport. If the
+// commit fails, the replies are dropped, the server stops (Server.fail), and
+// nothing is written on c again.
+func (c *conn) flush() error {
+	c.unflushed = false
+	if c.sockErr != nil {
+		return c.sockErr
 	}
-	if t := c.srv.cfg.IdleTimeout; t > 0 {
-		if c.subscriptions() > 0 {
-			// As in Redis, a listening client has nothing to say: the idle
-			// timeout spares it.
-			c.nc.SetReadDeadline(time.Time{})
-		} else {
-			c.nc.SetReadDeadline(time.Now().Add(t))
-		}
+	if err := c.srv.commitBeforeReply(); err != nil {
+		c.sockErr = err
+		c.wr.SetBuffer(nil)
+		return err
 	}
-	return c.nc.Read(p)
-}
-
-// serve runs the goroutine transport until the connection ends.
-func (c *conn) serve() {
-	c.log.Debug().Msg("connected")
-	defer func() {
-		c.recoverPanic(recover())
-		c.nc.Close()
-		c.unsubscribeAll()
-		c.releaseEphemeral()
-		c.log.Debug().Uint64("commands", c.commands.Load()).Msg("disconnected")
-	}()
-	c.runCommands()
-	if c.unflushed {
-		c.wr.Flush()
-	}
+	return c.wr.Flush()
 }
 
 // recoverPanic logs a handler's panic; the caller then closes the connection.
@@ -169,7 +137,7 @@ func (c *conn) readFailed(err error) {
 		c.log.Info().Str("error", pe.Error()).Msg("protocol error; closing connection")
 		text, _ := protocol.Reply(pe)
 		c.wr.WriteError(text)
-		c.wr.Flush()
+		c.flush()
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		c.log.Debug().Msg("idle timeout")
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
@@ -208,7 +176,7 @@ func (c *conn) dispatch(args [][]byte) {
 	}
 	cmd := &protocol.Commands[i]
 	if c.subscriptions() > 0 && !allowedWhileSubscribed[cmd.Name] {
-		c.writeErr(subscribedOnlyError(cmd.Name))
+		c.writeErr(protocol.SubscribedOnlyError(cmd.Name))
 		return
 	}
 	if err := cmd.CheckArity(len(args)); err != nil {

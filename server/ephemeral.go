@@ -1,7 +1,6 @@
 package server
 
 import (
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -12,8 +11,7 @@ import (
 // that a client cannot grow the server's memory without bound through them.
 const maxEphemeral = 1 << 16
 
-var errTooManyEphemeral = &protocol.Error{Code: protocol.CodeErr,
-	Msg: "too many EPHEMERAL leases on this connection (" + strconv.Itoa(maxEphemeral) + "); release some first"}
+var errTooManyEphemeral = protocol.TooManyEphemeralError(maxEphemeral)
 
 // ephemeralTies records which connection an EPHEMERAL lease is tied to. It
 // is the server's, not the connection's, because an OWNER retry can hand the

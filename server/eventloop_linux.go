@@ -298,7 +298,7 @@ func (l *ioLoop) drainOutbox(c *conn) {
 		return
 	}
 	c.wr.WriteRaw(out)
-	c.wr.Flush()
+	c.flush() // the messages, and any replies waiting for the round's commit
 	switch {
 	case c.sockErr != nil:
 		l.closeConn(c)
@@ -352,12 +352,13 @@ func (l *ioLoop) serveReadable(c *conn) {
 }
 
 // flushDeferred commits the round's changes and sends the replies that
-// waited for it.
+// waited for it: one commit for them all, so each connection's flush finds
+// nothing left to commit (unless another loop has changed more meanwhile).
 func (l *ioLoop) flushDeferred() {
 	if len(l.flushLater) == 0 {
 		return
 	}
-	l.srv.commitBeforeReply() // a failure fails the writes below, and stops the server
+	l.srv.commitBeforeReply() // a failure fails the flushes below, and stops the server
 	for i, c := range l.flushLater {
 		l.flushLater[i] = nil
 		c.flushQueued = false
@@ -368,11 +369,11 @@ func (l *ioLoop) flushDeferred() {
 	l.flushLater = l.flushLater[:0]
 }
 
-// finishServe writes c's replies and decides what to watch for next.
+// finishServe flushes c's replies (commit, then write) and decides what to
+// watch for next.
 func (l *ioLoop) finishServe(c *conn, open bool) {
 	if c.unflushed {
-		c.unflushed = false
-		c.wr.Flush()
+		c.flush()
 	}
 	if c.sockErr != nil || !open && len(c.pending) == 0 {
 		l.closeConn(c)
@@ -473,17 +474,14 @@ func (r loopReader) Read(p []byte) (int, error) {
 	}
 }
 
-// loopWriter takes redcon.Writer's flushes: it writes what the socket
-// accepts now and keeps the rest in c.pending for the loop to send when the
-// socket is writable, so a slow reader never blocks the loop.
+// loopWriter takes redcon.Writer's flushes (from conn.flush, which has
+// committed before): it writes what the socket accepts now and keeps the
+// rest in c.pending for the loop to send when the socket is writable, so a
+// slow reader never blocks the loop.
 type loopWriter struct{ c *conn }
 
 func (w loopWriter) Write(p []byte) (int, error) {
 	c := w.c
-	if err := c.srv.commitBeforeReply(); err != nil {
-		c.sockErr = err
-		return 0, err
-	}
 	if len(c.pending) > 0 {
 		c.pending = append(c.pending, p...)
 		return len(p), nil

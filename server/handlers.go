@@ -37,6 +37,7 @@ var handlersByName = map[string]handler{
 	"command":      handleCommand,
 	"info":         handleInfo,
 	"config":       handleConfig,
+	"help":         handleHelp,
 }
 
 // commandHandlers lines the handlers up with protocol.Commands. A command in

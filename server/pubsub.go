@@ -2,14 +2,11 @@ package server
 
 import (
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/leasehold/leasehold/internal/glob"
 	"github.com/leasehold/leasehold/locker"
-	"github.com/leasehold/leasehold/protocol"
 	"github.com/tidwall/redcon"
 )
 
@@ -172,8 +169,7 @@ func subscribe(c *conn, names [][]byte, pattern bool) error {
 		c.wr.WriteInt(c.subscriptions())
 	}
 	// The confirmation goes out before the first message can.
-	c.unflushed = false
-	c.wr.Flush()
+	c.flush()
 	for _, name := range added {
 		c.srv.hub.add(c, name, pattern)
 	}
@@ -256,11 +252,6 @@ var allowedWhileSubscribed = map[string]bool{
 	"subscribe": true, "psubscribe": true, "unsubscribe": true, "punsubscribe": true, "ping": true, "quit": true,
 }
 
-func subscribedOnlyError(cmd string) error {
-	return &protocol.Error{Code: protocol.CodeErr, Msg: "Can't execute '" + strings.ToLower(cmd) +
-		"': only (P)SUBSCRIBE / (P)UNSUBSCRIBE / PING / QUIT are allowed in this context"}
-}
-
 // outFrame is a message on its way to a subscriber, with the channel or
 // pattern it was sent for.
 type outFrame struct {
@@ -303,10 +294,7 @@ func (c *conn) deliver(name string, pattern bool, frame []byte) {
 		l.post(func() { l.drainOutbox(c) })
 		return
 	}
-	select {
-	case c.outSignal <- struct{}{}:
-	default:
-	}
+	c.wakeMessageWriter()
 }
 
 // dropQueued forgets the queued messages sent for name.
@@ -340,73 +328,4 @@ func (c *conn) takeOutbox() []byte {
 		}
 	}
 	return out
-}
-
-// startDelivery starts the goroutine transport's message writer, owned by
-// the connection: messages arrive from other goroutines while the
-// connection's own goroutine waits in Read.
-func (c *conn) startDelivery() {
-	if c.loop != nil {
-		return
-	}
-	c.outSignal = make(chan struct{}, 1)
-	c.outStop = make(chan struct{})
-	c.outDone = make(chan struct{})
-	go func() {
-		defer close(c.outDone)
-		for {
-			select {
-			case <-c.outSignal:
-				// Under wmu, so that an UNSUBSCRIBE reply flushed after the
-				// client left a channel cannot be overtaken by its messages.
-				c.wmu.Lock()
-				var err error
-				if out := c.takeOutbox(); len(out) > 0 {
-					_, err = c.writeSocket(out)
-				}
-				c.wmu.Unlock()
-				if err != nil {
-					return
-				}
-			case <-c.outStop:
-				return
-			}
-		}
-	}()
-}
-
-// stopDelivery stops the message writer and waits for it.
-func (c *conn) stopDelivery() {
-	if c.outStop == nil {
-		return
-	}
-	close(c.outStop)
-	<-c.outDone
-	c.outStop = nil
-}
-
-// lockedWriter is the goroutine transport's socket writer: the connection's
-// own replies and the message writer's frames take turns.
-type lockedWriter struct{ c *conn }
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.c.wmu.Lock()
-	defer w.c.wmu.Unlock()
-	return w.c.writeSocket(p)
-}
-
-// writeSocket writes p to the goroutine transport's socket; the caller holds
-// wmu.
-func (c *conn) writeSocket(p []byte) (int, error) {
-	// Replies and lock events alike go out only once what they report is
-	// as durable as the data directory's policy says.
-	if err := c.srv.commitBeforeReply(); err != nil {
-		return 0, err
-	}
-	if t := c.srv.cfg.IdleTimeout; t > 0 {
-		// A client that stops reading is as idle as one that stops
-		// sending: it must not hold a goroutine in Write for ever.
-		c.nc.SetWriteDeadline(time.Now().Add(t))
-	}
-	return c.nc.Write(p)
 }

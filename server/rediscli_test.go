@@ -213,6 +213,15 @@ func TestRedisCliSessions(t *testing.T) {
 			{args: "-3 ACQUIRE k 30000", out: "{n}\n", stderr: "HELLO 3 failed: " + noProto + "\n"},
 			{args: "-2 PING", out: "PONG\n"},
 		}},
+		{"help", []cliStep{
+			// redis-cli answers HELP itself, from COMMAND DOCS (which the
+			// command table fills, as it does the server's HELP); the
+			// subcommands reach the server's help.
+			{args: "HELP VERIFY", out: "\r\n  \x1b[1mVERIFY\x1b[0m \x1b[90mkey token\x1b[0m\r\n  \x1b[33msummary:\x1b[0m Returns 1 when the token is a live lease of the lock, else 0.\r\n  \x1b[33msince:\x1b[0m 0.1.0\r\n  \x1b[33mgroup:\x1b[0m lock\r\n\r\n"},
+			{args: "CONFIG HELP", out: "CONFIG GET parameter [parameter ...]\n    Reads settings; answers what redis-benchmark asks.\n"},
+			{args: "--no-raw CLIENT HELP", out: "1) CLIENT <ID | GETNAME | SETNAME name | SETINFO attr value | INFO | UNBLOCK client-id [TIMEOUT | ERROR]>\n2)     Connection identity, as clients set it on connect; UNBLOCK ends another\n3)     connection's WAIT.\n"},
+			{args: "CLIENT HELP x", out: "ERR wrong number of arguments for 'client|help' command\n\n"},
+		}},
 		{"repeat", []cliStep{
 			{args: "-r 3 PING", out: "PONG\nPONG\nPONG\n"},
 		}},

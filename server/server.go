@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/persist"
+	"github.com/leasehold/leasehold/protocol"
 	"github.com/rs/zerolog"
 )
 
@@ -244,7 +245,7 @@ func (s *Server) startConn(nc net.Conn) {
 		s.stats.connectionsRejected.Add(1)
 		// Redis's reply; written best-effort to a socket we are about to close.
 		nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-		nc.Write([]byte("-ERR max number of clients reached\r\n"))
+		nc.Write(protocol.ErrMaxClients.Frame())
 		nc.Close()
 		return
 	}
@@ -319,7 +320,10 @@ func (s *Server) Close() error {
 
 // commitBeforeReply makes the changes made so far durable, as the data
 // directory's fsync policy says, before a reply leaves the server: nothing
-// is acknowledged that a restart could forget. It is the writers' hook.
+// is acknowledged that a restart could forget. conn.flush calls it before
+// every write of replies, the event loop once per round for all its
+// connections (group commit), and the goroutine transport's message writer
+// before lock events.
 func (s *Server) commitBeforeReply() error {
 	if s.store == nil || !s.store.Pending() {
 		return nil

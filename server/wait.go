@@ -93,7 +93,7 @@ func macquireWaiting(c *conn, req protocol.MAcquireRequest) error {
 
 func (c *conn) checkWait(wait time.Duration) error {
 	if max := c.srv.cfg.Locker.MaxTTL; wait > max {
-		return &protocol.Error{Code: protocol.CodeErr, Msg: "WAIT must be at most max-ttl (" + max.String() + ")"}
+		return protocol.WaitTooLongError(max)
 	}
 	return nil
 }
@@ -246,69 +246,6 @@ func (c *conn) endWait(out waitOutcome) {
 func (c *conn) tieAll(keys [][]byte, tokens []uint64, ephemeral bool) {
 	for j, k := range keys {
 		c.srv.ties.granted(c, k, tokens[j], ephemeral)
-	}
-}
-
-// waitInline is the goroutine transport's wait: the connection's goroutine
-// blocks until the grant, the timeout, the client's hang-up or the server's
-// Close. A client that pipelines more commands behind its waiting command is
-// not watched for hang-ups once its bytes arrive (the watch must not consume
-// them); a grant made after it left is released at once, found by a check
-// for the peer's FIN before the reply (Linux) or by the failed reply.
-func (c *conn) waitInline(b *blockState, progress chan uint64) {
-	if c.unflushed {
-		c.unflushed = false
-		c.wr.Flush() // earlier pipelined replies should not wait with us
-	}
-	// The idle timeout does not apply while waiting (nor may its deadline cut
-	// the hang-up watch short); the next read arms it again.
-	c.nc.SetReadDeadline(time.Time{})
-	hangup, stopWatch := watchHangup(c.nc)
-	timer := time.NewTimer(time.Duration(b.deadline - c.srv.monotonic()))
-	var out waitOutcome
-	gone := false
-wait:
-	for {
-		select {
-		case token := <-progress:
-			var done bool
-			if out, done = c.resumeWait(token); done {
-				break wait
-			}
-		case <-timer.C:
-			out = c.timeoutWait()
-			break wait
-		case asError := <-b.unblock:
-			out = c.cancelWait()
-			out.unblockedErr = asError
-			break wait
-		case <-hangup:
-			gone = true
-			break wait
-		case <-c.srv.closing:
-			gone = true
-			break wait
-		}
-	}
-	timer.Stop()
-	stopWatch()
-	switch {
-	case gone:
-		c.abandonWait()
-		c.quit = true
-		return
-	case out.granted && peerClosed(c.nc):
-		// The watch stops at pipelined bytes; a FIN behind them still
-		// means nobody will read this grant.
-		c.giveBack(b, out)
-		c.unpark()
-		c.quit = true
-		return
-	}
-	c.endWait(out)
-	c.unflushed = false
-	if err := c.wr.Flush(); err != nil {
-		c.giveBack(b, out) // nobody to hand it to
 	}
 }
 

@@ -1,0 +1,219 @@
+package server
+
+import (
+	"net"
+	"time"
+
+	"github.com/leasehold/leasehold/protocol"
+	"github.com/tidwall/redcon"
+)
+
+// The goroutine transport (Config.IOLoops 0, and systems without epoll):
+// each connection is served by a goroutine of its own that the Server owns,
+// with blocking reads through Go's netpoller. Its loop is redcon's: read,
+// run, flush. A connection that subscribes gets a second goroutine, its
+// message writer, since messages arrive while the first blocks in Read.
+
+// newGoroutineConn serves nc with blocking reads on a goroutine of its own.
+func newGoroutineConn(s *Server, nc net.Conn) *conn {
+	c := newConn(s, nc.RemoteAddr().String(), nc.LocalAddr().String())
+	c.nc = nc
+	c.wr = redcon.NewWriter(lockedWriter{c})
+	c.rd = protocol.NewReader(blockingReader{c}, s.cfg.Limits)
+	return c
+}
+
+// serve runs the goroutine transport until the connection ends: it runs the
+// commands the reader has, flushes their replies (commit, then write) once
+// no further command is buffered, and then blocks for more.
+func (c *conn) serve() {
+	c.log.Debug().Msg("connected")
+	defer func() {
+		c.recoverPanic(recover())
+		c.nc.Close()
+		c.unsubscribeAll()
+		c.releaseEphemeral()
+		c.log.Debug().Uint64("commands", c.commands.Load()).Msg("disconnected")
+	}()
+	for {
+		open := c.runCommands()
+		// An empty flush would still cost a write syscall.
+		if c.unflushed {
+			if err := c.flush(); err != nil {
+				c.log.Debug().Err(err).Msg("write failed")
+				return
+			}
+		}
+		if !open {
+			return
+		}
+	}
+}
+
+// blockingReader is the goroutine transport's source. While replies wait to
+// be flushed it reports ErrWouldBlock, so that the reader hands control back
+// to serve, which flushes them before this blocks on the socket; then it
+// arms the idle timeout and reads.
+type blockingReader struct{ c *conn }
+
+func (r blockingReader) Read(p []byte) (int, error) {
+	c := r.c
+	if c.unflushed {
+		return 0, protocol.ErrWouldBlock
+	}
+	if t := c.srv.cfg.IdleTimeout; t > 0 {
+		if c.subscriptions() > 0 {
+			// As in Redis, a listening client has nothing to say: the idle
+			// timeout spares it.
+			c.nc.SetReadDeadline(time.Time{})
+		} else {
+			c.nc.SetReadDeadline(time.Now().Add(t))
+		}
+	}
+	return c.nc.Read(p)
+}
+
+// lockedWriter is the goroutine transport's socket writer, under the
+// connection's replies (conn.flush, which has committed before): they and
+// the message writer's frames take turns.
+type lockedWriter struct{ c *conn }
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.c.wmu.Lock()
+	defer w.c.wmu.Unlock()
+	return w.c.writeSocket(p)
+}
+
+// writeSocket writes p to the goroutine transport's socket; the caller holds
+// wmu and has committed what p reports.
+func (c *conn) writeSocket(p []byte) (int, error) {
+	if t := c.srv.cfg.IdleTimeout; t > 0 {
+		// A client that stops reading is as idle as one that stops
+		// sending: it must not hold a goroutine in Write for ever.
+		c.nc.SetWriteDeadline(time.Now().Add(t))
+	}
+	return c.nc.Write(p)
+}
+
+// startDelivery starts the goroutine transport's message writer, owned by
+// the connection: messages arrive from other goroutines while the
+// connection's own goroutine waits in Read.
+func (c *conn) startDelivery() {
+	if c.loop != nil {
+		return
+	}
+	c.outSignal = make(chan struct{}, 1)
+	c.outStop = make(chan struct{})
+	c.outDone = make(chan struct{})
+	go func() {
+		defer close(c.outDone)
+		for {
+			select {
+			case <-c.outSignal:
+				if err := c.writeMessages(); err != nil {
+					return
+				}
+			case <-c.outStop:
+				return
+			}
+		}
+	}()
+}
+
+// writeMessages is the message writer's flush: like conn.flush, it commits
+// before it writes, since a lock event, like a reply, may go out only once
+// what it reports is as durable as the data directory's policy says. It
+// holds wmu, so that an UNSUBSCRIBE reply flushed after the client left a
+// channel cannot be overtaken by that channel's messages.
+func (c *conn) writeMessages() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	out := c.takeOutbox()
+	if len(out) == 0 {
+		return nil
+	}
+	if err := c.srv.commitBeforeReply(); err != nil {
+		return err
+	}
+	_, err := c.writeSocket(out)
+	return err
+}
+
+// wakeMessageWriter tells the message writer that messages wait.
+func (c *conn) wakeMessageWriter() {
+	select {
+	case c.outSignal <- struct{}{}:
+	default:
+	}
+}
+
+// stopDelivery stops the message writer and waits for it.
+func (c *conn) stopDelivery() {
+	if c.outStop == nil {
+		return
+	}
+	close(c.outStop)
+	<-c.outDone
+	c.outStop = nil
+}
+
+// waitInline is the goroutine transport's wait: the connection's goroutine
+// blocks until the grant, the timeout, the client's hang-up or the server's
+// Close. A client that pipelines more commands behind its waiting command is
+// not watched for hang-ups once its bytes arrive (the watch must not consume
+// them); a grant made after it left is released at once, found by a check
+// for the peer's FIN before the reply (Linux) or by the failed reply.
+func (c *conn) waitInline(b *blockState, progress chan uint64) {
+	if c.unflushed {
+		c.flush() // earlier pipelined replies should not wait with us
+	}
+	// The idle timeout does not apply while waiting (nor may its deadline cut
+	// the hang-up watch short); the next read arms it again.
+	c.nc.SetReadDeadline(time.Time{})
+	hangup, stopWatch := watchHangup(c.nc)
+	timer := time.NewTimer(time.Duration(b.deadline - c.srv.monotonic()))
+	var out waitOutcome
+	gone := false
+wait:
+	for {
+		select {
+		case token := <-progress:
+			var done bool
+			if out, done = c.resumeWait(token); done {
+				break wait
+			}
+		case <-timer.C:
+			out = c.timeoutWait()
+			break wait
+		case asError := <-b.unblock:
+			out = c.cancelWait()
+			out.unblockedErr = asError
+			break wait
+		case <-hangup:
+			gone = true
+			break wait
+		case <-c.srv.closing:
+			gone = true
+			break wait
+		}
+	}
+	timer.Stop()
+	stopWatch()
+	switch {
+	case gone:
+		c.abandonWait()
+		c.quit = true
+		return
+	case out.granted && peerClosed(c.nc):
+		// The watch stops at pipelined bytes; a FIN behind them still
+		// means nobody will read this grant.
+		c.giveBack(b, out)
+		c.unpark()
+		c.quit = true
+		return
+	}
+	c.endWait(out)
+	if err := c.flush(); err != nil {
+		c.giveBack(b, out) // nobody to hand it to
+	}
+}
