@@ -124,16 +124,25 @@ func start(t *testing.T, env []string, args ...string) *process {
 // waitListening polls until addr accepts a TCP connection.
 func (p *process) waitListening(addr string) {
 	p.t.Helper()
+	if !p.listening(addr) {
+		p.t.Fatalf("leasehold exited before listening on %s: %v\nstderr: %s", addr, p.err, p.stderr)
+	}
+}
+
+// listening polls until addr accepts a TCP connection, and reports false if
+// the process exits first.
+func (p *process) listening(addr string) bool {
+	p.t.Helper()
 	deadline := time.After(commandTimeout)
 	for {
 		nc, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			nc.Close()
-			return
+			return true
 		}
 		select {
 		case <-p.done:
-			p.t.Fatalf("leasehold exited before listening on %s: %v\nstderr: %s", addr, p.err, p.stderr)
+			return false
 		case <-deadline:
 			p.t.Fatalf("leasehold not listening on %s after %s: %v\nstderr: %s", addr, commandTimeout, err, p.stderr)
 		case <-time.After(20 * time.Millisecond):
@@ -174,6 +183,33 @@ func (p *process) logLines() []map[string]any {
 		lines = append(lines, m)
 	}
 	return lines
+}
+
+// serveBinary starts the binary as a server on a free loopback port, with
+// the environment and arguments setup gives for that address, and returns
+// once it accepts connections. freeAddr's port was free a moment ago only:
+// should the server find it taken, it tries another, twice.
+func serveBinary(t *testing.T, setup func(addr string) (env, args []string)) (*process, string) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		addr := freeAddr(t)
+		env, args := setup(addr)
+		p := start(t, env, args...)
+		if p.listening(addr) {
+			return p, addr
+		}
+		if attempt == 3 || !strings.Contains(p.stderr.String(), "address already in use") {
+			t.Fatalf("leasehold %q exited before listening on %s: %v\nstderr: %s", args, addr, p.err, p.stderr)
+		}
+	}
+}
+
+// serveArgs is a serveBinary setup: serve on the address with the log in
+// JSON, and args after.
+func serveArgs(args ...string) func(addr string) (env, args []string) {
+	return func(addr string) ([]string, []string) {
+		return nil, append([]string{"serve", "--addr", addr, "--log-format", "json"}, args...)
+	}
 }
 
 // freeAddr returns a loopback address with a port that was free a moment ago.
@@ -241,9 +277,9 @@ func TestServeStopsOnSignal(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			addr := freeAddr(t)
-			p := start(t, nil, append(tc.command, "--addr", addr, "--log-format", "json")...)
-			p.waitListening(addr)
+			p, addr := serveBinary(t, func(addr string) ([]string, []string) {
+				return nil, append(tc.command, "--addr", addr, "--log-format", "json")
+			})
 
 			rdb := client(t, addr)
 			ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
@@ -281,9 +317,9 @@ func TestServeStopsOnSignal(t *testing.T) {
 }
 
 func TestServeReadsEnvironment(t *testing.T) {
-	addr := freeAddr(t)
-	p := start(t, []string{"LEASEHOLD_ADDR=" + addr, "LEASEHOLD_REQUIRE_CREATE=true", "LEASEHOLD_LOG_FORMAT=json"})
-	p.waitListening(addr)
+	p, addr := serveBinary(t, func(addr string) ([]string, []string) {
+		return []string{"LEASEHOLD_ADDR=" + addr, "LEASEHOLD_REQUIRE_CREATE=true", "LEASEHOLD_LOG_FORMAT=json"}, nil
+	})
 
 	rdb := client(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
@@ -407,9 +443,9 @@ func TestNewLogger(t *testing.T) {
 // TestFlagsBeforeServe checks that flags given before the serve subcommand
 // count, as flags given after it do.
 func TestFlagsBeforeServe(t *testing.T) {
-	addr := freeAddr(t)
-	p := start(t, nil, "--addr", addr, "--log-format", "json", "--shards", "4", "serve", "--max-key-len", "16")
-	p.waitListening(addr)
+	p, addr := serveBinary(t, func(addr string) ([]string, []string) {
+		return nil, []string{"--addr", addr, "--log-format", "json", "--shards", "4", "serve", "--max-key-len", "16"}
+	})
 	if exit := p.stop(syscall.SIGTERM); exit != 0 {
 		t.Fatalf("exit status %d, want 0\nstderr: %s", exit, p.stderr)
 	}

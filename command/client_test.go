@@ -20,10 +20,7 @@ import (
 // address.
 func startServe(t *testing.T) (*process, string) {
 	t.Helper()
-	addr := freeAddr(t)
-	p := start(t, nil, "serve", "--addr", addr, "--log-format", "json")
-	p.waitListening(addr)
-	return p, addr
+	return serveBinary(t, serveArgs())
 }
 
 // testCtx bounds a test's calls to the server.

@@ -171,43 +171,22 @@ type crashConfig struct {
 	afterKill func(t *testing.T, dir string, round int) string
 }
 
-func crashArgs(addr, dir string, extra ...string) []string {
-	return append([]string{"serve", "--addr", addr, "--data-dir", dir, "--log-format", "json", "--shards", "8"}, extra...)
+// crashArgs are serve's arguments on dir, extra after.
+func crashArgs(dir string, extra ...string) []string {
+	return append([]string{"--data-dir", dir, "--shards", "8"}, extra...)
 }
 
 // crashServe starts the binary on dir and waits until it answers PING.
 func crashServe(t *testing.T, dir string, extra ...string) (*process, *redis.Client) {
 	t.Helper()
-	addr := freeAddr(t)
-	args := crashArgs(addr, dir, extra...)
-	p := start(t, nil, args...)
+	p, addr := serveBinary(t, serveArgs(crashArgs(dir, extra...)...))
 	rdb := crashClient(t, addr)
-	deadline := time.Now().Add(commandTimeout)
-	for attempt := 1; ; {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := rdb.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return p, rdb
-		}
-		select {
-		case <-p.done:
-			if attempt < 3 && strings.Contains(p.stderr.String(), "address already in use") {
-				// freeAddr's port was taken meanwhile: another one.
-				attempt++
-				addr = freeAddr(t)
-				args = crashArgs(addr, dir, extra...)
-				p, rdb = start(t, nil, args...), crashClient(t, addr)
-				continue
-			}
-			t.Fatalf("leasehold %q exited before answering PING: %v\nstderr: %s", args, p.err, p.stderr)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leasehold %q did not answer PING within %s: %v\nstderr: %s", args, commandTimeout, err, p.stderr)
-		}
-		time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatalf("leasehold on %s did not answer PING: %v\nstderr: %s", dir, err, p.stderr)
 	}
+	return p, rdb
 }
 
 // crashKill sends SIGKILL and waits for the process to go.
@@ -552,7 +531,8 @@ func runCrash(t *testing.T, cfg crashConfig) {
 		}
 		if run > 0 && cfg.afterKill == nil && rng.IntN(3) == 0 {
 			// A crash in the middle of the start: recovery, or just after.
-			q := start(t, nil, crashArgs(freeAddr(t), dir, extra...)...)
+			_, args := serveArgs(crashArgs(dir, extra...)...)(freeAddr(t))
+			q := start(t, nil, args...)
 			time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
 			crashKill(q)
 			earlyKills++

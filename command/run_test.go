@@ -165,8 +165,7 @@ func TestRunOnLost(t *testing.T) {
 // wait on SIGINT.
 func TestRunWaitForever(t *testing.T) {
 	t.Parallel()
-	addr := freeAddr(t)
-	start(t, nil, "serve", "--addr", addr, "--max-ttl", "1s").waitListening(addr)
+	_, addr := serveBinary(t, serveArgs("--max-ttl", "1s"))
 	rdb := client(t, addr)
 	cfg := leasehold.DefaultConfig()
 	cfg.Redis.Addr = addr

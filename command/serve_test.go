@@ -42,9 +42,7 @@ func lineWith(lines []map[string]any, msg string) map[string]any {
 // key is not "", stops it, and returns its log lines and the lease's token.
 func serveOnce(t *testing.T, key string, args ...string) ([]map[string]any, uint64) {
 	t.Helper()
-	addr := freeAddr(t)
-	p := start(t, nil, append([]string{"serve", "--addr", addr, "--log-format", "json"}, args...)...)
-	p.waitListening(addr)
+	p, addr := serveBinary(t, serveArgs(args...))
 	var tok uint64
 	if key != "" {
 		var err error
@@ -319,8 +317,9 @@ func TestInfoReportsVersion(t *testing.T) {
 		t.Fatal(buildErr)
 	}
 	version := versionOutput(t, binary)
-	addr := freeAddr(t)
-	start(t, nil, "--addr", addr, "--log-format", "json").waitListening(addr)
+	_, addr := serveBinary(t, func(addr string) ([]string, []string) {
+		return nil, []string{"--addr", addr, "--log-format", "json"}
+	})
 	info, err := client(t, addr).Info(testCtx(t), "server").Result()
 	if err != nil {
 		t.Fatal(err)

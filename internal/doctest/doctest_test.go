@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/servertest/lockserver"
-
 	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/server"
 )

@@ -89,7 +89,7 @@ func Start(t testing.TB, srv Server, closed error) *Running {
 func Serve(srv Server, closed error) (*Running, error) {
 	if err := srv.Listen(); err != nil {
 		srv.Close() // whatever the server opened before (a data directory and its lock)
-		return nil, fmt.Errorf("Listen: %w", err)
+		return nil, fmt.Errorf("listen: %w", err)
 	}
 	r := &Running{Addr: srv.Addr().String(), srv: srv, closed: closed, served: make(chan error, 1)}
 	go func() { r.served <- srv.Serve() }()
