@@ -231,3 +231,65 @@ func TestRunWaitForever(t *testing.T) {
 		t.Errorf("run --wait forevermore: exit %d, stderr %q", exit, errOut)
 	}
 }
+
+// TestRunCommandGetsDefaultSignals checks that what leasehold ignores for
+// itself while its command runs (SIGPIPE, the terminal's stop signals) is
+// not ignored in the command: an ignored signal survives exec, and `yes |
+// head -1` under it ends with "yes: standard output: Broken pipe" instead
+// of quietly, as it does in a shell.
+func TestRunCommandGetsDefaultSignals(t *testing.T) {
+	t.Parallel()
+	_, addr := startServe(t)
+	env := []string{"LEASEHOLD_ADDR=" + addr}
+	out, errOut, exit := run(t, env, "run", "pipe", "--", "sh", "-c", "yes | head -1")
+	if exit != 0 || out != "y\n" || errOut != "" {
+		t.Errorf("run -- sh -c 'yes | head -1': exit %d, stdout %q, stderr %q; want 0, \"y\\n\" and nothing", exit, out, errOut)
+	}
+	// On Linux, the dispositions themselves: the command ignores what this
+	// test ignores (what its own parent, say a shell running it in the
+	// background, set), nothing more.
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return
+	}
+	var want string
+	for _, l := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(l, "SigIgn:") {
+			want = l
+		}
+	}
+	out, errOut, exit = run(t, env, "run", "-c", "grep '^SigIgn:' /proc/self/status", "pipe")
+	if exit != 0 || strings.TrimSpace(out) != want {
+		t.Errorf("the command's ignored signals: exit %d, stdout %q, stderr %q; want %q", exit, out, errOut, want)
+	}
+}
+
+// TestRunIsNotStoppedBySignals checks that leasehold keeps watching its
+// command through SIGTSTP (Ctrl-Z), SIGTTIN, SIGTTOU and SIGPIPE: stopped or
+// killed, it would leave the command running with nobody renewing its lease.
+func TestRunIsNotStoppedBySignals(t *testing.T) {
+	t.Parallel()
+	_, addr := startServe(t)
+	rdb := client(t, addr)
+	dir := t.TempDir()
+	release := filepath.Join(dir, "release")
+	p := start(t, []string{"LEASEHOLD_ADDR=" + addr}, "run", "sig", "--", "sh", "-c",
+		`while [ ! -e "$1" ]; do sleep 0.05; done`, "sh", release)
+	pollUntil(t, commandTimeout, "the lock to be held", func() bool { return lockStatus(t, rdb, "sig")["state"] == "held" })
+	for _, sig := range []syscall.Signal{syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGPIPE} {
+		if err := p.cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(commandTimeout):
+		t.Fatalf("leasehold run did not exit after its command did (stopped by a signal?)\nstderr: %s", p.stderr)
+	}
+	if p.err != nil {
+		t.Fatalf("leasehold run: %v\nstderr: %s", p.err, p.stderr)
+	}
+}

@@ -18,8 +18,14 @@ var forwardedSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP
 // closed pipe returns an error instead of killing it, and the terminal's
 // stop keys (Ctrl-Z) do not stop it, since its command, in a group of its
 // own, would go on unwatched.
+//
+// The signals are caught and dropped, not ignored: an ignored signal stays
+// ignored across exec, and the command (a pipeline that relies on SIGPIPE,
+// say) must start with the dispositions a shell would give it. A caught one
+// is back to its default in the command.
 func ignoreStops() {
-	signal.Ignore(syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
+	// Never read: a signal that finds the buffer full is dropped.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
 }
 
 // signalGroup sends sig to cmd's process group.
