@@ -1,6 +1,7 @@
 package command
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -29,8 +30,16 @@ const completionFlag = "--generate-bash-completion"
 // topic.
 func rewriteArgs(app *cli.App, args []string) ([]string, string, error) {
 	help := app.Name + " --help"
-	if len(args) < 2 || (app.EnableBashCompletion && args[len(args)-1] == completionFlag) {
+	if len(args) < 2 {
 		return args, help, nil
+	}
+	if app.EnableBashCompletion && args[len(args)-1] == completionFlag {
+		// cli does not complete a line that holds a -- (urfave/cli#1993):
+		// it runs the command instead, so a TAB after `run KEY -- CMD`
+		// would run CMD. Without them the line is completed, never run;
+		// cli reads the word being completed from os.Args, -- included
+		// (so a copy: args may be os.Args).
+		return slices.DeleteFunc(slices.Clone(args), func(s string) bool { return s == "--" }), help, nil
 	}
 	global := flagArity(app.Flags, []cli.Flag{cli.HelpFlag, cli.VersionFlag})
 	for i := 1; i < len(args); i++ {
@@ -60,16 +69,17 @@ func rewriteArgs(app *cli.App, args []string) ([]string, string, error) {
 			return args, help, nil // the top level's action reports it
 		}
 		help = app.Name + " " + cmd.Name + " --help"
-		tail := reorder(args[i+1:], flagArity(cmd.Flags, []cli.Flag{cli.HelpFlag}), cmd.Name == "run")
-		return append(args[:i+1:i+1], tail...), help, nil
+		tail, err := reorder(args[i+1:], flagArity(cmd.Flags, []cli.Flag{cli.HelpFlag}), cmd.Name == "run")
+		return append(args[:i+1:i+1], tail...), help, err
 	}
 	return args, help, nil
 }
 
 // reorder puts the flags of a command's arguments first; arity is the
 // command's flags (see flagArity). withCommand is for run's KEY [--]
-// COMMAND [ARG...].
-func reorder(args []string, arity map[string]bool, withCommand bool) []string {
+// COMMAND [ARG...]. A flag that takes a value and has none (last, or before
+// a --) is an error: the flag package would take the -- for its value.
+func reorder(args []string, arity map[string]bool, withCommand bool) ([]string, error) {
 	var flags, positional, rest []string
 	dashes := false    // rest follows a --
 	helpAsked := false // --help, whatever else there is
@@ -98,26 +108,26 @@ func reorder(args []string, arity map[string]bool, withCommand bool) []string {
 			flags = append(flags, tok)
 		case name == "wait" && (i+1 == len(args) || !isWaitValue(args[i+1])):
 			flags = append(flags, "--wait=forever")
-		case i+1 < len(args):
+		case i+1 < len(args) && args[i+1] != "--":
 			flags = append(flags, tok, args[i+1])
 			i++
 		default:
-			flags = append(flags, tok) // the flag package says it needs a value
+			return nil, usageError("flag needs an argument: --%s", name)
 		}
 	}
 	if helpAsked {
-		return flags
+		return flags, nil
 	}
 	if !withCommand {
 		positional = append(positional, rest...)
 		if len(positional) == 0 {
-			return flags
+			return flags, nil
 		}
-		return append(append(flags, "--"), positional...)
+		return append(append(flags, "--"), positional...), nil
 	}
 	// run: KEY, then an optional -- and COMMAND, as runArgs reads them.
 	if len(positional) == 0 && len(rest) == 0 {
-		return flags
+		return flags, nil
 	}
 	if len(positional) == 0 { // -- before KEY
 		positional, rest = rest[:1], rest[1:]
@@ -130,17 +140,20 @@ func reorder(args []string, arity map[string]bool, withCommand bool) []string {
 	if dashes || len(rest) > 0 {
 		out = append(append(out, "--"), rest...)
 	}
-	return out
+	return out, nil
 }
 
 // isWaitValue reports whether s is a value of --wait, not the word after a
-// bare --wait.
+// bare --wait. A word that starts as a number does (5x, 2min, 1.5): it is a
+// mistyped duration for the flag to refuse, not a KEY to lock. A KEY that
+// starts with a digit follows --wait=forever, not a bare --wait.
 func isWaitValue(s string) bool {
 	if s == "forever" {
 		return true
 	}
-	_, err := parseClientDuration(s)
-	return err == nil
+	// Every duration, valid or not, starts so after its sign.
+	num := strings.TrimLeft(s, "+-")
+	return num != "" && (num[0] == '.' || '0' <= num[0] && num[0] <= '9')
 }
 
 // splitFlag returns the name of the flag tok is (-name or --name, with

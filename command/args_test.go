@@ -29,8 +29,6 @@ func TestRewriteArgs(t *testing.T) {
 		{"acquire k --ttl 5s -- --x", "acquire --ttl 5s -- k --x", "leasehold acquire --help"},
 		// An unknown flag stays a flag, for the flag package to report.
 		{"acquire k --tll 5s", "acquire --tll -- k 5s", "leasehold acquire --help"},
-		// A flag that needs a value and has none is left for the flag package.
-		{"acquire k --ttl", "acquire --ttl -- k", "leasehold acquire --help"},
 		// A bare --wait waits without bound.
 		{"acquire k --wait", "acquire --wait=forever -- k", "leasehold acquire --help"},
 		{"acquire --wait k", "acquire --wait=forever -- k", "leasehold acquire --help"},
@@ -39,6 +37,11 @@ func TestRewriteArgs(t *testing.T) {
 		{"acquire k --wait 500", "acquire --wait 500 -- k", "leasehold acquire --help"},
 		{"acquire k --wait forever", "acquire --wait forever -- k", "leasehold acquire --help"},
 		{"acquire k --wait=1m", "acquire --wait=1m -- k", "leasehold acquire --help"},
+		// A word after a bare --wait that tries to be a duration is its value,
+		// for the flag to refuse, not a KEY: a typo must not name the lock.
+		{"acquire --wait 2min k", "acquire --wait 2min -- k", "leasehold acquire --help"},
+		{"run --wait 1.5 k ls", "run --wait 1.5 -- k -- ls", "leasehold run --help"},
+		{"run k --wait 2min -- ls", "run --wait 2min -- k -- ls", "leasehold run --help"},
 		// run: flags up to -- or COMMAND; COMMAND's own are left alone.
 		{"run k --ttl 5s -- ls -l", "run --ttl 5s -- k -- ls -l", "leasehold run --help"},
 		{"run k --ttl 5s ls -l", "run --ttl 5s -- k -- ls -l", "leasehold run --help"},
@@ -63,8 +66,11 @@ func TestRewriteArgs(t *testing.T) {
 		{"-- status k", "", "leasehold --help"},
 		{"runn k --ttl 5s", "", "leasehold --help"},
 		{"help acquire", "", "leasehold --help"},
-		// Shell completion passes the words as typed.
+		// Shell completion passes the words as typed, but for --: cli would
+		// not complete a line that holds one, and would run the command.
 		{"acquire k --tt " + completionFlag, "", "leasehold --help"},
+		{"acquire -- " + completionFlag, "acquire " + completionFlag, "leasehold --help"},
+		{"run k -- ./deploy.sh " + completionFlag, "run k ./deploy.sh " + completionFlag, "leasehold --help"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.args, func(t *testing.T) {
@@ -85,5 +91,29 @@ func TestRewriteArgsHelpOfUnknownCommand(t *testing.T) {
 	_, _, err := rewriteArgs(newApp(), []string{"leasehold", "help", "runn"})
 	if err == nil || err.Error() != `unknown command "runn"; did you mean "run"?` {
 		t.Fatalf("help runn: %v", err)
+	}
+}
+
+// TestRewriteArgsFlagWithoutValue checks that a flag that takes a value and
+// is left without one is an error here: the -- that rewriteArgs puts after
+// the flags (or one the user wrote) would otherwise become its value, an
+// owner of "--" shared by every host that ran the same line.
+func TestRewriteArgsFlagWithoutValue(t *testing.T) {
+	for _, args := range []string{
+		"acquire k --ttl",
+		"acquire k --owner",
+		"acquire k --owner -- x",
+		"acquire --owner -- k",
+		"run k --owner -- ls",
+		"run --owner -- k ls",
+		"status k --addr",
+		"create k --limit",
+	} {
+		t.Run(args, func(t *testing.T) {
+			_, _, err := rewriteArgs(newApp(), append([]string{"leasehold"}, strings.Fields(args)...))
+			if err == nil || !strings.HasPrefix(err.Error(), "flag needs an argument: --") {
+				t.Errorf("rewriteArgs(%q): %v; want flag needs an argument", args, err)
+			}
+		})
 	}
 }

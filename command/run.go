@@ -57,7 +57,7 @@ func runArgs(c *cli.Context) (string, []string, error) {
 		case c.String("command") == "":
 			return "", nil, usageError("-c needs a shell command")
 		case len(args) != 1:
-			return "", nil, usageError("with -c, run takes only KEY, got %d arguments", len(args))
+			return "", nil, usageError("with -c, run takes KEY and no COMMAND")
 		}
 		return args[0], []string{"sh", "-c", c.String("command")}, nil
 	}
@@ -65,10 +65,9 @@ func runArgs(c *cli.Context) (string, []string, error) {
 		return "", nil, usageError("run takes KEY [--] COMMAND [ARG...]")
 	}
 	key, argv := args[0], args[1:]
+	// rewriteArgs puts a -- between KEY and COMMAND.
 	if len(argv) > 0 && argv[0] == "--" {
 		argv = argv[1:]
-	} else if len(argv) > 0 && strings.HasPrefix(argv[0], "-") {
-		return "", nil, usageError("flags go before KEY; put -- between KEY and a COMMAND starting with -: %q", argv[0])
 	}
 	if len(argv) == 0 {
 		return "", nil, usageError("run needs a COMMAND after KEY")

@@ -197,3 +197,37 @@ func TestNearest(t *testing.T) {
 		}
 	}
 }
+
+// TestCompletionRunsNothing checks that asking for completions never runs
+// the command: cli does not complete a line that holds a --, and ran the
+// command instead, so TAB after `run KEY -- ./deploy.sh` ran the deploy,
+// and `acquire --<TAB>` took a lease on "--generate-bash-completion".
+func TestCompletionRunsNothing(t *testing.T) {
+	t.Parallel()
+	_, addr := startServe(t)
+	env := []string{"LEASEHOLD_ADDR=" + addr}
+	marker := filepath.Join(t.TempDir(), "ran")
+	for _, args := range [][]string{
+		{"acquire", "--"},
+		{"create", "--"},
+		{"acquire", "k", "--"},
+		{"run", "k", "--", "sh", "-c", "touch " + marker},
+		{"run", "k", "--", "sh", "-c", "touch " + marker, "--"},
+		{"run", "-c", "touch " + marker, "k", "--"},
+	} {
+		stdout, stderr, exit := run(t, env, append(args, completionFlag)...)
+		if exit != 0 {
+			t.Errorf("leasehold %q %s: exit %d, stderr %q", args, completionFlag, exit, stderr)
+		}
+		if args[len(args)-1] == "--" && args[0] != "run" && !strings.Contains(stdout, "--ttl") {
+			t.Errorf("leasehold %q %s: %q; want the flags, --ttl among them", args, completionFlag, stdout)
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("completing a run line ran its command")
+	}
+	rdb := client(t, addr)
+	if keys, err := rdb.Do(testCtx(t), "LOCKS", "0").Slice(); err != nil || len(keys) != 2 || len(keys[1].([]any)) != 0 {
+		t.Errorf("LOCKS after completions: %v, %v; want none", keys, err)
+	}
+}
