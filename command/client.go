@@ -2,6 +2,8 @@ package command
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"time"
 
@@ -26,6 +28,7 @@ func acquireFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "shared", Usage: "take a read lease: any number of readers, or one writer"},
 		&cli.StringFlag{Name: "owner", Usage: "OWNER id: an ACQUIRE repeated with the same owner gets the same lease back, renewed (default: a random id)"},
 		&cli.IntFlag{Name: "priority", Usage: "place in the queue: higher waits go first"},
+		&cli.IntFlag{Name: "limit", DefaultText: "none", Usage: "take a permit of the semaphore KEY of N permits, creating it if it does not exist, as consul lock -n (without it, a semaphore is refused)"},
 	}
 }
 
@@ -108,6 +111,74 @@ func acquireOptions(c *cli.Context) ([]leasehold.AcquireOption, error) {
 		opts = append(opts, leasehold.Priority(int32(p)))
 	}
 	return opts, nil
+}
+
+// limitOption reads --limit: 0 when not given.
+func limitOption(c *cli.Context) (int, error) {
+	limit := c.Int("limit")
+	switch {
+	case limit < 0 || (c.IsSet("limit") && limit == 0):
+		return 0, usageError("--limit must be a positive number of permits")
+	case limit > 0 && c.Bool("shared"):
+		return 0, usageError("--limit and --shared do not go together: a semaphore's permits are not shared leases")
+	}
+	return limit, nil
+}
+
+// acquireLease takes KEY: a permit of a semaphore of limit permits (made if
+// there is none), or with limit 0 the lock itself. A permit taken without
+// --limit is handed back and refused: it would keep nobody else out, and
+// whoever runs `leasehold run KEY` expects to hold KEY alone (consul lock
+// refuses a lock on a semaphore's key likewise). The check follows the
+// grant, so no CREATE can slip in between.
+func acquireLease(c *cli.Context, cl *leasehold.Client, key string, ttl time.Duration, limit int, opts ...leasehold.AcquireOption) (*leasehold.Lease, error) {
+	if limit > 0 {
+		if err := ensureSemaphore(c, cl, key, limit); err != nil {
+			return nil, err
+		}
+		return cl.Acquire(c.Context, key, ttl, opts...)
+	}
+	lease, err := cl.Acquire(c.Context, key, ttl, opts...)
+	if err != nil {
+		return nil, err
+	}
+	st, err := cl.Status(c.Context, key)
+	if err == nil && st.Limit == 0 {
+		return lease, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lease.Release(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return nil, exitWith(exitFailure, fmt.Errorf("%q is a semaphore of %d permits, not a lock: pass --limit %d to take one of its permits", key, st.Limit, st.Limit))
+}
+
+// ensureSemaphore makes sure KEY is a semaphore of limit permits: it creates
+// one, or finds one with that limit; any other lock of that name is an
+// error.
+func ensureSemaphore(c *cli.Context, cl *leasehold.Client, key string, limit int) error {
+	made, err := cl.Create(c.Context, key, leasehold.Limit(limit))
+	switch {
+	case errors.Is(err, leasehold.ErrInUse):
+		return exitWith(exitFailure, fmt.Errorf("--limit %d: lock %q is held as a lock, not a semaphore, and cannot become one while held", limit, key))
+	case err != nil:
+		return failure(c, err)
+	case made:
+		return nil
+	}
+	st, err := cl.Status(c.Context, key)
+	if err != nil {
+		return failure(c, err)
+	}
+	switch st.Limit {
+	case limit:
+		return nil
+	case 0:
+		return exitWith(exitFailure, fmt.Errorf("--limit %d: lock %q exists as a lock, not a semaphore (delete it first to make it one)", limit, key))
+	}
+	return exitWith(exitFailure, fmt.Errorf("--limit %d: semaphore %q exists with %d permits", limit, key, st.Limit))
 }
 
 func checkTTL(c *cli.Context) (time.Duration, error) {

@@ -41,16 +41,23 @@ func acquireCmd(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	limit, err := limitOption(c)
+	if err != nil {
+		return err
+	}
 	cl, _, err := newCLIClient(c)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	// The lease outlives this process: no keep-alive.
-	l, err := cl.Acquire(c.Context, key, ttl, append(opts, leasehold.NoKeepAlive())...)
+	l, err := acquireLease(c, cl, key, ttl, limit, append(opts, leasehold.NoKeepAlive())...)
+	var exit *exitCodeError
 	switch {
 	case errors.Is(err, leasehold.ErrNotAcquired):
 		return exitWith(exitNo, fmt.Errorf("lock %q not acquired", key))
+	case errors.As(err, &exit):
+		return err
 	case err != nil:
 		return failure(c, err)
 	}

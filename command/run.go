@@ -41,7 +41,6 @@ func runCommand() *cli.Command {
 			durationFlag("kill-grace", defaultKillGrace, "after a lost lease, time between SIGTERM and SIGKILL"),
 			&cli.StringFlag{Name: "command", Aliases: []string{"c"}, Usage: "run this shell command (sh -c) instead of COMMAND [ARG...], as flock -c"},
 			&cli.IntFlag{Name: "conflict-exit-code", Aliases: []string{"E"}, Value: exitNo, Usage: "exit status when the lock is not granted, as flock -E (0 to 255)"},
-			&cli.IntFlag{Name: "limit", DefaultText: "none", Usage: "take a permit of the semaphore KEY of N permits, creating it if it does not exist, as consul lock -n"},
 			&cli.StringFlag{Name: "on-lost", Usage: "shell command (sh -c) to run when the lease is lost, besides stopping COMMAND; it gets LEASEHOLD_KEY, LEASEHOLD_TOKEN, LEASEHOLD_ADDR"},
 		}, acquireFlags()...),
 		OnUsageError: onUsage,
@@ -96,12 +95,9 @@ func runCmd(c *cli.Context) error {
 	if conflict < 0 || conflict > 255 {
 		return usageError("--conflict-exit-code must be between 0 and 255")
 	}
-	limit := c.Int("limit")
-	switch {
-	case limit < 0 || (c.IsSet("limit") && limit == 0):
-		return usageError("--limit must be a positive number of permits")
-	case limit > 0 && c.Bool("shared"):
-		return usageError("--limit and --shared do not go together: a semaphore's permits are not shared leases")
+	limit, err := limitOption(c)
+	if err != nil {
+		return err
 	}
 	onLost := c.String("on-lost")
 	// From here on every SIGINT and SIGTERM is seen here too: while waiting
@@ -119,15 +115,13 @@ func runCmd(c *cli.Context) error {
 		return err
 	}
 	defer cl.Close()
-	if limit > 0 {
-		if err := ensureSemaphore(c, cl, key, limit); err != nil {
-			return err
-		}
-	}
-	lease, err := cl.Acquire(c.Context, key, ttl, opts...)
+	lease, err := acquireLease(c, cl, key, ttl, limit, opts...)
+	var exit *exitCodeError
 	switch {
 	case errors.Is(err, leasehold.ErrNotAcquired):
 		return exitWith(conflict, fmt.Errorf("lock %q not acquired", key))
+	case errors.As(err, &exit):
+		return err
 	case err != nil:
 		return failure(c, err)
 	}
@@ -219,32 +213,6 @@ func waitOption(w *waitValue) (leasehold.AcquireOption, error) {
 		return nil, nil
 	}
 	return leasehold.Wait(w.d), nil
-}
-
-// ensureSemaphore makes sure KEY is a semaphore of limit permits: it creates
-// one, or finds one with that limit; any other lock of that name is an
-// error.
-func ensureSemaphore(c *cli.Context, cl *leasehold.Client, key string, limit int) error {
-	made, err := cl.Create(c.Context, key, leasehold.Limit(limit))
-	switch {
-	case errors.Is(err, leasehold.ErrInUse):
-		return exitWith(exitFailure, fmt.Errorf("--limit %d: lock %q is held as a lock, not a semaphore, and cannot become one while held", limit, key))
-	case err != nil:
-		return failure(c, err)
-	case made:
-		return nil
-	}
-	st, err := cl.Status(c.Context, key)
-	if err != nil {
-		return failure(c, err)
-	}
-	switch st.Limit {
-	case limit:
-		return nil
-	case 0:
-		return exitWith(exitFailure, fmt.Errorf("--limit %d: lock %q exists as a lock, not a semaphore (delete it first to make it one)", limit, key))
-	}
-	return exitWith(exitFailure, fmt.Errorf("--limit %d: semaphore %q exists with %d permits", limit, key, st.Limit))
 }
 
 // onLostHook is the --on-lost command, started when the lease was lost.

@@ -118,6 +118,47 @@ func TestRunLimit(t *testing.T) {
 	}
 }
 
+// TestSemaphoreNeedsLimit checks that run and acquire without --limit do not
+// take a permit of a semaphore as if it were the lock: one permit keeps
+// nobody else out, so the command would run beside others that believe
+// they hold KEY alone (as consul lock refuses a lock on a semaphore's key).
+// With --limit they take a permit, acquire as run does.
+func TestSemaphoreNeedsLimit(t *testing.T) {
+	t.Parallel()
+	_, addr := startServe(t)
+	rdb := client(t, addr)
+	env := []string{"LEASEHOLD_ADDR=" + addr}
+	if err := rdb.Do(testCtx(t), "CREATE", "sem", "LIMIT", 2).Err(); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "ran")
+	for _, args := range [][]string{
+		{"run", "sem", "--", "touch", marker},
+		{"acquire", "sem"},
+	} {
+		out, errOut, exit := run(t, env, args...)
+		if exit != exitFailure || out != "" || !strings.Contains(errOut, "--limit 2") {
+			t.Errorf("leasehold %q on a semaphore: exit %d, stdout %q, stderr %q; want 2, nothing, and --limit 2 named", args, exit, out, errOut)
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("run without --limit ran its command on a semaphore's permit")
+	}
+	if st := lockStatus(t, rdb, "sem"); st["state"] != "free" {
+		t.Errorf("the refused permits are still held: %v", st)
+	}
+	out, errOut, exit := run(t, env, "acquire", "sem", "--limit", "2")
+	if exit != 0 || strings.Trim(out, "0123456789\n") != "" {
+		t.Fatalf("acquire --limit 2: exit %d, stdout %q, stderr %q", exit, out, errOut)
+	}
+	if _, errOut, exit := run(t, env, "acquire", "--limit", "2", "made-by-acquire"); exit != 0 {
+		t.Fatalf("acquire --limit 2 of a new semaphore: exit %d, stderr %q", exit, errOut)
+	}
+	if st := lockStatus(t, rdb, "made-by-acquire"); st["limit"] != "2" {
+		t.Errorf("acquire --limit 2 made %v", st)
+	}
+}
+
 // TestRunOnLost: a lease released behind run's back is lost at the next
 // renewal; the command is stopped and the --on-lost command runs, with the
 // lease's variables, before run exits 75.
