@@ -364,8 +364,8 @@ func TestBadArgumentsFail(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, stderr, exit := run(t, tc.env, tc.args...)
-			if exit == 0 || !strings.Contains(stderr, "leasehold: ") || !strings.Contains(stderr, tc.want) {
-				t.Fatalf("leasehold %q: exit %d, stderr %q; want a failure mentioning %q", tc.args, exit, stderr, tc.want)
+			if exit != exitFailure || !strings.Contains(stderr, "leasehold: ") || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("leasehold %q: exit %d, stderr %q; want 2, a command-line mistake, mentioning %q", tc.args, exit, stderr, tc.want)
 			}
 		})
 	}

@@ -57,7 +57,7 @@ func serve(c *cli.Context) error {
 
 	log, err := newLogger(os.Stderr, str("log-level"), str("log-format"))
 	if err != nil {
-		return err
+		return usageError("%v", err)
 	}
 	cannotStart := func(err error) error {
 		log.Error().Err(err).Msg("cannot start")
