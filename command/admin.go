@@ -9,6 +9,7 @@ import (
 	"time"
 
 	leasehold "github.com/leasehold/leasehold/clients/go"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/urfave/cli/v2"
 )
@@ -114,7 +115,12 @@ func deleteCmd(c *cli.Context) error {
 	switch {
 	case errors.Is(err, leasehold.ErrInUse):
 		fmt.Fprintln(c.App.Writer, false)
-		return exitWith(exitNo, fmt.Errorf("lock %q is in use (a lease holds it, requests wait for it, or it is in its lock-delay); not deleted", key))
+		// The server's reply says which: held, waited for, in its lock-delay.
+		var reply redis.Error
+		if errors.As(err, &reply) {
+			return exitWith(exitNo, fmt.Errorf("not deleted: %s", reply.Error()))
+		}
+		return exitWith(exitNo, fmt.Errorf("lock %q not deleted: in use", key))
 	case err != nil:
 		return failure(c, err)
 	case !ok:

@@ -66,7 +66,7 @@ func TestCreateDeleteCommands(t *testing.T) {
 		lhExpect(t, addr, exitFailure, tc.want, tc.args...)
 	}
 
-	lhExpect(t, addr, exitNo, `lock "fly" is in use`, "delete", "fly")
+	lhExpect(t, addr, exitNo, `not deleted: INUSE lock is held "fly"`, "delete", "fly")
 	if out := lhExpect(t, addr, 0, "", "delete", "jobs"); out != "true\n" {
 		t.Errorf("delete printed %q", out)
 	}
