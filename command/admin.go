@@ -156,25 +156,26 @@ func locksCmd(c *cli.Context) error {
 		return err
 	}
 	defer cl.Close()
-	var names []string
+	asJSON := c.Bool("json")
+	names := []string{} // kept for --json only: there may be millions
+	found := 0
 	for name, err := range cl.Locks(c.Context, c.Args().First()) {
 		if err != nil {
 			return failure(c, err)
 		}
-		if !c.Bool("json") {
-			fmt.Fprintln(c.App.Writer, name) // as they come: there may be millions
+		found++
+		if asJSON {
+			names = append(names, name)
+		} else {
+			fmt.Fprintln(c.App.Writer, name) // as they come
 		}
-		names = append(names, name)
 	}
-	if c.Bool("json") {
-		if names == nil {
-			names = []string{}
-		}
+	if asJSON {
 		if err := writeJSON(c.App.Writer, names); err != nil {
 			return exitWith(exitFailure, err)
 		}
 	}
-	if len(names) == 0 {
+	if found == 0 {
 		return exitWith(exitNo, nil)
 	}
 	return nil

@@ -1,8 +1,10 @@
-// Package command is the leasehold command line: serve (the lock server)
-// and the client commands that talk to one from shell scripts (run, acquire,
-// verify, release, extend, status). It owns flags, exit statuses and the
-// process group run puts its command in; the server itself is package
-// server, the client package clients/go. See docs/cli.md.
+// Package command is the leasehold command line: serve (the lock server),
+// the client commands that talk to one from shell scripts (run; acquire,
+// verify, release, extend, status; the admin commands create, delete, locks,
+// info) and completion. It owns flags and their order on the command line,
+// usage errors, exit statuses and the process group run puts its command
+// in; the server itself is package server, the client package clients/go.
+// See docs/cli.md.
 package command
 
 import (

@@ -2,8 +2,9 @@ package protocol
 
 import "strings"
 
-// helpWidth is where HELP wraps its text: a telnet or nc session's terminal
-// is 80 columns at least.
+// helpWidth is where HELP COMMAND wraps its text: a telnet or nc session's
+// terminal is 80 columns at least. HELP's index keeps a command's line whole,
+// its syntax and summary, so that one line is one command.
 const helpWidth = 80
 
 // helpIndent starts a description under its syntax line, as in Redis's

@@ -37,8 +37,9 @@ func Wait(d time.Duration) AcquireOption {
 // which Acquire asks for first (CONFIG GET max-ttl); shortly before each
 // wait would end, it sends the same ACQUIRE again, with the same owner, on
 // another connection, and the server moves the request into the old one's
-// place in the queue: the place is kept however long the wait. It replaces
-// Wait.
+// place in the queue: the place is kept however long the wait. An error
+// (the connection lost, the server restarted) ends the wait with that
+// error; the caller decides whether to queue again. It replaces Wait.
 func WaitForever() AcquireOption {
 	return func(o *acquireOptions) { o.wait, o.forever = 0, true }
 }
