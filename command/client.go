@@ -181,10 +181,16 @@ func ensureSemaphore(c *cli.Context, cl *leasehold.Client, key string, limit int
 	return exitWith(exitFailure, fmt.Errorf("--limit %d: semaphore %q exists with %d permits", limit, key, st.Limit))
 }
 
+// checkTTL reads --ttl. A bare number is milliseconds; one under a second
+// is most likely seconds meant, and a lease that short is gone before the
+// job starts (run would stop it at once), so it is taken, with a warning.
 func checkTTL(c *cli.Context) (time.Duration, error) {
 	ttl := c.Duration("ttl")
 	if ttl <= 0 {
 		return 0, usageError("--ttl must be positive")
+	}
+	if v, ok := c.Generic("ttl").(*clientDuration); ok && v.bare && ttl < time.Second {
+		fmt.Fprintf(c.App.ErrWriter, "leasehold: warning: --ttl %d is %s: a bare number is milliseconds; write %ds for seconds\n", ttl.Milliseconds(), ttl, ttl.Milliseconds())
 	}
 	return ttl, nil
 }

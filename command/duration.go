@@ -19,18 +19,23 @@ var errDurationForm = errors.New("want milliseconds (5000) or a duration with a 
 // the unit of the RESP commands and of scripts/leasehold.sh; anything else
 // is a Go duration with its unit. Its String is a Go duration, so that
 // cli.Context.Duration reads it as it reads a cli.DurationFlag.
-type clientDuration time.Duration
+type clientDuration struct {
+	d time.Duration
+	// bare: given as a bare integer, in milliseconds. checkTTL warns of
+	// a small one, likely meant as seconds.
+	bare bool
+}
 
 func (d *clientDuration) Set(s string) error {
 	v, err := parseClientDuration(s)
 	if err != nil {
 		return err
 	}
-	*d = clientDuration(v)
+	*d = clientDuration{d: v, bare: strings.Trim(s, "+-0123456789") == ""}
 	return nil
 }
 
-func (d *clientDuration) String() string { return time.Duration(*d).String() }
+func (d *clientDuration) String() string { return d.d.String() }
 
 // parseClientDuration reads "5000" as 5s and "5s", "1m", "500ms" as Go
 // durations.
@@ -53,7 +58,7 @@ func parseClientDuration(s string) (time.Duration, error) {
 // durationFlag is a client command's duration flag, read with
 // c.Duration(name). Its help names the forms it takes.
 func durationFlag(name string, def time.Duration, usage string) cli.Flag {
-	v := clientDuration(def)
+	v := clientDuration{d: def}
 	// cli shows the first `word` of the usage as the value's placeholder.
 	usage += "; `DURATION` in milliseconds (5000) or with a unit (5s, 1m)"
 	return &cli.GenericFlag{Name: name, Value: &v, Usage: usage}

@@ -52,3 +52,22 @@ func TestClientDurationFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestSmallBareTTLWarns checks that --ttl 5, milliseconds by the rule but
+// most likely meant as seconds, is taken with a warning that says so.
+func TestSmallBareTTLWarns(t *testing.T) {
+	t.Parallel()
+	_, addr := startServe(t)
+	env := []string{"LEASEHOLD_ADDR=" + addr}
+	cases := []struct {
+		ttl  string
+		warn bool
+	}{{"5", true}, {"999", true}, {"1000", false}, {"5s", false}, {"500ms", false}}
+	for _, tc := range cases {
+		_, stderr, exit := run(t, env, "acquire", "k"+tc.ttl, "--ttl", tc.ttl)
+		warned := strings.Contains(stderr, "a bare number is milliseconds")
+		if exit != 0 || warned != tc.warn {
+			t.Errorf("acquire --ttl %s: exit %d, stderr %q; want 0, warning %t", tc.ttl, exit, stderr, tc.warn)
+		}
+	}
+}
