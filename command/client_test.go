@@ -186,7 +186,7 @@ func TestClientCommandsFail(t *testing.T) {
 		{"acquire negative wait", nil, []string{"acquire", "--wait", "-1s", "k"}, "--wait"},
 		{"acquire empty owner", nil, []string{"acquire", "--owner", "", "k"}, "--owner"},
 		{"acquire unknown flag", nil, []string{"acquire", "--bogus", "k"}, "flag provided but not defined: -bogus"},
-		{"acquire bad duration", nil, []string{"acquire", "--ttl", "30x", "k"}, `invalid value "30x" for flag -ttl: want milliseconds (5000)`},
+		{"acquire bad duration", nil, []string{"acquire", "--ttl", "30x", "k"}, `invalid value "30x" for flag --ttl: want milliseconds (5000)`},
 		{"verify without token", nil, []string{"verify", "k"}, "KEY TOKEN"},
 		{"verify bad token", nil, []string{"verify", "k", "abc"}, `token "abc"`},
 		{"release zero token", nil, []string{"release", "k", "0"}, `token "0"`},

@@ -2,6 +2,8 @@ package command
 
 import (
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -11,7 +13,7 @@ import (
 // error, of exit status 2, in place of cli's help on stdout; a mistyped
 // flag gets the nearest one suggested.
 func onUsage(c *cli.Context, err error, _ bool) error {
-	msg := err.Error()
+	msg := flagMessage(c, err.Error())
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok && c.Command != nil {
 		var names []string
 		for _, f := range append(c.Command.Flags, cli.HelpFlag) {
@@ -26,6 +28,40 @@ func onUsage(c *cli.Context, err error, _ bool) error {
 		}
 	}
 	return usageError("%s", msg)
+}
+
+// flagErrorName finds the flag's name in the flag package's messages:
+// "flag provided but not defined: -x", "flag needs an argument: -x",
+// `invalid value "v" for flag -x: why`, `invalid boolean value "v" for -x: why`.
+var flagErrorName = regexp.MustCompile(`(: | for | for flag )-([^\s:=]+)`)
+
+// flagMessage rewrites the flag package's message as the user typed it: a
+// long flag with two dashes (it writes -ttl), and for a value it could not
+// parse ("parse error") the form the flag takes.
+func flagMessage(c *cli.Context, msg string) string {
+	loc := flagErrorName.FindStringSubmatchIndex(msg)
+	if loc == nil {
+		return msg
+	}
+	name := msg[loc[4]:loc[5]]
+	if len(name) > 1 {
+		msg = msg[:loc[4]] + "-" + msg[loc[4]:]
+	}
+	if !strings.HasSuffix(msg, ": parse error") || c.Command == nil {
+		return msg
+	}
+	for _, f := range c.Command.Flags {
+		if !slices.Contains(f.Names(), name) {
+			continue
+		}
+		switch f.(type) {
+		case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
+			return strings.TrimSuffix(msg, "parse error") + "want an integer"
+		case *cli.DurationFlag:
+			return strings.TrimSuffix(msg, "parse error") + "want a duration with a unit (5s, 1m, 500ms)"
+		}
+	}
+	return msg
 }
 
 // unknownCommand is the usage error for a command name app does not have,
