@@ -358,7 +358,7 @@ func TestBadArgumentsFail(t *testing.T) {
 		{"unknown log format", nil, []string{anyPort, "--log-format", "xml"}, `log format "xml"`},
 		{"extra argument", nil, []string{anyPort, "extra"}, `unknown command "extra"`},
 		{"serve with extra argument", nil, []string{"serve", anyPort, "extra"}, `unexpected argument "extra"`},
-		{"unknown flag", nil, []string{anyPort, "--bogus"}, "flag provided but not defined: -bogus"},
+		{"unknown flag", nil, []string{anyPort, "--bogus"}, "flag provided but not defined: --bogus"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
