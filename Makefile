@@ -40,13 +40,15 @@ run: build
 	./$(BIN) serve $(ARGS)
 
 ## deps: Go modules; from Debian when missing: redis-cli / redis-benchmark /
-## redis-server, python3 with redis-py, node and npm, shellcheck; then the node
+## redis-server, python3 with redis-py, zsh (its completion script's test),
+## node and npm, shellcheck; then the node
 ## client example's packages (npm ci in clients/node).
 deps: $(NODE_MODULES)
 	$(GO) mod download
 	@pkgs=""; \
 	if ! command -v redis-cli >/dev/null || ! command -v redis-benchmark >/dev/null || ! command -v redis-server >/dev/null; then pkgs="$$pkgs $(REDIS_PKGS)"; fi; \
 	if ! $(HAVE_PY_REDIS); then pkgs="$$pkgs $(PYTHON_PKGS)"; fi; \
+	if ! command -v zsh >/dev/null; then pkgs="$$pkgs zsh"; fi; \
 	if [ -n "$$pkgs" ] || ! command -v shellcheck >/dev/null; then $(SUDO) apt-get update -qq || exit 1; fi; \
 	if [ -n "$$pkgs" ]; then \
 		echo "installing$$pkgs with apt-get"; \
@@ -59,6 +61,7 @@ deps: $(NODE_MODULES)
 	fi
 	@command -v redis-cli >/dev/null && command -v redis-benchmark >/dev/null && command -v redis-server >/dev/null
 	@$(HAVE_PY_REDIS) || { echo "no python3 here imports redis (Debian's python3-redis)"; exit 1; }
+	@command -v zsh >/dev/null
 
 # node and npm from Debian when missing (a machine may have them from elsewhere:
 # then they are used as they are), then the example's pinned packages.

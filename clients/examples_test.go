@@ -38,11 +38,7 @@ const runTimeout = 60 * time.Second
 // where `make test` has installed everything.
 func missing(t *testing.T, format string, args ...any) {
 	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s (CI=true: `make test` installs it through `make deps`)", msg)
-	}
-	t.Skipf("%s: run `make deps` to install it", msg)
+	testutil.MissingTool(t, format, args...)
 }
 
 // lookTool finds a program on PATH.

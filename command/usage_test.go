@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 // TestUsageErrors: a usage error, of any command or of the top level, is
@@ -171,8 +173,7 @@ printf '%s\n' "${COMPREPLY[@]}"`
 	}
 	zsh, err := exec.LookPath("zsh")
 	if err != nil {
-		t.Log("no zsh: its completion script is not tried")
-		return
+		testutil.MissingTool(t, "zsh not found (zsh), for its completion script")
 	}
 	if out, err := exec.Command(zsh, "-n", "-c", script).CombinedOutput(); err != nil {
 		t.Fatalf("zsh -n on the completion script: %v\n%s", err, out)

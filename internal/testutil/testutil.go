@@ -1,12 +1,13 @@
 // Package testutil holds the small helpers that tests in several packages
 // of this module share: a buffer a test can read while a process or a
-// logger writes to it, an environment free of leasehold's settings, and a
-// damaged byte in a data file. Only tests import it. Starting a server is
-// servertest's.
+// logger writes to it, an environment free of leasehold's settings, a
+// damaged byte in a data file, a missing tool. Only tests import it.
+// Starting a server is servertest's.
 package testutil
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -59,4 +60,16 @@ func FlipByte(t testing.TB, path string, off int64) {
 	if _, err := f.WriteAt(b, off); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// MissingTool ends a test that needs a program this machine lacks: a skip
+// on a developer's machine, a failure under CI=true, where `make test`
+// installs every tool through `make deps` and no test may pass by skipping.
+func MissingTool(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s (CI=true: `make test` installs it through `make deps`)", msg)
+	}
+	t.Skipf("%s: run `make deps` to install it", msg)
 }
