@@ -435,6 +435,9 @@ func TestNewLogger(t *testing.T) {
 				if strings.HasPrefix(last, "{") || !strings.Contains(last, "error event") || !strings.Contains(last, "key=") {
 					t.Errorf("console line %q: want text with key=value, not JSON", last)
 				}
+				if strings.Contains(out, "\x1b[") {
+					t.Errorf("console output to a file has colour codes:\n%q", out)
+				}
 			}
 		})
 	}

@@ -131,7 +131,7 @@ func runCmd(c *cli.Context) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := lease.Release(ctx); err != nil && !errors.Is(err, leasehold.ErrNotHeld) {
-			fmt.Fprintf(c.App.ErrWriter, "leasehold: releasing %q: %v (the lease runs out at its ttl)\n", key, err)
+			fmt.Fprintf(c.App.ErrWriter, "leasehold: releasing %q: %s (the lease runs out at its ttl)\n", key, strings.TrimPrefix(err.Error(), "leasehold: "))
 		}
 	}
 	select {

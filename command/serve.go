@@ -137,14 +137,18 @@ func newLogger(w *os.File, level, format string) (zerolog.Logger, error) {
 	if !ok {
 		return zerolog.Logger{}, fmt.Errorf("log level %q: want debug, info, warn or error", level)
 	}
+	fi, err := w.Stat()
+	terminal := err == nil && fi.Mode()&os.ModeCharDevice != 0
 	var out io.Writer = w
 	switch format {
 	case "":
-		if fi, err := w.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+		if terminal {
 			out = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
 		}
 	case "console":
-		out = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+		// Colours only for a terminal: escape codes in a log file or a
+		// journal are noise.
+		out = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339, NoColor: !terminal}
 	case "json":
 	default:
 		return zerolog.Logger{}, fmt.Errorf("log format %q: want json or console", format)
