@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"time"
 
@@ -72,6 +73,9 @@ func clientAddr(c *cli.Context) string {
 // newCLIClient connects to the server clientAddr names.
 func newCLIClient(c *cli.Context) (*leasehold.Client, string, error) {
 	addr := clientAddr(c)
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+		return nil, "", usageError("server address %q (--addr or LEASEHOLD_ADDR) is not HOST:PORT", addr)
+	}
 	// The command reports its errors itself; go-redis would log each
 	// failed dial too.
 	redis.SetLogger(quietLogger{})

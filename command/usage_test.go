@@ -27,6 +27,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"extend", "k", "1", "--ttl", "1.5"}, `invalid value "1.5" for flag --ttl: want milliseconds (5000)`, "'leasehold extend --help'"},
 		{[]string{"run", "--kill-grace", "10x", "k", "true"}, `invalid value "10x" for flag --kill-grace: want milliseconds (5000)`, "'leasehold run --help'"},
 		{[]string{"status"}, "status takes one KEY, got 0 arguments", "'leasehold status --help'"},
+		{[]string{"status", "--addr", "junk", "k"}, `server address "junk" (--addr or LEASEHOLD_ADDR) is not HOST:PORT`, "'leasehold status --help'"},
+		{[]string{"run", "--addr", "locks:", "k", "true"}, `server address "locks:" (--addr or LEASEHOLD_ADDR) is not HOST:PORT`, "'leasehold run --help'"},
 		{[]string{"verify", "k", "abc"}, `token "abc" is not a fencing token`, "'leasehold verify --help'"},
 		{[]string{anyPort, "--bogus"}, "flag provided but not defined: --bogus", "'leasehold --help'"},
 		{[]string{anyPort, "--shards", "many"}, `invalid value "many" for flag --shards: want an integer`, "'leasehold --help'"},
