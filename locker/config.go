@@ -82,18 +82,44 @@ const TokenTimeShift = 12
 // redis) or doubles can send a token back unchanged.
 const MaxSafeToken = 1<<53 - 1
 
+// TokenEpochEnd is the first wall-clock instant whose boot-epoch token is not
+// below MaxSafeToken: 2^41 ms after TokenEpoch, 2095-09-07 15:47:35.552 UTC.
+var TokenEpochEnd = TokenEpoch.Add((MaxSafeToken>>TokenTimeShift + 1) * time.Millisecond)
+
 // BootEpochToken returns the first token of a server booted at wall time boot:
 // milliseconds since TokenEpoch shifted left by TokenTimeShift bits. A server
 // restarted later starts above every token the earlier run granted for any
-// lock, as long as (a) the wall clock at the restart is ahead of the wall
-// clock at the earlier boot by at least the earlier run's uptime, which holds
-// unless the clock was stepped back, and (b) no shard of the earlier run
-// granted more than 2^12 tokens per millisecond of its uptime, about four
-// million a second on a single shard, far beyond what a shard's mutex allows.
-// Tokens stay below 2^53 until the year 2095.
+// lock, as long as (a) the wall clock at the restart reads at least the
+// earlier boot's reading plus the earlier run's uptime, which holds unless the
+// clock was stepped back between the two boots by more than that uptime plus
+// the time the server was down, and (b) no shard of the earlier run granted
+// more than 2^12 tokens per millisecond of its uptime, about four million a
+// second on a single shard, far beyond what a shard's mutex allows. Steps of
+// the clock while a server runs do not matter: only the boot reading does.
+//
+// Only readings from TokenEpoch up to TokenEpochEnd give distinct tokens
+// below MaxSafeToken; CheckBootClock says whether boot is one. Any earlier
+// reading gives the same token, 2^12, so a server that trusts it reissues
+// tokens at every restart; a later one gives a token that Validate refuses.
 func BootEpochToken(boot time.Time) uint64 {
 	ms := boot.Sub(TokenEpoch).Milliseconds()
 	return uint64(max(ms, 1)) << TokenTimeShift
+}
+
+// CheckBootClock reports whether boot, a wall-clock reading, can start a
+// token sequence by BootEpochToken: ErrClockBeforeEpoch before TokenEpoch,
+// ErrClockPastTokenRange from TokenEpochEnd on, each wrapped with the reading.
+func CheckBootClock(boot time.Time) error {
+	const day = "2006-01-02"
+	switch {
+	case boot.Before(TokenEpoch):
+		return fmt.Errorf("%w %s: it reads %s", ErrClockBeforeEpoch,
+			TokenEpoch.Format(day), boot.UTC().Format(time.RFC3339))
+	case !boot.Before(TokenEpochEnd):
+		return fmt.Errorf("%w, which ends at %s: it reads %s", ErrClockPastTokenRange,
+			TokenEpochEnd.Format(time.RFC3339), boot.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // Validate reports the first setting that is out of range. It never changes c.

@@ -40,6 +40,14 @@ var (
 	// ErrDuplicateKey is returned by AcquireAll and AcquireAllWait for a key
 	// named twice.
 	ErrDuplicateKey = errors.New("locker: a key is named more than once")
+	// ErrClockBeforeEpoch is returned by CheckBootClock for a wall clock
+	// before TokenEpoch: every such reading gives the same boot-epoch token,
+	// so restarts would hand out the tokens of earlier runs again.
+	ErrClockBeforeEpoch = errors.New("locker: the wall clock is before the token epoch")
+	// ErrClockPastTokenRange is returned by CheckBootClock for a wall clock
+	// at or after TokenEpochEnd, whose boot-epoch token is not below
+	// MaxSafeToken.
+	ErrClockPastTokenRange = errors.New("locker: the wall clock is past the range of boot-epoch tokens below 2^53")
 	// ErrClosed is returned by Start after Close.
 	ErrClosed = errors.New("locker: table closed")
 )
