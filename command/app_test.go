@@ -33,8 +33,9 @@ func TestMain(m *testing.M) {
 		defer os.RemoveAll(dir)
 		binary = filepath.Join(dir, "leasehold")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		// go test puts its own toolchain first in PATH.
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", binary, "..").CombinedOutput()
+		// go test puts its own toolchain first in PATH. The tag adds the
+		// test hook LEASEHOLD_TEST_NOW (bootclock_testhook.go).
+		out, err := exec.CommandContext(ctx, "go", "build", "-tags", "leasehold_testclock", "-o", binary, "..").CombinedOutput()
 		cancel()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
@@ -50,7 +51,7 @@ const commandTimeout = 20 * time.Second
 var serveFlagNames = []string{
 	"addr", "shards", "max-ttl", "max-key-len", "require-create", "log-level", "log-format",
 	"idle-timeout", "max-bulk-len", "max-query-buffer", "max-clients", "tick", "io-loops", "lock-delay",
-	"data-dir", "fsync", "restart-grace", "repair",
+	"data-dir", "fsync", "restart-grace", "repair", "allow-clock-before-epoch",
 }
 
 // run runs the binary to completion, bounded by commandTimeout.

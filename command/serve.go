@@ -35,6 +35,7 @@ func serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "fsync", Value: def.Persist.Fsync.String(), EnvVars: env("FSYNC"), Usage: "with --data-dir: always (a grant is on disk before its reply; concurrent grants share an fsync), everysec or no, as Redis's appendfsync"},
 		&cli.DurationFlag{Name: "restart-grace", EnvVars: env("RESTART_GRACE"), Usage: "with --data-dir: every lease still live at start runs at least this long after the start, so holders can renew"},
 		&cli.BoolFlag{Name: "repair", EnvVars: env("REPAIR"), Usage: "with --data-dir: start on a damaged data directory by dropping everything from the damage on (logged), instead of refusing to start"},
+		&cli.BoolFlag{Name: "allow-clock-before-epoch", EnvVars: env("ALLOW_CLOCK_BEFORE_EPOCH"), Usage: "without --data-dir, start even when the wall clock reads before 2026-01-01; fencing tokens may then repeat those of an earlier run"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"), Usage: "debug, info, warn or error"},
 		&cli.StringFlag{Name: "log-format", EnvVars: env("LOG_FORMAT"), Usage: "json or console (default: console when stderr is a terminal)"},
 	}
@@ -81,7 +82,10 @@ func serve(c *cli.Context) error {
 	cfg.Locker.RequireCreate = flag(c, "require-create").Bool("require-create")
 	cfg.Locker.LockDelay = dur("lock-delay")
 	cfg.Locker.Tick = dur("tick")
-	cfg.Locker.FirstToken = locker.BootEpochToken(time.Now())
+	cfg.Locker.FirstToken, err = bootToken(log, str("data-dir"), flag(c, "allow-clock-before-epoch").Bool("allow-clock-before-epoch"))
+	if err != nil {
+		return cannotStart(err)
+	}
 	cfg.Persist.Dir = str("data-dir")
 	if cfg.Persist.Fsync, err = persist.ParsePolicy(str("fsync")); err != nil {
 		return cannotStart(err)
