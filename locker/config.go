@@ -91,11 +91,13 @@ var TokenEpochEnd = TokenEpoch.Add((MaxSafeToken>>TokenTimeShift + 1) * time.Mil
 // restarted later starts above every token the earlier run granted for any
 // lock, as long as (a) the wall clock at the restart reads at least the
 // earlier boot's reading plus the earlier run's uptime, which holds unless the
-// clock was stepped back between the two boots by more than that uptime plus
-// the time the server was down, and (b) no shard of the earlier run granted
-// more than 2^12 tokens per millisecond of its uptime, about four million a
-// second on a single shard, far beyond what a shard's mutex allows. Steps of
-// the clock while a server runs do not matter: only the boot reading does.
+// clock was stepped back between the two boots by more than the time the
+// server was down, and (b) no shard of the earlier run granted more than 2^12
+// tokens per millisecond of its uptime, about four million a second on a
+// single shard, far beyond what a shard's mutex allows. Steps of the clock
+// while a server runs do not matter: only the boot reading does. A step back
+// past the earlier boot's reading (by more than uptime plus downtime) repeats
+// the earlier run's tokens on every shard that granted any.
 //
 // Only readings from TokenEpoch up to TokenEpochEnd give distinct tokens
 // below MaxSafeToken; CheckBootClock says whether boot is one. Any earlier
