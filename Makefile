@@ -92,10 +92,12 @@ tidy-check:
 ## vet: go vet over every package.
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags leasehold_testclock ./command # the start clock's test hook
 
 ## lint: staticcheck over every package (fetched and built by go run, pinned).
 lint:
 	$(GO) run $(STATICCHECK) ./...
+	$(GO) run $(STATICCHECK) -tags leasehold_testclock ./command
 
 ## help: list the targets and what they do.
 help:
