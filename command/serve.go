@@ -35,6 +35,7 @@ func serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "fsync", Value: def.Persist.Fsync.String(), EnvVars: env("FSYNC"), Usage: "with --data-dir: always (a grant is on disk before its reply; concurrent grants share an fsync), everysec or no, as Redis's appendfsync"},
 		&cli.DurationFlag{Name: "restart-grace", EnvVars: env("RESTART_GRACE"), Usage: "with --data-dir: every lease still live at start runs at least this long after the start, so holders can renew"},
 		&cli.BoolFlag{Name: "repair", EnvVars: env("REPAIR"), Usage: "with --data-dir: start on a damaged data directory by dropping everything from the damage on (logged), instead of refusing to start"},
+		&cli.DurationFlag{Name: "shutdown-timeout", Value: def.ShutdownTimeout, EnvVars: env("SHUTDOWN_TIMEOUT"), Usage: "on SIGTERM or SIGINT, give clients this long to take their replies before closing their connections regardless; then sync the data directory and exit"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"), Usage: "debug, info, warn or error"},
 		&cli.StringFlag{Name: "log-format", EnvVars: env("LOG_FORMAT"), Usage: "json or console (default: console when stderr is a terminal)"},
 	}
@@ -73,6 +74,7 @@ func serve(c *cli.Context) error {
 	cfg.MaxClients = num("max-clients")
 	cfg.IOLoops = num("io-loops")
 	cfg.IdleTimeout = dur("idle-timeout")
+	cfg.ShutdownTimeout = dur("shutdown-timeout")
 	cfg.Limits.MaxBulkLen = num64("max-bulk-len")
 	cfg.Limits.MaxQueryBuffer = num64("max-query-buffer")
 	cfg.Locker.Shards = num("shards")

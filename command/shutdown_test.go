@@ -1,0 +1,102 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestShutdownIsGraceful stops the binary on a data directory with SIGTERM
+// while one client holds an EPHEMERAL lease and another is parked in
+// ACQUIRE ... WAIT, under every fsync policy and on both transports. The
+// waiter must be told that the server is shutting down, the process must
+// exit 0, and on the next start the EPHEMERAL lease must be released (its
+// release journalled and synced before the exit) while an ordinary
+// acknowledged lease is still held.
+func TestShutdownIsGraceful(t *testing.T) {
+	t.Parallel()
+	for _, fsync := range []string{"always", "everysec", "no"} {
+		for _, loops := range []string{"1", "0"} {
+			t.Run(fsync+"/io-loops="+loops, func(t *testing.T) {
+				t.Parallel()
+				testShutdownIsGraceful(t, "--fsync", fsync, "--io-loops", loops)
+			})
+		}
+	}
+}
+
+func testShutdownIsGraceful(t *testing.T, extra ...string) {
+	dir := t.TempDir()
+	p, rdb := crashServe(t, dir, extra...)
+	addr := rdb.Options().Addr
+	held, err := crashDo(rdb, "ACQUIRE", "held", crashTTL.Milliseconds(), "OWNER", "keeper")
+	if err != nil {
+		t.Fatalf("ACQUIRE held: %v", err)
+	}
+	eph := crashClient(t, addr)
+	ephTok, err := crashDo(eph, "ACQUIRE", "eph", crashTTL.Milliseconds(), "EPHEMERAL")
+	if err != nil {
+		t.Fatalf("ACQUIRE eph EPHEMERAL: %v", err)
+	}
+	waiter := crashClient(t, addr)
+	waited := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+		defer cancel()
+		waited <- waiter.Do(ctx, "ACQUIRE", "held", crashTTL.Milliseconds(), "WAIT", 60000).Err()
+	}()
+	waitBlocked(t, rdb, 1)
+
+	if exit := p.stop(syscall.SIGTERM); exit != 0 {
+		t.Errorf("exit status %d after SIGTERM, want 0\nstderr: %s", exit, p.stderr)
+	}
+	select {
+	case err := <-waited:
+		var re redis.Error
+		if !errors.As(err, &re) || !strings.HasPrefix(err.Error(), "SHUTDOWN ") {
+			t.Errorf("the parked ACQUIRE ... WAIT got %v, want a SHUTDOWN error reply", err)
+		}
+	case <-time.After(commandTimeout):
+		t.Fatal("the parked ACQUIRE ... WAIT got no reply")
+	}
+	if l := lineWith(p.logLines(), "shut down"); l == nil {
+		t.Errorf("no \"shut down\" line in the log:\n%s", p.stderr)
+	}
+
+	p, rdb = crashServe(t, dir, extra...)
+	if v, err := crashDo(rdb, "VERIFY", "held", held); err != nil || v != int64(1) {
+		t.Errorf("after the restart VERIFY held %v = %v, %v; want 1: an acknowledged lease was lost", held, v, err)
+	}
+	if v, err := crashDo(rdb, "VERIFY", "eph", ephTok); err != nil || v != int64(0) {
+		t.Errorf("after the restart VERIFY eph %v = %v, %v; want 0: the EPHEMERAL lease outlived its connection", ephTok, v, err)
+	}
+	if exit := p.stop(syscall.SIGTERM); exit != 0 {
+		t.Errorf("exit status %d after the second SIGTERM\nstderr: %s", exit, p.stderr)
+	}
+}
+
+// waitBlocked polls INFO until n clients are parked in a WAIT.
+func waitBlocked(t *testing.T, rdb *redis.Client, n int) {
+	t.Helper()
+	want := "blocked_clients:" + string(rune('0'+n))
+	deadline := time.After(commandTimeout)
+	for {
+		v, err := crashDo(rdb, "INFO", "clients")
+		if err != nil {
+			t.Fatalf("INFO clients: %v", err)
+		}
+		if s, _ := v.(string); strings.Contains(s, want+"\r\n") {
+			return
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("INFO clients never said %s: %v", want, v)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
