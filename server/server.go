@@ -183,7 +183,8 @@ func (s *Server) Serve() error {
 }
 
 // ListenAndServe listens and serves until ctx is cancelled, then closes the
-// server and returns nil; any other failure is returned.
+// server and returns nil once the shutdown is complete, or its error; any
+// other failure is returned.
 func (s *Server) ListenAndServe(ctx context.Context) error {
 	if err := s.Listen(); err != nil {
 		return err
@@ -191,7 +192,7 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
 	err := s.Serve()
-	s.Close()
+	closeErr := s.Close() // waits for the shutdown, whoever started it
 	s.mu.Lock()
 	failure := s.failure
 	s.mu.Unlock()
@@ -199,7 +200,7 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 		return failure
 	}
 	if errors.Is(err, ErrServerClosed) {
-		return nil
+		return closeErr // the data directory's last write or fsync, say
 	}
 	return err
 }
