@@ -3,6 +3,8 @@ package command
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"strings"
 	"syscall"
 	"testing"
@@ -77,6 +79,47 @@ func testShutdownIsGraceful(t *testing.T, extra ...string) {
 	}
 	if exit := p.stop(syscall.SIGTERM); exit != 0 {
 		t.Errorf("exit status %d after the second SIGTERM\nstderr: %s", exit, p.stderr)
+	}
+}
+
+// TestShutdownTimeout: a client that pipelines commands with large replies
+// and never reads them holds the shutdown up only for --shutdown-timeout
+// (here far below the 10s default and p.stop's 5s), then its connection is
+// closed regardless, that is logged, and the exit status is still 0.
+func TestShutdownTimeout(t *testing.T) {
+	t.Parallel()
+	for _, loops := range []string{"1", "0"} {
+		t.Run("io-loops="+loops, func(t *testing.T) {
+			t.Parallel()
+			p, addr := serveBinary(t, serveArgs("--shutdown-timeout", "300ms", "--io-loops", loops))
+			nc, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			big := strings.Repeat("x", 512<<10)
+			frame := []byte(fmt.Sprintf("*2\r\n$4\r\nPING\r\n$%d\r\n%s\r\n", len(big), big))
+			nc.SetWriteDeadline(time.Now().Add(time.Second))
+			for range 32 { // 16 MiB of replies, far more than the sockets hold
+				if _, err := nc.Write(frame); err != nil {
+					break // the server stopped reading: its replies wait for us
+				}
+			}
+			start := time.Now()
+			if exit := p.stop(syscall.SIGTERM); exit != 0 {
+				t.Errorf("exit status %d after SIGTERM, want 0\nstderr: %s", exit, p.stderr)
+			}
+			if took := time.Since(start); took > 3*time.Second {
+				t.Errorf("the shutdown took %s with --shutdown-timeout 300ms", took)
+			}
+			var cut bool
+			for _, l := range p.logLines() {
+				cut = cut || l["level"] == "warn" && strings.HasPrefix(fmt.Sprint(l["message"]), "shutdown timeout")
+			}
+			if !cut {
+				t.Errorf("no \"shutdown timeout\" warning in the log:\n%s", p.stderr)
+			}
+		})
 	}
 }
 
