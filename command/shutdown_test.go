@@ -35,30 +35,57 @@ func TestShutdownIsGraceful(t *testing.T) {
 func testShutdownIsGraceful(t *testing.T, extra ...string) {
 	dir := t.TempDir()
 	p, rdb := crashServe(t, dir, extra...)
-	addr := rdb.Options().Addr
-	held, err := crashDo(rdb, "ACQUIRE", "held", crashTTL.Milliseconds(), "OWNER", "keeper")
-	if err != nil {
-		t.Fatalf("ACQUIRE held: %v", err)
-	}
-	eph := crashClient(t, addr)
-	ephTok, err := crashDo(eph, "ACQUIRE", "eph", crashTTL.Milliseconds(), "EPHEMERAL")
-	if err != nil {
-		t.Fatalf("ACQUIRE eph EPHEMERAL: %v", err)
-	}
-	waiter := crashClient(t, addr)
-	waited := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
-		defer cancel()
-		waited <- waiter.Do(ctx, "ACQUIRE", "held", crashTTL.Milliseconds(), "WAIT", 60000).Err()
-	}()
-	waitBlocked(t, rdb, 1)
-
+	probe := newShutdownProbe(t, rdb)
 	if exit := p.stop(syscall.SIGTERM); exit != 0 {
 		t.Errorf("exit status %d after SIGTERM, want 0\nstderr: %s", exit, p.stderr)
 	}
+	probe.told(t)
+	if l := lineWith(p.logLines(), "shut down"); l == nil {
+		t.Errorf("no \"shut down\" line in the log:\n%s", p.stderr)
+	}
+	p, rdb = crashServe(t, dir, extra...)
+	probe.kept(t, rdb)
+	if exit := p.stop(syscall.SIGTERM); exit != 0 {
+		t.Errorf("exit status %d after the second SIGTERM\nstderr: %s", exit, p.stderr)
+	}
+}
+
+// shutdownProbe is what a clean shutdown must handle, set up on the server
+// rdb talks to: an ordinary lease, an EPHEMERAL lease on a connection of its
+// own, and a request parked in ACQUIRE ... WAIT behind the first.
+type shutdownProbe struct {
+	held, eph any        // the leases' tokens
+	waited    chan error // the parked request's reply
+}
+
+func newShutdownProbe(t *testing.T, rdb *redis.Client) *shutdownProbe {
+	t.Helper()
+	addr := rdb.Options().Addr
+	held, err := crashDo(rdb, "ACQUIRE", "probe-held", crashTTL.Milliseconds(), "OWNER", "keeper")
+	if err != nil {
+		t.Fatalf("ACQUIRE probe-held: %v", err)
+	}
+	eph, err := crashDo(crashClient(t, addr), "ACQUIRE", "probe-eph", crashTTL.Milliseconds(), "EPHEMERAL")
+	if err != nil {
+		t.Fatalf("ACQUIRE probe-eph EPHEMERAL: %v", err)
+	}
+	g := &shutdownProbe{held: held, eph: eph, waited: make(chan error, 1)}
+	waiter := crashClient(t, addr)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+		defer cancel()
+		g.waited <- waiter.Do(ctx, "ACQUIRE", "probe-held", crashTTL.Milliseconds(), "WAIT", 60000).Err()
+	}()
+	waitBlocked(t, rdb, 1)
+	return g
+}
+
+// told checks, after the SIGTERM, that the parked request was told why its
+// wait ended.
+func (g *shutdownProbe) told(t *testing.T) {
+	t.Helper()
 	select {
-	case err := <-waited:
+	case err := <-g.waited:
 		var re redis.Error
 		if !errors.As(err, &re) || !strings.HasPrefix(err.Error(), "SHUTDOWN ") {
 			t.Errorf("the parked ACQUIRE ... WAIT got %v, want a SHUTDOWN error reply", err)
@@ -66,19 +93,17 @@ func testShutdownIsGraceful(t *testing.T, extra ...string) {
 	case <-time.After(commandTimeout):
 		t.Fatal("the parked ACQUIRE ... WAIT got no reply")
 	}
-	if l := lineWith(p.logLines(), "shut down"); l == nil {
-		t.Errorf("no \"shut down\" line in the log:\n%s", p.stderr)
-	}
+}
 
-	p, rdb = crashServe(t, dir, extra...)
-	if v, err := crashDo(rdb, "VERIFY", "held", held); err != nil || v != int64(1) {
-		t.Errorf("after the restart VERIFY held %v = %v, %v; want 1: an acknowledged lease was lost", held, v, err)
+// kept checks, after the restart, that the ordinary lease is held and the
+// EPHEMERAL one was released by the shutdown.
+func (g *shutdownProbe) kept(t *testing.T, rdb *redis.Client) {
+	t.Helper()
+	if v, err := crashDo(rdb, "VERIFY", "probe-held", g.held); err != nil || v != int64(1) {
+		t.Errorf("after the restart VERIFY probe-held %v = %v, %v; want 1: an acknowledged lease was lost", g.held, v, err)
 	}
-	if v, err := crashDo(rdb, "VERIFY", "eph", ephTok); err != nil || v != int64(0) {
-		t.Errorf("after the restart VERIFY eph %v = %v, %v; want 0: the EPHEMERAL lease outlived its connection", ephTok, v, err)
-	}
-	if exit := p.stop(syscall.SIGTERM); exit != 0 {
-		t.Errorf("exit status %d after the second SIGTERM\nstderr: %s", exit, p.stderr)
+	if v, err := crashDo(rdb, "VERIFY", "probe-eph", g.eph); err != nil || v != int64(0) {
+		t.Errorf("after the restart VERIFY probe-eph %v = %v, %v; want 0: the EPHEMERAL lease outlived its connection", g.eph, v, err)
 	}
 }
 
