@@ -107,3 +107,18 @@ func TestShutdownTimeoutBoundsClose(t *testing.T) {
 		t.Errorf("no \"shutdown timeout\" in the log (sent %d commands):\n%s", sent, logs)
 	}
 }
+
+// TestShutdownTimeoutValidated: the bound is positive; Validate refuses
+// anything else rather than shut down without one.
+func TestShutdownTimeoutValidated(t *testing.T) {
+	for _, d := range []time.Duration{0, -time.Second} {
+		cfg := DefaultConfig()
+		cfg.ShutdownTimeout = d
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "shutdown timeout") {
+			t.Errorf("Validate with a shutdown timeout of %s = %v, want it refused", d, err)
+		}
+	}
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Errorf("DefaultConfig().Validate() = %v", err)
+	}
+}
