@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -151,7 +152,7 @@ func TestShutdownTimeout(t *testing.T) {
 // waitBlocked polls INFO until n clients are parked in a WAIT.
 func waitBlocked(t *testing.T, rdb *redis.Client, n int) {
 	t.Helper()
-	want := "blocked_clients:" + string(rune('0'+n))
+	want := "blocked_clients:" + strconv.Itoa(n)
 	deadline := time.After(commandTimeout)
 	for {
 		v, err := crashDo(rdb, "INFO", "clients")
