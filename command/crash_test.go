@@ -547,15 +547,20 @@ func runCrash(t *testing.T, cfg crashConfig) {
 		if t.Failed() || run == cfg.rounds {
 			// Last, a clean stop and start: the directory the crashes
 			// left (the damaged logs now older than the newest) reads
-			// again, and the same leases are there.
+			// again, and the same leases are there; the stop answers a
+			// parked waiter and releases an EPHEMERAL lease
+			// (shutdown_test.go).
+			probe := newShutdownProbe(t, rdb)
 			if exit := p.stop(syscall.SIGTERM); exit != 0 {
 				t.Errorf("exit status %d after SIGTERM\nstderr: %s", exit, p.stderr)
 			}
+			probe.told(t)
 			if !t.Failed() {
 				p, rdb = crashServe(t, dir, extra...)
 				if w := crashWarnings(p); len(w) > 0 {
 					t.Errorf("warnings after a clean stop: %q", w)
 				}
+				probe.kept(t, rdb)
 				verifyAfterRestart(t, l, rdb, run+1)
 				p.stop(syscall.SIGTERM)
 			}

@@ -36,6 +36,7 @@ func serveFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "restart-grace", EnvVars: env("RESTART_GRACE"), Usage: "with --data-dir: every lease still live at start runs at least this long after the start, so holders can renew"},
 		&cli.BoolFlag{Name: "repair", EnvVars: env("REPAIR"), Usage: "with --data-dir: start on a damaged data directory by dropping everything from the damage on (logged), instead of refusing to start"},
 		&cli.BoolFlag{Name: "allow-clock-before-epoch", EnvVars: env("ALLOW_CLOCK_BEFORE_EPOCH"), Usage: "without --data-dir, start even when the wall clock reads before 2026-01-01; fencing tokens may then repeat those of an earlier run"},
+		&cli.DurationFlag{Name: "shutdown-timeout", Value: def.ShutdownTimeout, EnvVars: env("SHUTDOWN_TIMEOUT"), Usage: "on SIGTERM or SIGINT, give clients this long to take their replies before closing their connections regardless; then sync the data directory and exit"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"), Usage: "debug, info, warn or error"},
 		&cli.StringFlag{Name: "log-format", EnvVars: env("LOG_FORMAT"), Usage: "json or console (default: console when stderr is a terminal)"},
 	}
@@ -74,6 +75,7 @@ func serve(c *cli.Context) error {
 	cfg.MaxClients = num("max-clients")
 	cfg.IOLoops = num("io-loops")
 	cfg.IdleTimeout = dur("idle-timeout")
+	cfg.ShutdownTimeout = dur("shutdown-timeout")
 	cfg.Limits.MaxBulkLen = num64("max-bulk-len")
 	cfg.Limits.MaxQueryBuffer = num64("max-query-buffer")
 	cfg.Locker.Shards = num("shards")

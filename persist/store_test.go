@@ -780,3 +780,32 @@ func TestBackgroundWork(t *testing.T) {
 		})
 	})
 }
+
+// TestCloseWritesAndSyncs: Close, the last step of a clean shutdown, writes
+// what no commit took yet (an EPHEMERAL lease released as its connection
+// closed, say) and fsyncs it under every policy, so that a clean stop is on
+// disk even under everysec and no.
+func TestCloseWritesAndSyncs(t *testing.T) {
+	for _, p := range policies {
+		t.Run(p.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			s := open(t, dir, nil, sessionOpts{fsync: p, noLoad: true})
+			kept := s.acquire("kept", time.Hour, "")
+			gone := s.acquire("gone", time.Hour, "")
+			s.commit()
+			s.release("gone", gone) // buffered, not committed
+			before := s.store.Stats().Fsyncs
+			s.close()
+			if got := s.store.Stats().Fsyncs; got != before+1 {
+				t.Errorf("Close fsynced %d times, want once", got-before)
+			}
+			s = open(t, dir, s.clock, sessionOpts{fsync: p})
+			if !s.table.Verify([]byte("kept"), kept) {
+				t.Error("kept's lease was lost")
+			}
+			if s.table.Verify([]byte("gone"), gone) {
+				t.Error("gone's release, made before Close, was lost")
+			}
+		})
+	}
+}

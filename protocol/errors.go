@@ -40,6 +40,7 @@ const (
 	CodeNoProto   = "NOPROTO"   // HELLO asked for a protocol version other than 2 (Redis's code)
 	CodeUnblocked = "UNBLOCKED" // a WAIT ended by CLIENT UNBLOCK ... ERROR (Redis's code)
 	CodeWrongPass = "WRONGPASS" // AUTH or HELLO ... AUTH for a user other than default (Redis's code)
+	CodeShutdown  = "SHUTDOWN"  // the server is stopping (SIGTERM): a parked WAIT ends with it
 )
 
 // ErrorCodes documents every code, for COMMAND DOCS' neighbours and docs/commands.md.
@@ -50,6 +51,7 @@ var ErrorCodes = []struct{ Code, Meaning string }{
 	{CodeNoProto, "`HELLO` asked for a protocol version this server does not speak (only RESP2); clients fall back to RESP2."},
 	{CodeUnblocked, "Another connection ended this `ACQUIRE` or `MACQUIRE` ... `WAIT` with `CLIENT UNBLOCK id ERROR`; nothing was granted."},
 	{CodeWrongPass, "`AUTH` or `HELLO ... AUTH` named a user other than `default`; leasehold has no authentication, and accepts the default user with any password, as Redis's password-less default user."},
+	{CodeShutdown, "The server is shutting down (SIGTERM or SIGINT): a parked `ACQUIRE` or `MACQUIRE` ... `WAIT` ends with this error and nothing was granted; retry against the server once it is back."},
 }
 
 var (
@@ -75,6 +77,8 @@ var (
 	ErrEmptyOwner = &Error{CodeErr, "OWNER must not be empty"}
 	// ErrUnblocked ends a WAIT that CLIENT UNBLOCK ... ERROR cut short, Redis's text.
 	ErrUnblocked = &Error{CodeUnblocked, "client unblocked via CLIENT UNBLOCK"}
+	// ErrShutdown ends a WAIT that the server's shutdown cut short.
+	ErrShutdown = &Error{CodeShutdown, "server is shutting down"}
 	// ErrNoProto is HELLO with a protocol version other than 2.
 	ErrNoProto = &Error{CodeNoProto, "sorry, this protocol version is not supported"}
 	// ErrInternal is what a client sees for an error nobody mapped; the

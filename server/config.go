@@ -33,6 +33,11 @@ type Config struct {
 	// Persist configures the data directory; without a Dir nothing touches
 	// disk.
 	Persist PersistConfig
+	// ShutdownTimeout bounds Close: the time it gives connections to finish
+	// the commands in hand and take their replies before it closes them
+	// regardless, and goes on to release their EPHEMERAL leases and sync the
+	// data directory.
+	ShutdownTimeout time.Duration
 	// Version is reported by INFO and HELLO.
 	Version string
 }
@@ -50,7 +55,10 @@ func DefaultConfig() Config {
 		IOLoops:    defaultIOLoops,
 		Limits:     limits,
 		Locker:     locker.DefaultConfig(),
-		Version:    "dev",
+		// Well inside the time a service manager gives before SIGKILL
+		// (Kubernetes: 30 s; systemd: 90 s).
+		ShutdownTimeout: 10 * time.Second,
+		Version:         "dev",
 	}
 }
 
@@ -67,6 +75,9 @@ func (c Config) Validate() error {
 	}
 	if c.IdleTimeout < 0 {
 		return errors.New("server: idle timeout must not be negative")
+	}
+	if c.ShutdownTimeout <= 0 {
+		return fmt.Errorf("server: shutdown timeout must be positive, got %s", c.ShutdownTimeout)
 	}
 	if err := c.Limits.Validate(); err != nil {
 		return err

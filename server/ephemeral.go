@@ -97,6 +97,21 @@ func (t *ephemeralTies) closed(c *conn) []lease {
 	return leases
 }
 
+// takeAll takes every lease still tied to a connection and returns them
+// for release: the shutdown's, for connections it had to cut short. The
+// connections' own sets are left alone (they belong to their goroutines);
+// closed finds nothing of theirs tied any more.
+func (t *ephemeralTies) takeAll() []lease {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	leases := make([]lease, 0, len(t.byLease))
+	for l := range t.byLease {
+		leases = append(leases, l)
+		t.drop(l)
+	}
+	return leases
+}
+
 // roomForEphemeral makes sure c can tie n more leases, first forgetting
 // leases whose tie has moved on or that have ended.
 func (c *conn) roomForEphemeral(n int) error {

@@ -44,6 +44,7 @@ type ioLoop struct {
 	flushLater []*conn    // served this round; their replies wait for the round's commit
 
 	stopping  bool
+	deadline  time.Time // the shutdown's, once stopping
 	lastSweep int64
 	done      chan struct{}
 }
@@ -88,8 +89,14 @@ func (l *ioLoop) post(fn func()) bool {
 	return true
 }
 
-// stop asks the loop to close its connections and return.
-func (l *ioLoop) stop() { l.post(func() { l.stopping = true }) }
+// stop asks the loop to end its connections, by deadline at the latest
+// (see shutdownConns), and return.
+func (l *ioLoop) stop(deadline time.Time) {
+	l.post(func() {
+		l.stopping = true
+		l.deadline = deadline
+	})
+}
 
 // adopt hands nc's socket to the loop. The net.Conn is closed: the loop
 // keeps a duplicate descriptor, out of the Go runtime's poller.
@@ -190,9 +197,7 @@ func (l *ioLoop) run() {
 	for _, fn := range tasks {
 		fn() // registrations that raced with stop: they see stopping and close
 	}
-	for _, c := range l.conns {
-		l.closeConn(c)
-	}
+	l.shutdownConns()
 	unix.Close(l.epfd)
 	unix.Close(l.wakefd)
 }
@@ -410,6 +415,60 @@ func (l *ioLoop) sweepIdle() {
 			c.log.Debug().Msg("idle timeout")
 			l.closeConn(c)
 		}
+	}
+}
+
+// shutdownConns ends the loop's connections once it has stopped: a parked
+// wait is answered with protocol.ErrShutdown (a grant that raced with it is
+// given back), replies are flushed (committed first), and each connection
+// is closed, releasing its EPHEMERAL leases, as soon as the socket has
+// taken its replies, or at the shutdown's deadline regardless. No command
+// runs any more: nothing reads.
+func (l *ioLoop) shutdownConns() {
+	for _, c := range l.conns {
+		if b := c.blocked; b != nil {
+			l.waitTimers.disarm(b)
+			out := c.cancelWait()
+			c.giveBack(b, out)
+			c.unpark()
+			c.writeErr(protocol.ErrShutdown)
+			c.unflushed = true
+		}
+		if c.unflushed {
+			c.flush()
+		}
+		if c.sockErr != nil || len(c.pending) == 0 {
+			l.closeConn(c)
+		} else {
+			l.watch(c, unix.EPOLLOUT)
+		}
+	}
+	// Posts no longer wake the loop (post refuses them once it exited).
+	unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, l.wakefd, nil)
+	for len(l.conns) > 0 {
+		ms := time.Until(l.deadline).Milliseconds()
+		if ms <= 0 {
+			break
+		}
+		n, err := unix.EpollWait(l.epfd, l.events, int(min(ms, maxEpollWaitMs)))
+		if err != nil && err != unix.EINTR {
+			break
+		}
+		for _, ev := range l.events[:max(n, 0)] {
+			c := l.conns[int(ev.Fd)]
+			if c == nil {
+				continue
+			}
+			if ev.Events&(unix.EPOLLERR|unix.EPOLLHUP) != 0 || !c.writePending() || len(c.pending) == 0 {
+				l.closeConn(c)
+			}
+		}
+	}
+	if n := len(l.conns); n > 0 {
+		l.srv.log.Warn().Int("connections", n).Msg("shutdown timeout: closing connections whose client did not read its replies")
+	}
+	for _, c := range l.conns {
+		l.closeConn(c)
 	}
 }
 

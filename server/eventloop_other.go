@@ -5,6 +5,7 @@ package server
 import (
 	"errors"
 	"net"
+	"time"
 )
 
 // defaultIOLoops is 0 where there is no epoll: a goroutine per connection.
@@ -16,7 +17,7 @@ type ioLoop struct{ done chan struct{} }
 
 func newIOLoop(*Server) (*ioLoop, error)                { return nil, errNoEventLoop }
 func (l *ioLoop) run()                                  {}
-func (l *ioLoop) stop()                                 {}
+func (l *ioLoop) stop(time.Time)                        {}
 func (l *ioLoop) post(func()) bool                      { return false }
 func (l *ioLoop) register(*conn)                        {}
 func (l *ioLoop) adopt(net.Conn) (*conn, error)         { return nil, errNoEventLoop }

@@ -70,8 +70,23 @@ func (r blockingReader) Read(p []byte) (int, error) {
 			c.nc.SetReadDeadline(time.Now().Add(t))
 		}
 	}
+	// Checked after the deadline is set: stopReading's deadline, set after
+	// closing is closed, cannot be overwritten unseen.
+	select {
+	case <-c.srv.closing:
+		return 0, net.ErrClosed
+	default:
+	}
 	return c.nc.Read(p)
 }
+
+// stopReading is the server's shutdown of a goroutine-transport connection,
+// from the goroutine that runs Close: a blocked Read returns at once (and
+// Read never blocks again, see blockingReader), so the connection finishes
+// the commands it has read, flushes their replies and closes, as at an EOF.
+// A write to a client that does not read is cut short by Close at the
+// shutdown's deadline, by closing the socket.
+func (c *conn) stopReading() { c.nc.SetReadDeadline(time.Now()) }
 
 // lockedWriter is the goroutine transport's socket writer, under the
 // connection's replies (conn.flush, which has committed before): they and
@@ -173,7 +188,7 @@ func (c *conn) waitInline(b *blockState, progress chan uint64) {
 	hangup, stopWatch := watchHangup(c.nc)
 	timer := time.NewTimer(time.Duration(b.deadline - c.srv.monotonic()))
 	var out waitOutcome
-	gone := false
+	gone, shutdown := false, false
 wait:
 	for {
 		select {
@@ -193,13 +208,23 @@ wait:
 			gone = true
 			break wait
 		case <-c.srv.closing:
-			gone = true
+			out = c.cancelWait()
+			shutdown = true
 			break wait
 		}
 	}
 	timer.Stop()
 	stopWatch()
 	switch {
+	case shutdown:
+		// Told, not dropped: the client learns why its wait ended, and
+		// nothing was granted (what was, meanwhile, is given back).
+		c.giveBack(b, out)
+		c.unpark()
+		c.writeErr(protocol.ErrShutdown)
+		c.flush()
+		c.quit = true
+		return
 	case gone:
 		c.abandonWait()
 		c.quit = true

@@ -40,6 +40,9 @@ type Server struct {
 	stats      serverStats
 	closing    chan struct{} // closed by Close: waits in progress end
 
+	closeOnce sync.Once
+	closeErr  error // Close's result, for every call
+
 	failOnce sync.Once
 	failure  error // the data directory's failure that stopped the server
 }
@@ -180,7 +183,8 @@ func (s *Server) Serve() error {
 }
 
 // ListenAndServe listens and serves until ctx is cancelled, then closes the
-// server and returns nil; any other failure is returned.
+// server and returns nil once the shutdown is complete, or its error; any
+// other failure is returned.
 func (s *Server) ListenAndServe(ctx context.Context) error {
 	if err := s.Listen(); err != nil {
 		return err
@@ -188,7 +192,7 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
 	err := s.Serve()
-	s.Close()
+	closeErr := s.Close() // waits for the shutdown, whoever started it
 	s.mu.Lock()
 	failure := s.failure
 	s.mu.Unlock()
@@ -196,7 +200,7 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 		return failure
 	}
 	if errors.Is(err, ErrServerClosed) {
-		return nil
+		return closeErr // the data directory's last write or fsync, say
 	}
 	return err
 }
@@ -285,37 +289,102 @@ func (s *Server) dropConn(c *conn) {
 	s.mu.Unlock()
 }
 
-// Close stops accepting, closes every connection, waits for their goroutines
-// and stops the lock table's reaper. It is safe to call more than once.
+// Close shuts the server down as one ordered sequence, bounded by
+// Config.ShutdownTimeout:
+//
+//  1. stop accepting connections;
+//  2. every connection runs no new command: a WAIT parked in ACQUIRE or
+//     MACQUIRE ends with protocol.ErrShutdown (a lease handed to it
+//     meanwhile is given back), the commands in hand finish and their
+//     replies are flushed (committed first, as always), and the
+//     connection is closed, which releases its EPHEMERAL leases through
+//     the lock table, so that the releases are journalled;
+//  3. at the bound, connections still open (a client that does not read
+//     its replies, say) are closed regardless, logged, and their
+//     EPHEMERAL leases released all the same;
+//  4. the lock table's reaper stops, and the data directory is written,
+//     fsynced (whatever the fsync policy) and closed.
+//
+// It is safe to call more than once and from several goroutines: every
+// call returns only once the first has finished, with its result.
 func (s *Server) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.shutdown() })
+	return s.closeErr
+}
+
+// shutdown is Close's sequence; it runs once.
+func (s *Server) shutdown() error {
+	start := time.Now()
+	deadline := start.Add(s.cfg.ShutdownTimeout)
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
 	s.closed = true
-	close(s.closing)
+	close(s.closing) // goroutine transport: parked waits end, reads stop
 	var err error
 	if s.ln != nil {
 		err = s.ln.Close()
 	}
+	open, waiting := len(s.conns), s.stats.blocked.Load()
 	for _, c := range s.conns {
 		if c.nc != nil {
-			c.nc.Close()
+			c.stopReading()
 		}
 	}
 	for _, l := range s.loops {
-		l.stop() // the loop closes its own connections
+		l.stop(deadline) // the loop ends its own connections
 	}
 	s.mu.Unlock()
-	s.wg.Wait()
+	s.log.Info().Int("connections", open).Int64("waiting", waiting).
+		Stringer("timeout", s.cfg.ShutdownTimeout).Msg("shutting down")
+	if !waitUntil(&s.wg, deadline) {
+		s.mu.Lock()
+		cut := len(s.conns)
+		for _, c := range s.conns {
+			if c.nc != nil {
+				c.nc.Close() // a Read or Write in progress returns at once
+			}
+		}
+		s.mu.Unlock()
+		s.log.Warn().Int("connections", cut).Stringer("timeout", s.cfg.ShutdownTimeout).
+			Msg("shutdown timeout: closing the connections still open without their replies")
+		if !waitUntil(&s.wg, time.Now().Add(time.Second)) {
+			s.log.Warn().Msg("shutdown timeout: connection goroutines still running; syncing the data directory without them")
+		}
+	}
+	// Leases tied to a connection that did not get to release them.
+	released := 0
+	for _, l := range s.ties.takeAll() {
+		if s.table.Release([]byte(l.key), l.token) {
+			released++
+		}
+	}
+	if released > 0 {
+		s.log.Warn().Int("leases", released).Msg("shutdown: released the EPHEMERAL leases of connections cut short")
+	}
 	s.table.Close()
 	if s.store != nil {
 		if serr := s.store.Close(); err == nil {
 			err = serr
 		}
 	}
+	s.log.Debug().Stringer("took", time.Since(start)).Msg("shutdown complete")
 	return err
+}
+
+// waitUntil waits for wg until deadline and reports whether it finished.
+func waitUntil(wg *sync.WaitGroup, deadline time.Time) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // commitBeforeReply makes the changes made so far durable, as the data
