@@ -469,6 +469,7 @@ func (s *Server) logStart(addr net.Addr) {
 		Stringer("lock_delay", c.Locker.LockDelay).
 		Int("max_clients", c.MaxClients).
 		Stringer("idle_timeout", c.IdleTimeout).
+		Stringer("shutdown_timeout", c.ShutdownTimeout).
 		Int64("max_bulk_len", c.Limits.MaxBulkLen).
 		Int64("max_query_buffer", c.Limits.MaxQueryBuffer).
 		Uint64("first_token", c.Locker.FirstToken).
