@@ -475,6 +475,7 @@ func (s *Server) infoStats(b *strings.Builder) {
 	infoLine(b, "total_commands_processed", s.commandCount())
 	infoLine(b, "rejected_connections", s.stats.connectionsRejected.Load())
 	infoLine(b, "total_protocol_errors", s.stats.protocolErrors.Load())
+	infoLine(b, "security_attacks", s.stats.securityAttacks.Load())
 	infoLine(b, "total_handler_panics", s.stats.panics.Load())
 	s.hub.mu.RLock()
 	infoLine(b, "pubsub_channels", len(s.hub.channels))

@@ -48,6 +48,8 @@ type serverStats struct {
 	connectionsReceived atomic.Uint64
 	connectionsRejected atomic.Uint64
 	protocolErrors      atomic.Uint64
+	securityAttacks     atomic.Uint64 // connections closed for a POST or Host: command
+	lastSecurityWarning atomic.Int64  // monotonic ns of the last warning logged about one, 0 for none
 	panics              atomic.Uint64
 	commandsOfClosed    atomic.Uint64 // commands counted by connections already gone
 	blocked             atomic.Int64  // connections parked in ACQUIRE ... WAIT
@@ -345,6 +347,22 @@ func (s *Server) fail(err error) {
 		s.log.Error().Err(err).Msg("stopping: the data directory failed")
 		go s.Close()
 	})
+}
+
+// warnCrossProtocol logs a connection closed for speaking HTTP, naming its
+// peer (c.log's remote), at most once a minute as Redis does, so that a page
+// that keeps trying cannot flood the log; INFO's security_attacks counts
+// every one.
+func (s *Server) warnCrossProtocol(c *conn, name []byte) {
+	now := s.monotonic()
+	last := s.stats.lastSecurityWarning.Load()
+	if last != 0 && now-last < int64(time.Minute) || !s.stats.lastSecurityWarning.CompareAndSwap(last, now) {
+		return
+	}
+	c.log.Warn().
+		Str("command", string(name)).
+		Uint64("security_attacks", s.stats.securityAttacks.Load()).
+		Msg("possible SECURITY ATTACK detected: somebody sent POST or Host: commands, likely a cross-protocol attack by a web page or an HTTP client; connection aborted")
 }
 
 // connByID returns the open connection with that CLIENT ID, or nil.
