@@ -457,7 +457,7 @@ func (s *Server) infoServer(b *strings.Builder) {
 
 func (s *Server) infoClients(b *strings.Builder) {
 	infoLine(b, "connected_clients", s.clientCount())
-	infoLine(b, "maxclients", s.cfg.MaxClients)
+	infoLine(b, "maxclients", s.maxConns)
 	infoLine(b, "blocked_clients", s.stats.blocked.Load())
 }
 
@@ -559,7 +559,7 @@ func (s *Server) configParams() [][2]string {
 		{"save", ""},
 		{"appendonly", s.appendonly()},
 		{"databases", "1"},
-		{"maxclients", strconv.Itoa(cfg.MaxClients)},
+		{"maxclients", strconv.Itoa(s.maxConns)},
 		// Redis counts whole seconds; round up, as 0 would mean "never".
 		{"timeout", strconv.FormatInt(int64((cfg.IdleTimeout+time.Second-1)/time.Second), 10)},
 		{"proto-max-bulk-len", strconv.FormatInt(cfg.Limits.MaxBulkLen, 10)},

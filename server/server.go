@@ -28,6 +28,7 @@ type Server struct {
 	ties     ephemeralTies
 	handlers []handler // by index in protocol.Commands
 	started  time.Time
+	maxConns int // cfg.MaxClients fitted to the open-file limit by New (fitMaxClients)
 
 	mu     sync.Mutex // guards ln, conns, closed, loops
 	ln     net.Listener
@@ -60,6 +61,10 @@ type serverStats struct {
 // socket and starts no goroutine; call Listen and Serve, or ListenAndServe.
 func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	maxConns, err := fitMaxClients(cfg, log)
+	if err != nil {
 		return nil, err
 	}
 	hub := newHub()
@@ -107,6 +112,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		table:    table,
 		handlers: commandHandlers(),
 		started:  time.Now(),
+		maxConns: maxConns,
 		conns:    make(map[uint64]*conn),
 		closing:  make(chan struct{}),
 	}, nil
@@ -242,7 +248,7 @@ func (s *Server) startConn(nc net.Conn) {
 		nc.Close()
 		return
 	}
-	if len(s.conns) >= s.cfg.MaxClients {
+	if len(s.conns) >= s.maxConns {
 		s.mu.Unlock()
 		s.stats.connectionsRejected.Add(1)
 		// Redis's reply; written best-effort to a socket we are about to close.
@@ -416,7 +422,7 @@ func (s *Server) logStart(addr net.Addr) {
 		Int("max_key_len", c.Locker.MaxKeyLen).
 		Bool("require_create", c.Locker.RequireCreate).
 		Stringer("lock_delay", c.Locker.LockDelay).
-		Int("max_clients", c.MaxClients).
+		Int("max_clients", s.maxConns).
 		Stringer("idle_timeout", c.IdleTimeout).
 		Int64("max_bulk_len", c.Limits.MaxBulkLen).
 		Int64("max_query_buffer", c.Limits.MaxQueryBuffer).
