@@ -3,7 +3,9 @@
 package command
 
 import (
+	"bufio"
 	"errors"
+	"net"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -32,6 +34,30 @@ func TestMaxClientsFitsOpenFilesLimit(t *testing.T) {
 	}
 	if got, err := rdb.ConfigGet(testCtx(t), "maxclients").Result(); err != nil || got["maxclients"] != "32" {
 		t.Errorf("CONFIG GET maxclients = %v, %v; want 32", got, err)
+	}
+	// The lowered bound is the one enforced, and the descriptors kept
+	// suffice: rdb's connection and 31 more are served, the next refused.
+	served := 1
+	for ; served <= 40; served++ {
+		nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		nc.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := nc.Write([]byte("PING\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(nc).ReadString('\n')
+		if line == "-ERR max number of clients reached\r\n" {
+			break
+		}
+		if line != "+PONG\r\n" {
+			t.Fatalf("connection %d: %q, %v; want PONG or the max clients error", served+1, line, err)
+		}
+	}
+	if served != 32 {
+		t.Errorf("%d connections served, want 32", served)
 	}
 	if exit := p.stop(syscall.SIGTERM); exit != 0 {
 		t.Fatalf("exit status %d, want 0\nstderr: %s", exit, p.stderr)
