@@ -92,10 +92,17 @@ type process struct {
 // start starts the binary; the test's cleanup kills it if it still runs.
 func start(t *testing.T, env []string, args ...string) *process {
 	t.Helper()
+	return startUnder(t, nil, env, args...)
+}
+
+// startUnder is start with the binary run by a wrapper command that execs it.
+func startUnder(t *testing.T, wrapper, env []string, args ...string) *process {
+	t.Helper()
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	p := &process{t: t, cmd: exec.Command(binary, args...), stderr: &testutil.SyncBuffer{}, done: make(chan struct{})}
+	argv := append(append(append([]string(nil), wrapper...), binary), args...)
+	p := &process{t: t, cmd: exec.Command(argv[0], argv[1:]...), stderr: &testutil.SyncBuffer{}, done: make(chan struct{})}
 	p.cmd.Env = testutil.Environ(env...)
 	p.cmd.Stderr = p.stderr
 	p.cmd.WaitDelay = time.Second
@@ -192,10 +199,18 @@ func (p *process) logLines() []map[string]any {
 // should the server find it taken, it tries another, twice.
 func serveBinary(t *testing.T, setup func(addr string) (env, args []string)) (*process, string) {
 	t.Helper()
+	return serveBinaryUnder(t, nil, setup)
+}
+
+// serveBinaryUnder is serveBinary with the binary started by a wrapper
+// command that execs it (such as sh -c 'ulimit -n 64; exec "$@"' sh), so
+// that the process signalled and waited for is still the server.
+func serveBinaryUnder(t *testing.T, wrapper []string, setup func(addr string) (env, args []string)) (*process, string) {
+	t.Helper()
 	for attempt := 1; ; attempt++ {
 		addr := freeAddr(t)
 		env, args := setup(addr)
-		p := start(t, env, args...)
+		p := startUnder(t, wrapper, env, args...)
 		if p.listening(addr) {
 			return p, addr
 		}

@@ -198,6 +198,16 @@ func equalFoldASCII(b []byte, s string) bool {
 	return true
 }
 
+// IsCrossProtocol reports whether name, a command name no RESP client sends,
+// is the first word of an HTTP request (POST) or of one of its header lines
+// (Host:): someone, often a browser a web page steered at the port, is
+// speaking HTTP to it, and whatever follows (a request body can hold any
+// command) must not run. Redis flags the same two names
+// (securityWarningCommand).
+func IsCrossProtocol(name []byte) bool {
+	return equalFoldASCII(name, "post") || equalFoldASCII(name, "host:")
+}
+
 // Lookup finds a command by name, case-insensitively, or returns nil.
 func Lookup(name []byte) *Command {
 	if i := LookupIndex(name); i >= 0 {

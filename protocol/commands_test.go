@@ -67,6 +67,25 @@ func TestLookup(t *testing.T) {
 	}
 }
 
+func TestIsCrossProtocol(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want bool
+	}{
+		{"POST", true}, {"post", true}, {"pOsT", true},
+		{"Host:", true}, {"HOST:", true}, {"host:", true},
+		{"host", false}, {"posts", false}, {"pos", false}, {"GET", false},
+		{"Content-Type:", false}, {"Host: ", false}, {"", false},
+	} {
+		if got := IsCrossProtocol([]byte(tt.in)); got != tt.want {
+			t.Errorf("IsCrossProtocol(%q) = %v, want %v", tt.in, got, tt.want)
+		}
+		if tt.want && LookupIndex([]byte(tt.in)) >= 0 {
+			t.Errorf("%q is in the command table: dispatch would run it", tt.in)
+		}
+	}
+}
+
 func TestLookupEveryCommand(t *testing.T) {
 	for i := range Commands {
 		name := Commands[i].Name

@@ -457,7 +457,7 @@ func (s *Server) infoServer(b *strings.Builder) {
 
 func (s *Server) infoClients(b *strings.Builder) {
 	infoLine(b, "connected_clients", s.clientCount())
-	infoLine(b, "maxclients", s.cfg.MaxClients)
+	infoLine(b, "maxclients", s.maxConns)
 	infoLine(b, "blocked_clients", s.stats.blocked.Load())
 }
 
@@ -475,6 +475,7 @@ func (s *Server) infoStats(b *strings.Builder) {
 	infoLine(b, "total_commands_processed", s.commandCount())
 	infoLine(b, "rejected_connections", s.stats.connectionsRejected.Load())
 	infoLine(b, "total_protocol_errors", s.stats.protocolErrors.Load())
+	infoLine(b, "security_attacks", s.stats.securityAttacks.Load())
 	infoLine(b, "total_handler_panics", s.stats.panics.Load())
 	s.hub.mu.RLock()
 	infoLine(b, "pubsub_channels", len(s.hub.channels))
@@ -558,7 +559,7 @@ func (s *Server) configParams() [][2]string {
 		{"save", ""},
 		{"appendonly", s.appendonly()},
 		{"databases", "1"},
-		{"maxclients", strconv.Itoa(cfg.MaxClients)},
+		{"maxclients", strconv.Itoa(s.maxConns)},
 		// Redis counts whole seconds; round up, as 0 would mean "never".
 		{"timeout", strconv.FormatInt(int64((cfg.IdleTimeout+time.Second-1)/time.Second), 10)},
 		{"proto-max-bulk-len", strconv.FormatInt(cfg.Limits.MaxBulkLen, 10)},

@@ -19,6 +19,8 @@ type Config struct {
 	// Addr is the TCP address to listen on, HOST:PORT; port 0 picks a free one.
 	Addr string
 	// MaxClients bounds open connections; one more is told so and closed.
+	// New lowers the bound it enforces, with a warning, where the open-file
+	// limit cannot serve that many (fitMaxClients).
 	MaxClients int
 	// IdleTimeout closes a connection that sends nothing for this long; 0
 	// never does (Redis's "timeout 0").

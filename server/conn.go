@@ -39,7 +39,7 @@ type conn struct {
 	quit                  bool                       // reply, flush, then close
 	unflushed             bool                       // replies are waiting in wr
 	pending               []byte                     // event loop: reply bytes the socket has not taken yet
-	sockErr               error                      // a write failed, or the commit before it: write nothing more
+	sockErr               error                      // a write failed, or the commit before it, or the client spoke HTTP: write nothing more
 	lastRead              int64                      // event loop: monotonic ns of the last read, for the idle timeout
 	drained               bool                       // event loop: the last read emptied the socket
 	closeWhenFlushed      bool                       // event loop: close once pending is written (QUIT, protocol error)
@@ -171,6 +171,10 @@ func (c *conn) prefetchKeys(ahead []byte) int {
 func (c *conn) dispatch(args [][]byte) {
 	i := protocol.LookupIndex(args[0])
 	if i < 0 {
+		if protocol.IsCrossProtocol(args[0]) {
+			c.abortCrossProtocol(args[0])
+			return
+		}
 		c.writeErr(protocol.UnknownCommandError(args))
 		return
 	}
@@ -190,6 +194,22 @@ func (c *conn) dispatch(args [][]byte) {
 	if err := c.srv.handlers[i](c, args); err != nil {
 		c.writeErr(err)
 	}
+}
+
+// errCrossProtocol is c.sockErr once a connection spoke HTTP: nothing more
+// is written on it, and it closes.
+var errCrossProtocol = errors.New("server: connection aborted: POST or Host: command (cross-protocol request)")
+
+// abortCrossProtocol ends a connection that sent a command named POST or
+// Host: (see protocol.IsCrossProtocol), as Redis does: at once, dropping the
+// replies it has not been sent yet and running nothing more it sent, such as
+// the rest of an HTTP request already read, body and all.
+func (c *conn) abortCrossProtocol(name []byte) {
+	c.srv.stats.securityAttacks.Add(1)
+	c.srv.warnCrossProtocol(c, name)
+	c.wr.SetBuffer(nil)
+	c.sockErr = errCrossProtocol
+	c.quit = true
 }
 
 // checkKeys applies the lock table's key rules to every key argument the

@@ -28,6 +28,7 @@ type Server struct {
 	ties     ephemeralTies
 	handlers []handler // by index in protocol.Commands
 	started  time.Time
+	maxConns int // cfg.MaxClients fitted to the open-file limit by New (fitMaxClients)
 
 	mu     sync.Mutex // guards ln, conns, closed, loops
 	ln     net.Listener
@@ -51,6 +52,8 @@ type serverStats struct {
 	connectionsReceived atomic.Uint64
 	connectionsRejected atomic.Uint64
 	protocolErrors      atomic.Uint64
+	securityAttacks     atomic.Uint64 // connections closed for a POST or Host: command
+	lastSecurityWarning atomic.Int64  // monotonic ns of the last warning logged about one, 0 for none
 	panics              atomic.Uint64
 	commandsOfClosed    atomic.Uint64 // commands counted by connections already gone
 	blocked             atomic.Int64  // connections parked in ACQUIRE ... WAIT
@@ -61,6 +64,10 @@ type serverStats struct {
 // socket and starts no goroutine; call Listen and Serve, or ListenAndServe.
 func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	maxConns, err := fitMaxClients(cfg, log)
+	if err != nil {
 		return nil, err
 	}
 	hub := newHub()
@@ -108,6 +115,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		table:    table,
 		handlers: commandHandlers(),
 		started:  time.Now(),
+		maxConns: maxConns,
 		conns:    make(map[uint64]*conn),
 		closing:  make(chan struct{}),
 	}, nil
@@ -244,7 +252,7 @@ func (s *Server) startConn(nc net.Conn) {
 		nc.Close()
 		return
 	}
-	if len(s.conns) >= s.cfg.MaxClients {
+	if len(s.conns) >= s.maxConns {
 		s.mu.Unlock()
 		s.stats.connectionsRejected.Add(1)
 		// Redis's reply; written best-effort to a socket we are about to close.
@@ -416,6 +424,22 @@ func (s *Server) fail(err error) {
 	})
 }
 
+// warnCrossProtocol logs a connection closed for speaking HTTP, naming its
+// peer (c.log's remote), at most once a minute as Redis does, so that a page
+// that keeps trying cannot flood the log; INFO's security_attacks counts
+// every one.
+func (s *Server) warnCrossProtocol(c *conn, name []byte) {
+	now := s.monotonic()
+	last := s.stats.lastSecurityWarning.Load()
+	if last != 0 && now-last < int64(time.Minute) || !s.stats.lastSecurityWarning.CompareAndSwap(last, now) {
+		return
+	}
+	c.log.Warn().
+		Str("command", string(name)).
+		Uint64("security_attacks", s.stats.securityAttacks.Load()).
+		Msg("possible SECURITY ATTACK detected: somebody sent POST or Host: commands, likely a cross-protocol attack by a web page or an HTTP client; connection aborted")
+}
+
 // connByID returns the open connection with that CLIENT ID, or nil.
 func (s *Server) connByID(id uint64) *conn {
 	s.mu.Lock()
@@ -467,7 +491,7 @@ func (s *Server) logStart(addr net.Addr) {
 		Int("max_key_len", c.Locker.MaxKeyLen).
 		Bool("require_create", c.Locker.RequireCreate).
 		Stringer("lock_delay", c.Locker.LockDelay).
-		Int("max_clients", c.MaxClients).
+		Int("max_clients", s.maxConns).
 		Stringer("idle_timeout", c.IdleTimeout).
 		Stringer("shutdown_timeout", c.ShutdownTimeout).
 		Int64("max_bulk_len", c.Limits.MaxBulkLen).
