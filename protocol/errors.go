@@ -71,6 +71,9 @@ var (
 	ErrBadLimit = &Error{CodeErr, "LIMIT must be between 1 and " + strconv.Itoa(locker.MaxLimit)}
 	// ErrBadNumKeys is a MACQUIRE numkeys out of range.
 	ErrBadNumKeys = &Error{CodeErr, "numkeys must be between 1 and " + strconv.Itoa(MaxMultiKeys)}
+	// ErrPatternTooLong is a LOCKS MATCH or PSUBSCRIBE pattern longer than
+	// MaxPatternLen.
+	ErrPatternTooLong = &Error{CodeErr, "pattern is longer than " + strconv.Itoa(MaxPatternLen) + " bytes"}
 	// ErrEmptyOwner is OWNER with an empty id.
 	ErrEmptyOwner = &Error{CodeErr, "OWNER must not be empty"}
 	// ErrUnblocked ends a WAIT that CLIENT UNBLOCK ... ERROR cut short, Redis's text.

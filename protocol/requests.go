@@ -80,6 +80,21 @@ const DefaultLocksCount = 10
 // maxLocksCount bounds COUNT so that one call holds a shard lock briefly.
 const maxLocksCount = 100000
 
+// MaxPatternLen bounds a glob pattern from a client (LOCKS ... MATCH,
+// PSUBSCRIBE), in bytes. Matching one name costs up to the pattern's length
+// times the name's, so a pattern as long as the longest name would let one
+// call run for seconds; Redis has no such bound, and paid for it
+// (CVE-2022-36021).
+const MaxPatternLen = 256
+
+// CheckPattern refuses a glob pattern longer than MaxPatternLen.
+func CheckPattern(p []byte) error {
+	if len(p) > MaxPatternLen {
+		return ErrPatternTooLong
+	}
+	return nil
+}
+
 // The parsers below expect args to have passed the command's arity check.
 
 // ParseCreate parses CREATE.
@@ -266,6 +281,9 @@ func ParseLocks(args [][]byte) (LocksRequest, error) {
 		}
 		switch {
 		case bytes.EqualFold(args[i], []byte("match")) && !seenMatch:
+			if err := CheckPattern(args[i+1]); err != nil {
+				return req, err
+			}
 			req.Match, seenMatch = args[i+1], true
 		case bytes.EqualFold(args[i], []byte("count")) && !seenCount:
 			seenCount = true

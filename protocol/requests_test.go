@@ -29,7 +29,7 @@ func cmdArgs(line string) [][]byte {
 
 // requestSentinels are the parse errors that callers may compare with errors.Is.
 var requestSentinels = []error{ErrSyntax, ErrNotInteger, ErrBadToken, ErrBadCursor, ErrEmptyOwner,
-	ErrBadLockDelay, ErrBadWait, ErrBadPriority, ErrBadLimit, ErrBadNumKeys}
+	ErrBadLockDelay, ErrBadWait, ErrBadPriority, ErrBadLimit, ErrBadNumKeys, ErrPatternTooLong}
 
 // checkParseError fails unless got is the wire error want: the same reply
 // text, and the very sentinel when want is one.
@@ -508,6 +508,11 @@ func TestParseLocks(t *testing.T) {
 		// syntax error; LOCKS must too.
 		{"repeated MATCH", "LOCKS 0 MATCH a MATCH b", LocksRequest{}, ErrSyntax},
 		{"repeated COUNT", "LOCKS 0 COUNT 5 count 6", LocksRequest{}, ErrSyntax},
+		{"longest pattern", "LOCKS 0 MATCH " + strings.Repeat("*a", MaxPatternLen/2),
+			LocksRequest{Match: []byte(strings.Repeat("*a", MaxPatternLen/2)), Count: DefaultLocksCount}, nil},
+		// The report's 503-byte pattern, refused before any name is matched.
+		{"pattern too long", "LOCKS 0 MATCH " + strings.Repeat("*[a-z]", 83) + "?????", LocksRequest{}, ErrPatternTooLong},
+		{"pattern one byte too long", "LOCKS 0 MATCH " + strings.Repeat("a", MaxPatternLen+1), LocksRequest{}, ErrPatternTooLong},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

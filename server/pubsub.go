@@ -7,6 +7,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/glob"
 	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/protocol"
 	"github.com/tidwall/redcon"
 )
 
@@ -144,6 +145,14 @@ func handleSubscribe(c *conn, args [][]byte) error  { return subscribe(c, args[1
 func handlePSubscribe(c *conn, args [][]byte) error { return subscribe(c, args[1:], true) }
 
 func subscribe(c *conn, names [][]byte, pattern bool) error {
+	if pattern {
+		// Checked before any is added: a refused call changes nothing.
+		for _, n := range names {
+			if err := protocol.CheckPattern(n); err != nil {
+				return err
+			}
+		}
+	}
 	if c.sub == nil {
 		c.subMu.Lock()
 		c.sub = &subscription{channels: map[string]bool{}, patterns: map[string]bool{}}

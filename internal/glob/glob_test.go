@@ -287,6 +287,42 @@ func TestMatchEscapedKey(t *testing.T) {
 	}
 }
 
+// TestMatchCost checks that MatchCost reports the work it did within its
+// documented bound, and that the work of a long hostile pattern over a long
+// key shows: LOCKS ... MATCH relies on it to stop a call early.
+func TestMatchCost(t *testing.T) {
+	long := strings.Repeat("a", 1024)
+	tests := []struct {
+		name     string
+		pattern  string
+		key      string
+		minSteps int
+	}{
+		{"literal", "hello", "hello", 5},
+		{"empty key", "*", "", 1},
+		{"trailing star", "a*", long, 1},
+		{"star-a then b", strings.Repeat("*a", 30) + "b", long, 1024},
+		// The shape of the report: 503 bytes, a set read at every byte.
+		{"503-byte sets", "*" + strings.Repeat("[a-z]", 100) + "b!", long, 100_000},
+		{"one long set", "*[" + strings.Repeat("xyz", 80) + "a]b", long, 200_000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, k := []byte(tt.pattern), []byte(tt.key)
+			matched, steps := MatchCost(p, k)
+			if matched != Match(p, k) {
+				t.Fatalf("MatchCost says %v, Match %v", matched, !matched)
+			}
+			if bound := 2 * (len(p) + 1) * (len(k) + 1); steps > bound {
+				t.Errorf("steps = %d, above the bound %d", steps, bound)
+			}
+			if steps < tt.minSteps {
+				t.Errorf("steps = %d, want at least %d: the work done is under-reported", steps, tt.minSteps)
+			}
+		})
+	}
+}
+
 func TestMatchDoesNotAllocate(t *testing.T) {
 	pattern := []byte(strings.Repeat("*a", 30) + "[^b-c]?\\*b")
 	key := bytes.Repeat([]byte("a"), 1000)
