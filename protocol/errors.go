@@ -74,6 +74,17 @@ var (
 	// ErrPatternTooLong is a LOCKS MATCH or PSUBSCRIBE pattern longer than
 	// MaxPatternLen.
 	ErrPatternTooLong = &Error{CodeErr, "pattern is longer than " + strconv.Itoa(MaxPatternLen) + " bytes"}
+	// ErrTooManyPairs is an MRELEASE of more than MaxMultiKeys pairs.
+	ErrTooManyPairs = &Error{CodeErr, "MRELEASE takes at most " + strconv.Itoa(MaxMultiKeys) + " key/token pairs"}
+	// ErrTooManySubscribeArgs is a SUBSCRIBE or PSUBSCRIBE naming more than
+	// MaxSubscribeArgs channels or patterns.
+	ErrTooManySubscribeArgs = &Error{CodeErr, "at most " + strconv.Itoa(MaxSubscribeArgs) + " channels or patterns in one call"}
+	// ErrTooManyChannels is a SUBSCRIBE that would take a connection past
+	// MaxChannelsPerConn channels.
+	ErrTooManyChannels = &Error{CodeErr, "a connection may listen to at most " + strconv.Itoa(MaxChannelsPerConn) + " channels"}
+	// ErrTooManyPatterns is a PSUBSCRIBE that would take a connection past
+	// MaxPatternsPerConn patterns.
+	ErrTooManyPatterns = &Error{CodeErr, "a connection may listen to at most " + strconv.Itoa(MaxPatternsPerConn) + " patterns"}
 	// ErrEmptyOwner is OWNER with an empty id.
 	ErrEmptyOwner = &Error{CodeErr, "OWNER must not be empty"}
 	// ErrUnblocked ends a WAIT that CLIENT UNBLOCK ... ERROR cut short, Redis's text.

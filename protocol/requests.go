@@ -44,8 +44,10 @@ type MAcquireRequest struct {
 	Ephemeral bool
 }
 
-// MaxMultiKeys bounds MACQUIRE's numkeys: an atomic attempt holds the
-// locks of every shard the keys fall in, so one call must stay short.
+// MaxMultiKeys bounds MACQUIRE's numkeys and MRELEASE's pairs: an atomic
+// attempt holds the locks of every shard the keys fall in, and either runs
+// to its end while the other clients of its event loop wait, so one call
+// must stay short.
 const MaxMultiKeys = 1000
 
 // MReleaseRequest is MRELEASE key token [key token ...].
@@ -86,6 +88,19 @@ const maxLocksCount = 100000
 // call run for seconds; Redis has no such bound, and paid for it
 // (CVE-2022-36021).
 const MaxPatternLen = 256
+
+// The bounds of SUBSCRIBE and PSUBSCRIBE. Each subscription costs every
+// event of the lock table a lookup or, for a pattern, a match, so they are
+// bounded per connection; and one call runs to its end while the other
+// clients of its event loop wait, so it is bounded too.
+const (
+	// MaxSubscribeArgs is the most channels or patterns one call may name.
+	MaxSubscribeArgs = 1000
+	// MaxChannelsPerConn is the most channels one connection may listen to.
+	MaxChannelsPerConn = 10000
+	// MaxPatternsPerConn is the most patterns one connection may listen to.
+	MaxPatternsPerConn = 1000
+)
 
 // CheckPattern refuses a glob pattern longer than MaxPatternLen.
 func CheckPattern(p []byte) error {
@@ -181,6 +196,9 @@ func ParseMAcquire(args [][]byte) (MAcquireRequest, error) {
 func ParseMRelease(args [][]byte) (MReleaseRequest, error) {
 	if len(args)%2 == 0 {
 		return MReleaseRequest{}, ArityError("mrelease")
+	}
+	if len(args)/2 > MaxMultiKeys {
+		return MReleaseRequest{}, ErrTooManyPairs
 	}
 	req := MReleaseRequest{Keys: make([][]byte, 0, len(args)/2), Tokens: make([]uint64, 0, len(args)/2)}
 	for i := 1; i < len(args); i += 2 {

@@ -29,7 +29,7 @@ func cmdArgs(line string) [][]byte {
 
 // requestSentinels are the parse errors that callers may compare with errors.Is.
 var requestSentinels = []error{ErrSyntax, ErrNotInteger, ErrBadToken, ErrBadCursor, ErrEmptyOwner,
-	ErrBadLockDelay, ErrBadWait, ErrBadPriority, ErrBadLimit, ErrBadNumKeys, ErrPatternTooLong}
+	ErrBadLockDelay, ErrBadWait, ErrBadPriority, ErrBadLimit, ErrBadNumKeys, ErrPatternTooLong, ErrTooManyPairs}
 
 // checkParseError fails unless got is the wire error want: the same reply
 // text, and the very sentinel when want is one.
@@ -336,7 +336,20 @@ func TestParseMRelease(t *testing.T) {
 		{"pairing checked before tokens", []string{"MRELEASE", "a", "x", "b"}, nil, ArityError("mrelease")},
 		{"bad token in a later pair", []string{"MRELEASE", "a", "1", "b", "x"}, nil, ErrBadToken},
 		{"keys and tokens swapped", []string{"MRELEASE", "1", "a"}, nil, ErrBadToken},
+		{"one pair too many", append([]string{"MRELEASE"}, manyPairs(MaxMultiKeys+1)...), nil, ErrTooManyPairs},
+		// Refused before a token is read: the pairs are not even looked at.
+		{"far too many pairs", append(append([]string{"MRELEASE"}, manyPairs(10_000)...), "k", "x"), nil, ErrTooManyPairs},
 	}
+	var most []pair
+	for i := range MaxMultiKeys {
+		most = append(most, pair{"k" + strconv.Itoa(i), uint64(i)})
+	}
+	tests = append(tests, struct {
+		name string
+		args []string
+		want []pair
+		err  error
+	}{"most pairs", append([]string{"MRELEASE"}, manyPairs(MaxMultiKeys)...), most, nil})
 	for _, tok := range badTokens {
 		tests = append(tests, struct {
 			name string
@@ -374,6 +387,15 @@ func TestParseMRelease(t *testing.T) {
 	if got := ArityError("mrelease").Error(); got != "ERR wrong number of arguments for 'mrelease' command" {
 		t.Fatalf("ArityError text = %q", got)
 	}
+}
+
+// manyPairs returns n key/token pairs k0 0 k1 1 ...
+func manyPairs(n int) []string {
+	args := make([]string, 0, 2*n)
+	for i := range n {
+		args = append(args, "k"+strconv.Itoa(i), strconv.Itoa(i))
+	}
+	return args
 }
 
 // badTokens are arguments that are not a uint64 in canonical decimal form.

@@ -145,13 +145,9 @@ func handleSubscribe(c *conn, args [][]byte) error  { return subscribe(c, args[1
 func handlePSubscribe(c *conn, args [][]byte) error { return subscribe(c, args[1:], true) }
 
 func subscribe(c *conn, names [][]byte, pattern bool) error {
-	if pattern {
-		// Checked before any is added: a refused call changes nothing.
-		for _, n := range names {
-			if err := protocol.CheckPattern(n); err != nil {
-				return err
-			}
-		}
+	// Checked before any is added: a refused call changes nothing.
+	if err := checkSubscribe(c, names, pattern); err != nil {
+		return err
 	}
 	if c.sub == nil {
 		c.subMu.Lock()
@@ -181,6 +177,46 @@ func subscribe(c *conn, names [][]byte, pattern bool) error {
 	c.flush()
 	for _, name := range added {
 		c.srv.hub.add(c, name, pattern)
+	}
+	return nil
+}
+
+// checkSubscribe applies the bounds of protocol (MaxSubscribeArgs,
+// MaxPatternLen, MaxChannelsPerConn, MaxPatternsPerConn) to a SUBSCRIBE or
+// PSUBSCRIBE of names. Only c's own command runner changes c.sub, and this
+// runs on it, so reading c.sub needs no lock.
+func checkSubscribe(c *conn, names [][]byte, pattern bool) error {
+	if len(names) > protocol.MaxSubscribeArgs {
+		return protocol.ErrTooManySubscribeArgs
+	}
+	limit, tooMany := protocol.MaxChannelsPerConn, protocol.ErrTooManyChannels
+	if pattern {
+		limit, tooMany = protocol.MaxPatternsPerConn, protocol.ErrTooManyPatterns
+		for _, n := range names {
+			if err := protocol.CheckPattern(n); err != nil {
+				return err
+			}
+		}
+	}
+	var have map[string]bool
+	if c.sub != nil {
+		have = c.sub.channels
+		if pattern {
+			have = c.sub.patterns
+		}
+	}
+	if len(have)+len(names) <= limit {
+		return nil
+	}
+	// Names already listened to, or named twice, add nothing.
+	added := map[string]bool{}
+	for _, n := range names {
+		if !have[string(n)] {
+			added[string(n)] = true
+		}
+	}
+	if len(have)+len(added) > limit {
+		return tooMany
 	}
 	return nil
 }
