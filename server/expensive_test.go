@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/leasehold/leasehold/internal/glob"
+	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/protocol"
 )
 
@@ -180,4 +181,113 @@ func TestSubscribeBounds(t *testing.T) {
 			t.Fatalf("SUBSCRIBE beside the patterns: %q", got)
 		}
 	})
+}
+
+// TestEventsSkipPatternsThatCannotMatch checks that a lock event is matched
+// only against the patterns whose literal prefix its channel starts with:
+// the report's 100k patterns on one connection made every ACQUIRE and
+// RELEASE pay for all of them. Those that can match still get the event.
+func TestEventsSkipPatternsThatCannotMatch(t *testing.T) {
+	ts := startServer(t)
+	rdb := ts.client()
+	crowd := ts.dial()
+	defer crowd.Close()
+	var many []string
+	for i := range protocol.MaxPatternsPerConn {
+		many = append(many, fmt.Sprintf("__lock__:p%d:*", i))
+	}
+	if got := subscribeMany(t, crowd, "PSUBSCRIBE", many); got != "" {
+		t.Fatalf("PSUBSCRIBE: %q", got)
+	}
+	watcher := ts.dial()
+	defer watcher.Close()
+	watch := []string{"__lock__:*", "__lock__:p7:*", "__lock__:p7?x", "*x"}
+	if got := subscribeMany(t, watcher, "PSUBSCRIBE", watch); got != "" {
+		t.Fatalf("PSUBSCRIBE: %q", got)
+	}
+
+	before := ts.hub.patternTries.Load()
+	tok := do(t, rdb, "ACQUIRE", "p7:x", 1000).Token()
+	// Tried: __lock__:* and *x (prefixes "__lock__:" and ""), __lock__:p7:*
+	// (both connections' one pattern), __lock__:p7?x; of the crowd's
+	// patterns that one only.
+	if tries := ts.hub.patternTries.Load() - before; tries != 4 {
+		t.Fatalf("one event tried %d patterns, want 4 of %d", tries, len(many)+len(watch)-1)
+	}
+	event := fmt.Sprintf("acquired %d", tok)
+	gotPatterns := map[string]bool{}
+	for range watch {
+		got := nextMessage(t, watcher)
+		if len(got) != 4 || got[0] != "pmessage" || got[2] != "__lock__:p7:x" || got[3] != event {
+			t.Fatalf("watcher got %#v", got)
+		}
+		gotPatterns[got[1].(string)] = true
+	}
+	for _, p := range watch {
+		if !gotPatterns[p] {
+			t.Fatalf("no pmessage for %q: got %v", p, gotPatterns)
+		}
+	}
+	if got := nextMessage(t, crowd); got[1] != "__lock__:p7:*" || got[3] != event {
+		t.Fatalf("crowd got %#v", got)
+	}
+
+	// Once the patterns are gone, nothing is tried.
+	crowd.send("PUNSUBSCRIBE\r\n")
+	for range many {
+		crowd.reply()
+	}
+	watcher.send("PUNSUBSCRIBE\r\n")
+	for range watch {
+		watcher.reply()
+	}
+	crowd.send("PING\r\n")
+	crowd.reply()
+	watcher.send("PING\r\n")
+	watcher.reply()
+	before = ts.hub.patternTries.Load()
+	do(t, rdb, "RELEASE", "p7:x", tok).Is(1)
+	if tries := ts.hub.patternTries.Load() - before; tries != 0 {
+		t.Fatalf("with no patterns left, an event tried %d", tries)
+	}
+	ts.hub.mu.RLock()
+	defer ts.hub.mu.RUnlock()
+	if len(ts.hub.byPrefix) != 0 || len(ts.hub.prefixLens) != 0 || len(ts.hub.lenUses) != 0 {
+		t.Fatalf("index not emptied: %d prefixes, lengths %v", len(ts.hub.byPrefix), ts.hub.prefixLens)
+	}
+}
+
+// BenchmarkPublishWithPatterns measures what one lock event costs its
+// publisher (the ACQUIRE or RELEASE that caused it) while one connection
+// listens to n patterns, none of which match it: through the prefix index,
+// and against the baseline of matching every pattern, as Publish did before.
+// Patterns that share their whole literal prefix with the channel
+// ("__lock__:*p1") cannot be skipped by the index and cost as the baseline.
+func BenchmarkPublishWithPatterns(b *testing.B) {
+	ev := locker.Event{Kind: locker.EventAcquired, Key: "jobs:42", Token: 7}
+	channel := []byte(EventChannelPrefix + ev.Key)
+	for _, n := range []int{1000, 100_000} {
+		for _, shape := range []struct{ name, format string }{
+			{"prefixed", "__lock__:p%d:*"},
+			{"unprefixed", "__lock__:*p%d"},
+		} {
+			h := newHub()
+			c := &conn{}
+			for i := range n {
+				h.add(c, fmt.Sprintf(shape.format, i), true)
+			}
+			b.Run(fmt.Sprintf("patterns=%d/%s/indexed", n, shape.name), func(b *testing.B) {
+				for b.Loop() {
+					h.Publish(ev)
+				}
+			})
+			b.Run(fmt.Sprintf("patterns=%d/%s/every-pattern", n, shape.name), func(b *testing.B) {
+				for b.Loop() {
+					for p := range h.patterns {
+						glob.Match([]byte(p), channel)
+					}
+				}
+			})
+		}
+	}
 }

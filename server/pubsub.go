@@ -1,7 +1,9 @@
 package server
 
 import (
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -23,16 +25,76 @@ const maxSubscriberBacklog = 32 << 20
 // hub routes lock events to subscribed connections. It is the lock table's
 // EventSink: with no subscriber, Active is false and the table builds no
 // event at all.
+//
+// Patterns are indexed by their literal prefix, the bytes before the first
+// '*', '?', '[' or '\': a pattern can match only a channel that starts with
+// it, so an event is matched only against the patterns whose prefix it
+// starts with, not against every pattern of every subscriber.
 type hub struct {
-	mu       sync.RWMutex // guards channels, patterns
+	mu       sync.RWMutex // guards channels, patterns, byPrefix, prefixLens
 	channels map[string]map[*conn]struct{}
 	patterns map[string]map[*conn]struct{}
-	subs     atomic.Int64 // subscriptions, channels and patterns together
-	dropped  atomic.Uint64
+	// byPrefix holds every pattern of patterns, as bytes for glob.Match,
+	// under its literal prefix; prefixLens lists the lengths of byPrefix's
+	// keys in ascending order, each once, and lenUses how many keys have
+	// each length.
+	byPrefix   map[string]map[string][]byte
+	prefixLens []int
+	lenUses    map[int]int
+	subs       atomic.Int64 // subscriptions, channels and patterns together
+	dropped    atomic.Uint64
+	// patternTries counts patterns matched against an event's channel.
+	patternTries atomic.Uint64
 }
 
 func newHub() *hub {
-	return &hub{channels: map[string]map[*conn]struct{}{}, patterns: map[string]map[*conn]struct{}{}}
+	return &hub{
+		channels: map[string]map[*conn]struct{}{},
+		patterns: map[string]map[*conn]struct{}{},
+		byPrefix: map[string]map[string][]byte{},
+		lenUses:  map[int]int{},
+	}
+}
+
+// literalPrefix returns the bytes of pattern before its first glob
+// metacharacter: every channel the pattern matches starts with them.
+func literalPrefix(pattern string) string {
+	if i := strings.IndexAny(pattern, "*?[\\"); i >= 0 {
+		return pattern[:i]
+	}
+	return pattern
+}
+
+// indexPattern adds pattern to byPrefix. h.mu must be held for writing.
+func (h *hub) indexPattern(pattern string) {
+	prefix := literalPrefix(pattern)
+	set := h.byPrefix[prefix]
+	if set == nil {
+		set = map[string][]byte{}
+		h.byPrefix[prefix] = set
+		if h.lenUses[len(prefix)]++; h.lenUses[len(prefix)] == 1 {
+			i, _ := slices.BinarySearch(h.prefixLens, len(prefix))
+			h.prefixLens = slices.Insert(h.prefixLens, i, len(prefix))
+		}
+	}
+	set[pattern] = []byte(pattern)
+}
+
+// unindexPattern takes pattern out of byPrefix. h.mu must be held for
+// writing.
+func (h *hub) unindexPattern(pattern string) {
+	prefix := literalPrefix(pattern)
+	set := h.byPrefix[prefix]
+	delete(set, pattern)
+	if len(set) > 0 {
+		return
+	}
+	delete(h.byPrefix, prefix)
+	if h.lenUses[len(prefix)]--; h.lenUses[len(prefix)] == 0 {
+		delete(h.lenUses, len(prefix))
+		i, _ := slices.BinarySearch(h.prefixLens, len(prefix))
+		h.prefixLens = slices.Delete(h.prefixLens, i, i+1)
+	}
 }
 
 func (h *hub) Active() bool { return h.subs.Load() > 0 }
@@ -56,18 +118,35 @@ func (h *hub) Publish(ev locker.Event) {
 			c.deliver(channel, false, frame)
 		}
 	}
-	for pattern, subs := range h.patterns {
-		if !glob.Match([]byte(pattern), []byte(channel)) {
-			continue
+	if len(h.prefixLens) == 0 {
+		return
+	}
+	key := []byte(channel)
+	tries := 0
+	for _, n := range h.prefixLens {
+		if n > len(channel) {
+			break
 		}
-		frame := redcon.AppendArray(nil, 4)
-		frame = redcon.AppendBulkString(frame, "pmessage")
-		frame = redcon.AppendBulkString(frame, pattern)
-		frame = redcon.AppendBulkString(frame, channel)
-		frame = redcon.AppendBulkString(frame, msg)
-		for c := range subs {
-			c.deliver(pattern, true, frame)
+		for pattern, p := range h.byPrefix[channel[:n]] {
+			tries++
+			if glob.Match(p, key) {
+				h.publishPattern(pattern, channel, msg)
+			}
 		}
+	}
+	h.patternTries.Add(uint64(tries))
+}
+
+// publishPattern sends the message of an event on channel to the
+// subscribers of pattern, which matches it. h.mu must be held.
+func (h *hub) publishPattern(pattern, channel, msg string) {
+	frame := redcon.AppendArray(nil, 4)
+	frame = redcon.AppendBulkString(frame, "pmessage")
+	frame = redcon.AppendBulkString(frame, pattern)
+	frame = redcon.AppendBulkString(frame, channel)
+	frame = redcon.AppendBulkString(frame, msg)
+	for c := range h.patterns[pattern] {
+		c.deliver(pattern, true, frame)
 	}
 }
 
@@ -85,6 +164,9 @@ func (h *hub) add(c *conn, name string, pattern bool) {
 	m := h.set(pattern)
 	if m[name] == nil {
 		m[name] = map[*conn]struct{}{}
+		if pattern {
+			h.indexPattern(name)
+		}
 	}
 	if _, ok := m[name][c]; !ok {
 		m[name][c] = struct{}{}
@@ -100,6 +182,9 @@ func (h *hub) remove(c *conn, name string, pattern bool) {
 		delete(m[name], c)
 		if len(m[name]) == 0 {
 			delete(m, name)
+			if pattern {
+				h.unindexPattern(name)
+			}
 		}
 		h.subs.Add(-1)
 	}
