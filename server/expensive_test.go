@@ -87,10 +87,13 @@ func TestMReleaseBounded(t *testing.T) {
 }
 
 // subscribeMany sends one SUBSCRIBE or PSUBSCRIBE of names on rc and reads
-// its replies: a confirmation per name, or one error, which it returns.
+// its replies: a confirmation per name, or one error, which it returns. The
+// confirmations go out before the hub has the names; a PING after them, run
+// once the call has finished, makes sure it has.
 func subscribeMany(t *testing.T, rc *rawConn, cmd string, names []string) respError {
 	t.Helper()
-	rc.send(cmd + " " + strings.Join(names, " ") + "\r\n")
+	rc.send(cmd + " " + strings.Join(names, " ") + "\r\nPING\r\n")
+	defer rc.reply() // PING's
 	for range names {
 		switch got := rc.reply().(type) {
 		case respError:
@@ -199,6 +202,16 @@ func TestEventsSkipPatternsThatCannotMatch(t *testing.T) {
 	if got := subscribeMany(t, crowd, "PSUBSCRIBE", many); got != "" {
 		t.Fatalf("PSUBSCRIBE: %q", got)
 	}
+	// Patterns anchored at the end only.
+	tails := ts.dial()
+	defer tails.Close()
+	var ends []string
+	for i := range protocol.MaxPatternsPerConn {
+		ends = append(ends, fmt.Sprintf("__lock__:*:s%d", i))
+	}
+	if got := subscribeMany(t, tails, "PSUBSCRIBE", ends); got != "" {
+		t.Fatalf("PSUBSCRIBE: %q", got)
+	}
 	watcher := ts.dial()
 	defer watcher.Close()
 	watch := []string{"__lock__:*", "__lock__:p7:*", "__lock__:p7?x", "*x"}
@@ -208,11 +221,10 @@ func TestEventsSkipPatternsThatCannotMatch(t *testing.T) {
 
 	before := ts.hub.patternTries.Load()
 	tok := do(t, rdb, "ACQUIRE", "p7:x", 1000).Token()
-	// Tried: __lock__:* and *x (prefixes "__lock__:" and ""), __lock__:p7:*
-	// (both connections' one pattern), __lock__:p7?x; of the crowd's
-	// patterns that one only.
+	// Tried: the watcher's four (one of them the crowd's too); none of the
+	// tails', which end in ":s<n>".
 	if tries := ts.hub.patternTries.Load() - before; tries != 4 {
-		t.Fatalf("one event tried %d patterns, want 4 of %d", tries, len(many)+len(watch)-1)
+		t.Fatalf("one event tried %d patterns, want 4 of %d", tries, len(many)+len(ends)+len(watch)-1)
 	}
 	event := fmt.Sprintf("acquired %d", tok)
 	gotPatterns := map[string]bool{}
@@ -231,12 +243,31 @@ func TestEventsSkipPatternsThatCannotMatch(t *testing.T) {
 	if got := nextMessage(t, crowd); got[1] != "__lock__:p7:*" || got[3] != event {
 		t.Fatalf("crowd got %#v", got)
 	}
+	before = ts.hub.patternTries.Load()
+	do(t, rdb, "CREATE", "q:s17").Is(1) // no event
+	do(t, rdb, "DELETE", "q:s17").Is(1)
+	// Tried: __lock__:* and __lock__:*:s17.
+	if tries := ts.hub.patternTries.Load() - before; tries != 2 {
+		t.Fatalf("an event of q:s17 tried %d patterns, want 2", tries)
+	}
+	if got := nextMessage(t, tails); got[1] != "__lock__:*:s17" || got[2] != "__lock__:q:s17" {
+		t.Fatalf("tails got %#v", got)
+	}
+	if got := nextMessage(t, watcher); got[1] != "__lock__:*" || got[2] != "__lock__:q:s17" {
+		t.Fatalf("watcher got %#v", got)
+	}
 
 	// Once the patterns are gone, nothing is tried.
 	crowd.send("PUNSUBSCRIBE\r\n")
 	for range many {
 		crowd.reply()
 	}
+	tails.send("PUNSUBSCRIBE\r\n")
+	for range ends {
+		tails.reply()
+	}
+	tails.send("PING\r\n")
+	tails.reply()
 	watcher.send("PUNSUBSCRIBE\r\n")
 	for range watch {
 		watcher.reply()
@@ -252,24 +283,25 @@ func TestEventsSkipPatternsThatCannotMatch(t *testing.T) {
 	}
 	ts.hub.mu.RLock()
 	defer ts.hub.mu.RUnlock()
-	if len(ts.hub.byPrefix) != 0 || len(ts.hub.prefixLens) != 0 || len(ts.hub.lenUses) != 0 {
-		t.Fatalf("index not emptied: %d prefixes, lengths %v", len(ts.hub.byPrefix), ts.hub.prefixLens)
+	if len(ts.hub.byAnchors) != 0 || len(ts.hub.anchorLens) != 0 || len(ts.hub.lenUses) != 0 {
+		t.Fatalf("index not emptied: %d anchors, lengths %v", len(ts.hub.byAnchors), ts.hub.anchorLens)
 	}
 }
 
 // BenchmarkPublishWithPatterns measures what one lock event costs its
 // publisher (the ACQUIRE or RELEASE that caused it) while one connection
-// listens to n patterns, none of which match it: through the prefix index,
-// and against the baseline of matching every pattern, as Publish did before.
-// Patterns that share their whole literal prefix with the channel
-// ("__lock__:*p1") cannot be skipped by the index and cost as the baseline.
+// listens to n patterns, none of which match it: through the index of
+// anchors, and against the baseline of matching every pattern, as Publish
+// did before. Patterns whose anchors the channel has ("__lock__:*p1*": it
+// begins with "__lock__:") cannot be skipped and cost as the baseline.
 func BenchmarkPublishWithPatterns(b *testing.B) {
 	ev := locker.Event{Kind: locker.EventAcquired, Key: "jobs:42", Token: 7}
 	channel := []byte(EventChannelPrefix + ev.Key)
 	for _, n := range []int{1000, 100_000} {
 		for _, shape := range []struct{ name, format string }{
 			{"prefixed", "__lock__:p%d:*"},
-			{"unprefixed", "__lock__:*p%d"},
+			{"suffixed", "__lock__:*p%d"},
+			{"unanchored", "__lock__:*p%d*"},
 		} {
 			h := newHub()
 			c := &conn{}

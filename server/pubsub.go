@@ -3,7 +3,6 @@ package server
 import (
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -26,74 +25,73 @@ const maxSubscriberBacklog = 32 << 20
 // EventSink: with no subscriber, Active is false and the table builds no
 // event at all.
 //
-// Patterns are indexed by their literal prefix, the bytes before the first
-// '*', '?', '[' or '\': a pattern can match only a channel that starts with
-// it, so an event is matched only against the patterns whose prefix it
-// starts with, not against every pattern of every subscriber.
+// Patterns are indexed by their anchors (glob.Anchors), the literal bytes
+// every matching channel begins and ends with: an event is matched only
+// against the patterns whose anchors its channel has, not against every
+// pattern of every subscriber.
 type hub struct {
-	mu       sync.RWMutex // guards channels, patterns, byPrefix, prefixLens
+	mu       sync.RWMutex // guards channels, patterns, byAnchors, anchorLens, lenUses
 	channels map[string]map[*conn]struct{}
 	patterns map[string]map[*conn]struct{}
-	// byPrefix holds every pattern of patterns, as bytes for glob.Match,
-	// under its literal prefix; prefixLens lists the lengths of byPrefix's
-	// keys in ascending order, each once, and lenUses how many keys have
-	// each length.
-	byPrefix   map[string]map[string][]byte
-	prefixLens []int
-	lenUses    map[int]int
+	// byAnchors holds every pattern of patterns, as bytes for glob.Match,
+	// under its anchors; anchorLens lists the anchor lengths of byAnchors'
+	// keys, each pair once, and lenUses how many keys have each pair.
+	byAnchors  map[anchors]map[string][]byte
+	anchorLens []anchorLen
+	lenUses    map[anchorLen]int
 	subs       atomic.Int64 // subscriptions, channels and patterns together
 	dropped    atomic.Uint64
 	// patternTries counts patterns matched against an event's channel.
 	patternTries atomic.Uint64
 }
 
+// anchors are the literal start and end of a pattern.
+type anchors struct{ prefix, suffix string }
+
+type anchorLen struct{ prefix, suffix int }
+
 func newHub() *hub {
 	return &hub{
-		channels: map[string]map[*conn]struct{}{},
-		patterns: map[string]map[*conn]struct{}{},
-		byPrefix: map[string]map[string][]byte{},
-		lenUses:  map[int]int{},
+		channels:  map[string]map[*conn]struct{}{},
+		patterns:  map[string]map[*conn]struct{}{},
+		byAnchors: map[anchors]map[string][]byte{},
+		lenUses:   map[anchorLen]int{},
 	}
 }
 
-// literalPrefix returns the bytes of pattern before its first glob
-// metacharacter: every channel the pattern matches starts with them.
-func literalPrefix(pattern string) string {
-	if i := strings.IndexAny(pattern, "*?[\\"); i >= 0 {
-		return pattern[:i]
-	}
-	return pattern
+func patternAnchors(pattern string) (anchors, anchorLen) {
+	p, s := glob.Anchors([]byte(pattern))
+	return anchors{string(p), string(s)}, anchorLen{len(p), len(s)}
 }
 
-// indexPattern adds pattern to byPrefix. h.mu must be held for writing.
+// indexPattern adds pattern to byAnchors. h.mu must be held for writing.
 func (h *hub) indexPattern(pattern string) {
-	prefix := literalPrefix(pattern)
-	set := h.byPrefix[prefix]
+	a, l := patternAnchors(pattern)
+	set := h.byAnchors[a]
 	if set == nil {
 		set = map[string][]byte{}
-		h.byPrefix[prefix] = set
-		if h.lenUses[len(prefix)]++; h.lenUses[len(prefix)] == 1 {
-			i, _ := slices.BinarySearch(h.prefixLens, len(prefix))
-			h.prefixLens = slices.Insert(h.prefixLens, i, len(prefix))
+		h.byAnchors[a] = set
+		if h.lenUses[l]++; h.lenUses[l] == 1 {
+			h.anchorLens = append(h.anchorLens, l)
 		}
 	}
 	set[pattern] = []byte(pattern)
 }
 
-// unindexPattern takes pattern out of byPrefix. h.mu must be held for
+// unindexPattern takes pattern out of byAnchors. h.mu must be held for
 // writing.
 func (h *hub) unindexPattern(pattern string) {
-	prefix := literalPrefix(pattern)
-	set := h.byPrefix[prefix]
+	a, l := patternAnchors(pattern)
+	set := h.byAnchors[a]
 	delete(set, pattern)
 	if len(set) > 0 {
 		return
 	}
-	delete(h.byPrefix, prefix)
-	if h.lenUses[len(prefix)]--; h.lenUses[len(prefix)] == 0 {
-		delete(h.lenUses, len(prefix))
-		i, _ := slices.BinarySearch(h.prefixLens, len(prefix))
-		h.prefixLens = slices.Delete(h.prefixLens, i, i+1)
+	delete(h.byAnchors, a)
+	if h.lenUses[l]--; h.lenUses[l] == 0 {
+		delete(h.lenUses, l)
+		i := slices.Index(h.anchorLens, l)
+		h.anchorLens = slices.Delete(h.anchorLens, i, i+1)
 	}
 }
 
@@ -118,16 +116,17 @@ func (h *hub) Publish(ev locker.Event) {
 			c.deliver(channel, false, frame)
 		}
 	}
-	if len(h.prefixLens) == 0 {
+	if len(h.anchorLens) == 0 {
 		return
 	}
 	key := []byte(channel)
 	tries := 0
-	for _, n := range h.prefixLens {
-		if n > len(channel) {
-			break
+	for _, l := range h.anchorLens {
+		if l.prefix+l.suffix > len(channel) {
+			continue
 		}
-		for pattern, p := range h.byPrefix[channel[:n]] {
+		a := anchors{channel[:l.prefix], channel[len(channel)-l.suffix:]}
+		for pattern, p := range h.byAnchors[a] {
 			tries++
 			if glob.Match(p, key) {
 				h.publishPattern(pattern, channel, msg)

@@ -167,3 +167,42 @@ func matchClass(pattern []byte, p int, b byte) (int, bool) {
 		i++
 	}
 }
+
+// Anchors returns the literal bytes every key that pattern matches begins
+// with and ends with: prefix is what comes before the first '*', '?', '['
+// or '\', and suffix the plain bytes after the last such element (a set
+// closing with ']' included), or "" when the pattern has none. A matching
+// key is at least len(prefix)+len(suffix) bytes long. Both are
+// conservative: an escaped byte ends them, though it matches itself. An
+// index of patterns uses them to skip the ones that cannot match a key.
+func Anchors(pattern []byte) (prefix, suffix []byte) {
+	end := 0
+	for end < len(pattern) && !isMeta(pattern[end]) {
+		end++
+	}
+	if end == len(pattern) {
+		return pattern, nil
+	}
+	// Walk the elements as Match does, so that the bytes of a set are
+	// never taken for plain ones.
+	run := len(pattern)
+	for p := end; p < len(pattern); {
+		switch pattern[p] {
+		case '*', '?':
+			p++
+			run = p
+		case '\\':
+			p = min(p+2, len(pattern))
+			run = p
+		case '[':
+			n, _ := matchClass(pattern, p, 0)
+			p += n
+			run = p
+		default:
+			p++
+		}
+	}
+	return pattern[:end], pattern[run:]
+}
+
+func isMeta(b byte) bool { return b == '*' || b == '?' || b == '[' || b == '\\' }

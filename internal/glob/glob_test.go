@@ -479,3 +479,75 @@ func BenchmarkMatch(b *testing.B) {
 		}
 	}
 }
+
+func TestAnchors(t *testing.T) {
+	tests := []struct{ pattern, prefix, suffix string }{
+		{"", "", ""},
+		{"abc", "abc", ""},
+		{"__lock__:jobs:*", "__lock__:jobs:", ""},
+		{"__lock__:*:daily", "__lock__:", ":daily"},
+		{"*", "", ""},
+		{"*x", "", "x"},
+		{"a?b", "a", "b"},
+		{"a*b*cd", "a", "cd"},
+		{"a[xy]z", "a", "z"},
+		{"a[x]y]z", "a", "y]z"}, // the set closes at the first ']'
+		{"a[]]z", "a", "]z"},    // "[]" is an empty set
+		{"a[^]]z", "a", "]z"},
+		{"a[\\]]z", "a", "z"}, // an escaped ']' does not close
+		{"a[xyz", "a", ""},    // an open set runs to the end
+		{"a[x\\]y", "a", ""},  // still open after an escaped ']'
+		{"a[x-]z", "a", ""},   // "x-]" is a range, so the set is still open
+		{"a\\*b", "a", "b"},
+		{"ab\\", "ab", ""},
+		{"a\\", "a", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.pattern, func(t *testing.T) {
+			p, s := Anchors([]byte(tt.pattern))
+			if string(p) != tt.prefix || string(s) != tt.suffix {
+				t.Fatalf("Anchors(%q) = %q, %q; want %q, %q", tt.pattern, p, s, tt.prefix, tt.suffix)
+			}
+		})
+	}
+}
+
+// TestAnchorsHoldForEveryMatch checks Anchors' promise on random patterns,
+// sets, escapes and open sets included: every key Match accepts begins with
+// the prefix, ends with the suffix, and is long enough for both.
+func TestAnchorsHoldForEveryMatch(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 5))
+	const patternBytes = "ab*?[]^-\\"
+	const keyBytes = "ab]^-\\"
+	patterns := []string{"a[x]y]z", "a[]]z", "a[\\]]z", "a[x-]z", "a[x\\]y"}
+	for range 5000 {
+		b := make([]byte, r.IntN(9))
+		for i := range b {
+			b[i] = patternBytes[r.IntN(len(patternBytes))]
+		}
+		patterns = append(patterns, string(b))
+	}
+	matches, anchored := 0, 0
+	for _, pattern := range patterns {
+		prefix, suffix := Anchors([]byte(pattern))
+		for range 200 {
+			key := make([]byte, 1+r.IntN(8))
+			for i := range key {
+				key[i] = keyBytes[r.IntN(len(keyBytes))]
+			}
+			if !Match([]byte(pattern), key) {
+				continue
+			}
+			matches++
+			if len(prefix)+len(suffix) > 0 {
+				anchored++
+			}
+			if !bytes.HasPrefix(key, prefix) || !bytes.HasSuffix(key, suffix) || len(key) < len(prefix)+len(suffix) {
+				t.Fatalf("Match(%q, %q), but Anchors gives %q, %q", pattern, key, prefix, suffix)
+			}
+		}
+	}
+	if matches < 10000 || anchored < 1000 {
+		t.Fatalf("only %d matches, %d with an anchor: the generator tests too little", matches, anchored)
+	}
+}
