@@ -85,6 +85,12 @@ var (
 	// ErrTooManyPatterns is a PSUBSCRIBE that would take a connection past
 	// MaxPatternsPerConn patterns.
 	ErrTooManyPatterns = &Error{CodeErr, "a connection may listen to at most " + strconv.Itoa(MaxPatternsPerConn) + " patterns"}
+	// ErrPatternBacktrack is a PSUBSCRIBE pattern with a part after a '*'
+	// longer than MaxPatternBacktrack.
+	ErrPatternBacktrack = &Error{CodeErr, "a part of a pattern after a '*' may be at most " + strconv.Itoa(MaxPatternBacktrack) + " bytes long"}
+	// ErrTooMuchBacktrack is a PSUBSCRIBE that would take the parts after a
+	// '*' of a connection's patterns past MaxBacktrackPerConn bytes in all.
+	ErrTooMuchBacktrack = &Error{CodeErr, "the parts after a '*' of a connection's patterns may be at most " + strconv.Itoa(MaxBacktrackPerConn) + " bytes in all"}
 	// ErrEmptyOwner is OWNER with an empty id.
 	ErrEmptyOwner = &Error{CodeErr, "OWNER must not be empty"}
 	// ErrUnblocked ends a WAIT that CLIENT UNBLOCK ... ERROR cut short, Redis's text.

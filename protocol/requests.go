@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/glob"
 	"github.com/leasehold/leasehold/locker"
 )
 
@@ -100,7 +101,27 @@ const (
 	MaxChannelsPerConn = 10000
 	// MaxPatternsPerConn is the most patterns one connection may listen to.
 	MaxPatternsPerConn = 1000
+	// MaxPatternBacktrack bounds glob.Backtrack of a PSUBSCRIBE pattern, and
+	// MaxBacktrackPerConn the sum over a connection's patterns: every event
+	// whose channel has a pattern's anchors is matched against it, at a cost
+	// of up to Backtrack steps per byte of the channel, paid by the client
+	// whose command caused the event.
+	MaxPatternBacktrack = 64
+	MaxBacktrackPerConn = 4096
 )
+
+// CheckSubscribePattern refuses a PSUBSCRIBE pattern that is too long or
+// whose glob.Backtrack passes MaxPatternBacktrack, and returns that
+// Backtrack, which counts towards MaxBacktrackPerConn.
+func CheckSubscribePattern(p []byte) (backtrack int, err error) {
+	if err := CheckPattern(p); err != nil {
+		return 0, err
+	}
+	if n := glob.Backtrack(p); n <= MaxPatternBacktrack {
+		return n, nil
+	}
+	return 0, ErrPatternBacktrack
+}
 
 // CheckPattern refuses a glob pattern longer than MaxPatternLen.
 func CheckPattern(p []byte) error {

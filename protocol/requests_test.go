@@ -788,3 +788,24 @@ func TestWriteTokens(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckSubscribePattern(t *testing.T) {
+	tests := []struct {
+		pattern string
+		want    int
+		err     error
+	}{
+		{"__lock__:jobs:*", 0, nil},
+		{"__lock__:*:daily", 6, nil},
+		{"__lock__:*" + strings.Repeat("a", MaxPatternBacktrack), MaxPatternBacktrack, nil},
+		{"__lock__:*" + strings.Repeat("a", MaxPatternBacktrack+1), 0, ErrPatternBacktrack},
+		{"*" + strings.Repeat("[a-z]", 13), 0, ErrPatternBacktrack},
+		{strings.Repeat("a", MaxPatternLen+1), 0, ErrPatternTooLong},
+	}
+	for _, tt := range tests {
+		got, err := CheckSubscribePattern([]byte(tt.pattern))
+		if got != tt.want || err != tt.err {
+			t.Errorf("CheckSubscribePattern(%q) = %d, %v; want %d, %v", tt.pattern, got, err, tt.want, tt.err)
+		}
+	}
+}

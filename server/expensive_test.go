@@ -166,6 +166,36 @@ func TestSubscribeBounds(t *testing.T) {
 		}
 	})
 
+	t.Run("pattern backtrack", func(t *testing.T) {
+		rc := ts.dial()
+		defer rc.Close()
+		part := func(i, n int) string { return fmt.Sprintf("__lock__:*%0*d", n, i) }
+		want := respError(fmt.Sprintf("ERR a part of a pattern after a '*' may be at most %d bytes long", protocol.MaxPatternBacktrack))
+		if got := subscribeMany(t, rc, "PSUBSCRIBE", []string{"__lock__:ok*", part(0, protocol.MaxPatternBacktrack+1)}); got != want {
+			t.Fatalf("PSUBSCRIBE of a pattern with a long part after '*': %q, want %q", got, want)
+		}
+		var most []string
+		for i := range protocol.MaxBacktrackPerConn / protocol.MaxPatternBacktrack {
+			most = append(most, part(i, protocol.MaxPatternBacktrack))
+		}
+		if got := subscribeMany(t, rc, "PSUBSCRIBE", most); got != "" {
+			t.Fatalf("PSUBSCRIBE of %d patterns of %d bytes after '*': %q", len(most), protocol.MaxPatternBacktrack, got)
+		}
+		want = respError(fmt.Sprintf("ERR the parts after a '*' of a connection's patterns may be at most %d bytes in all", protocol.MaxBacktrackPerConn))
+		if got := subscribeMany(t, rc, "PSUBSCRIBE", []string{"__lock__:*x"}); got != want {
+			t.Fatalf("PSUBSCRIBE past the connection's bound: %q, want %q", got, want)
+		}
+		// One with no part after its '*' costs nothing; leaving one makes room.
+		if got := subscribeMany(t, rc, "PSUBSCRIBE", []string{"__lock__:x*", most[0]}); got != "" {
+			t.Fatalf("PSUBSCRIBE of a trailing-star pattern: %q", got)
+		}
+		rc.send("PUNSUBSCRIBE " + most[1] + "\r\n")
+		rc.reply()
+		if got := subscribeMany(t, rc, "PSUBSCRIBE", []string{"__lock__:*x"}); got != "" {
+			t.Fatalf("PSUBSCRIBE after PUNSUBSCRIBE: %q", got)
+		}
+	})
+
 	t.Run("patterns per connection", func(t *testing.T) {
 		rc := ts.dial()
 		defer rc.Close()
@@ -202,11 +232,12 @@ func TestEventsSkipPatternsThatCannotMatch(t *testing.T) {
 	if got := subscribeMany(t, crowd, "PSUBSCRIBE", many); got != "" {
 		t.Fatalf("PSUBSCRIBE: %q", got)
 	}
-	// Patterns anchored at the end only.
+	// Patterns anchored at the end only, as many as MaxBacktrackPerConn
+	// allows.
 	tails := ts.dial()
 	defer tails.Close()
 	var ends []string
-	for i := range protocol.MaxPatternsPerConn {
+	for i := range 500 {
 		ends = append(ends, fmt.Sprintf("__lock__:*:s%d", i))
 	}
 	if got := subscribeMany(t, tails, "PSUBSCRIBE", ends); got != "" {

@@ -198,6 +198,8 @@ func (h *hub) remove(c *conn, name string, pattern bool) {
 type subscription struct {
 	channels map[string]bool
 	patterns map[string]bool
+	// backtrack sums glob.Backtrack over patterns, for MaxBacktrackPerConn.
+	backtrack int
 }
 
 // subscriptions counts what c listens to. Only c's own command runner calls
@@ -250,6 +252,9 @@ func subscribe(c *conn, names [][]byte, pattern bool) error {
 		if !m[name] {
 			m[name] = true
 			added = append(added, name)
+			if pattern {
+				c.sub.backtrack += glob.Backtrack(n)
+			}
 		}
 		c.subMu.Unlock()
 		c.wr.WriteArray(3)
@@ -266,41 +271,45 @@ func subscribe(c *conn, names [][]byte, pattern bool) error {
 }
 
 // checkSubscribe applies the bounds of protocol (MaxSubscribeArgs,
-// MaxPatternLen, MaxChannelsPerConn, MaxPatternsPerConn) to a SUBSCRIBE or
-// PSUBSCRIBE of names. Only c's own command runner changes c.sub, and this
-// runs on it, so reading c.sub needs no lock.
+// MaxChannelsPerConn, MaxPatternsPerConn, and for patterns MaxPatternLen,
+// MaxPatternBacktrack and MaxBacktrackPerConn) to a SUBSCRIBE or PSUBSCRIBE
+// of names. Only c's own command runner changes c.sub, and this runs on it,
+// so reading c.sub needs no lock.
 func checkSubscribe(c *conn, names [][]byte, pattern bool) error {
 	if len(names) > protocol.MaxSubscribeArgs {
 		return protocol.ErrTooManySubscribeArgs
 	}
-	limit, tooMany := protocol.MaxChannelsPerConn, protocol.ErrTooManyChannels
-	if pattern {
-		limit, tooMany = protocol.MaxPatternsPerConn, protocol.ErrTooManyPatterns
-		for _, n := range names {
-			if err := protocol.CheckPattern(n); err != nil {
-				return err
-			}
-		}
-	}
 	var have map[string]bool
+	backtrack := 0
 	if c.sub != nil {
 		have = c.sub.channels
 		if pattern {
-			have = c.sub.patterns
+			have, backtrack = c.sub.patterns, c.sub.backtrack
 		}
-	}
-	if len(have)+len(names) <= limit {
-		return nil
 	}
 	// Names already listened to, or named twice, add nothing.
 	added := map[string]bool{}
 	for _, n := range names {
+		if pattern {
+			bt, err := protocol.CheckSubscribePattern(n)
+			if err != nil {
+				return err
+			}
+			if !have[string(n)] && !added[string(n)] {
+				backtrack += bt
+			}
+		}
 		if !have[string(n)] {
 			added[string(n)] = true
 		}
 	}
-	if len(have)+len(added) > limit {
-		return tooMany
+	switch {
+	case !pattern && len(have)+len(added) > protocol.MaxChannelsPerConn:
+		return protocol.ErrTooManyChannels
+	case pattern && len(have)+len(added) > protocol.MaxPatternsPerConn:
+		return protocol.ErrTooManyPatterns
+	case pattern && backtrack > protocol.MaxBacktrackPerConn:
+		return protocol.ErrTooMuchBacktrack
 	}
 	return nil
 }
@@ -342,6 +351,9 @@ func unsubscribe(c *conn, names [][]byte, pattern bool) error {
 		c.subMu.Lock()
 		was := m[name]
 		delete(m, name)
+		if was && pattern {
+			c.sub.backtrack -= glob.Backtrack([]byte(name))
+		}
 		c.subMu.Unlock()
 		if was {
 			c.srv.hub.remove(c, name, pattern)

@@ -206,3 +206,37 @@ func Anchors(pattern []byte) (prefix, suffix []byte) {
 }
 
 func isMeta(b byte) bool { return b == '*' || b == '?' || b == '[' || b == '\\' }
+
+// Backtrack returns the most pattern bytes Match may read again for each
+// byte of a key: the length of the longest part of pattern after a '*' and
+// before the next one or the end (0 when pattern has no '*' or ends at its
+// only one). A match costs at most (len(key)+1)*(2*Backtrack(pattern)+2) +
+// 2*len(pattern) steps of MatchCost, so a bound on Backtrack bounds the work
+// of matching a pattern against a name of bounded length, however hostile
+// the pattern.
+func Backtrack(pattern []byte) int {
+	longest, part, starred := 0, 0, false
+	for p := 0; p < len(pattern); {
+		switch pattern[p] {
+		case '*':
+			p++
+			starred, part = true, 0
+			continue
+		case '\\':
+			n := min(2, len(pattern)-p)
+			p += n
+			part += n
+		case '[':
+			n, _ := matchClass(pattern, p, 0)
+			p += n
+			part += n
+		default:
+			p++
+			part++
+		}
+		if starred {
+			longest = max(longest, part)
+		}
+	}
+	return longest
+}

@@ -551,3 +551,59 @@ func TestAnchorsHoldForEveryMatch(t *testing.T) {
 		t.Fatalf("only %d matches, %d with an anchor: the generator tests too little", matches, anchored)
 	}
 }
+
+func TestBacktrack(t *testing.T) {
+	tests := []struct {
+		pattern string
+		want    int
+	}{
+		{"", 0},
+		{"abc", 0},
+		{"abc?[xy]", 0},
+		{"__lock__:jobs:*", 0},
+		{"__lock__:*:daily", 6},
+		{"*a*bcd*ef", 3},
+		{"*[a-z]b", 6},
+		{"*[a*b]c", 6}, // a '*' in a set is not a star
+		{"*\\*ab", 4},  // nor an escaped one
+		{"a**bc", 2},
+	}
+	for _, tt := range tests {
+		if got := Backtrack([]byte(tt.pattern)); got != tt.want {
+			t.Errorf("Backtrack(%q) = %d, want %d", tt.pattern, got, tt.want)
+		}
+	}
+}
+
+// TestBacktrackBoundsMatchCost checks Backtrack's promise against MatchCost
+// on hostile patterns over long keys and on random ones.
+func TestBacktrackBoundsMatchCost(t *testing.T) {
+	long := strings.Repeat("a", 1024)
+	cases := [][2]string{
+		{"*" + strings.Repeat("[a-z]", 50) + "b", long},
+		{"*" + strings.Repeat("?", 60), long},
+		{strings.Repeat("*a", 30) + "b", long},
+		{"*aaaa*aaab*" + strings.Repeat("a", 40) + "c", long},
+		{"x*" + strings.Repeat("a", 100), long},
+	}
+	r := rand.New(rand.NewPCG(9, 13))
+	const patternBytes = "ab*?[]^-\\"
+	for range 20000 {
+		p := make([]byte, r.IntN(12))
+		for i := range p {
+			p[i] = patternBytes[r.IntN(len(patternBytes))]
+		}
+		k := make([]byte, r.IntN(40))
+		for i := range k {
+			k[i] = "ab]^-\\"[r.IntN(6)]
+		}
+		cases = append(cases, [2]string{string(p), string(k)})
+	}
+	for _, c := range cases {
+		p, k := []byte(c[0]), []byte(c[1])
+		_, steps := MatchCost(p, k)
+		if bound := (len(k)+1)*(2*Backtrack(p)+2) + 2*len(p); steps > bound {
+			t.Fatalf("MatchCost(%q, %d-byte key) = %d steps, above the bound %d", p, len(k), steps, bound)
+		}
+	}
+}
