@@ -76,8 +76,8 @@ var (
 	ErrPatternTooLong = &Error{CodeErr, "pattern is longer than " + strconv.Itoa(MaxPatternLen) + " bytes"}
 	// ErrTooManyPairs is an MRELEASE of more than MaxMultiKeys pairs.
 	ErrTooManyPairs = &Error{CodeErr, "MRELEASE takes at most " + strconv.Itoa(MaxMultiKeys) + " key/token pairs"}
-	// ErrTooManySubscribeArgs is a SUBSCRIBE or PSUBSCRIBE naming more than
-	// MaxSubscribeArgs channels or patterns.
+	// ErrTooManySubscribeArgs is a SUBSCRIBE, PSUBSCRIBE, UNSUBSCRIBE or
+	// PUNSUBSCRIBE naming more than MaxSubscribeArgs channels or patterns.
 	ErrTooManySubscribeArgs = &Error{CodeErr, "at most " + strconv.Itoa(MaxSubscribeArgs) + " channels or patterns in one call"}
 	// ErrTooManyChannels is a SUBSCRIBE that would take a connection past
 	// MaxChannelsPerConn channels.

@@ -95,7 +95,8 @@ const MaxPatternLen = 256
 // bounded per connection; and one call runs to its end while the other
 // clients of its event loop wait, so it is bounded too.
 const (
-	// MaxSubscribeArgs is the most channels or patterns one call may name.
+	// MaxSubscribeArgs is the most channels or patterns one call of
+	// SUBSCRIBE, PSUBSCRIBE, UNSUBSCRIBE or PUNSUBSCRIBE may name.
 	MaxSubscribeArgs = 1000
 	// MaxChannelsPerConn is the most channels one connection may listen to.
 	MaxChannelsPerConn = 10000

@@ -129,7 +129,7 @@ func TestSubscribeBounds(t *testing.T) {
 	t.Run("per call", func(t *testing.T) {
 		rc := ts.dial()
 		defer rc.Close()
-		for _, cmd := range []string{"SUBSCRIBE", "PSUBSCRIBE"} {
+		for _, cmd := range []string{"SUBSCRIBE", "PSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE"} {
 			if got := subscribeMany(t, rc, cmd, names("c", 0, protocol.MaxSubscribeArgs+1)); got != tooManyArgs {
 				t.Fatalf("%s of %d names: %q, want %q", cmd, protocol.MaxSubscribeArgs+1, got, tooManyArgs)
 			}

@@ -318,6 +318,9 @@ func handleUnsubscribe(c *conn, args [][]byte) error  { return unsubscribe(c, ar
 func handlePUnsubscribe(c *conn, args [][]byte) error { return unsubscribe(c, args[1:], true) }
 
 func unsubscribe(c *conn, names [][]byte, pattern bool) error {
+	if len(names) > protocol.MaxSubscribeArgs {
+		return protocol.ErrTooManySubscribeArgs
+	}
 	kind := "unsubscribe"
 	if pattern {
 		kind = "punsubscribe"
