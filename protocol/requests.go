@@ -86,8 +86,7 @@ const maxLocksCount = 100000
 // MaxPatternLen bounds a glob pattern from a client (LOCKS ... MATCH,
 // PSUBSCRIBE), in bytes. Matching one name costs up to the pattern's length
 // times the name's, so a pattern as long as the longest name would let one
-// call run for seconds; Redis has no such bound, and paid for it
-// (CVE-2022-36021).
+// call run for seconds. Redis has no such bound.
 const MaxPatternLen = 256
 
 // The bounds of SUBSCRIBE and PSUBSCRIBE. Each subscription costs every
