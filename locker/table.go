@@ -529,31 +529,40 @@ func (t *Table) Delete(key []byte) (bool, error) {
 // Scan visits locks SCAN-style. Start with cursor 0; each call returns the
 // cursor to pass next, and 0 when the walk is complete. A lock that exists
 // for the whole walk is returned exactly once; one created or removed during
-// it may or may not be. count bounds the work of one call: it returns at most
-// count names and examines at most 10*count slots. match, when not nil,
-// filters names. Names are appended to dst.
-func (t *Table) Scan(cursor uint64, count int, match func(key []byte) bool, dst []string) (next uint64, keys []string) {
+// it may or may not be. count bounds the work of one call, as SCAN's COUNT
+// does: it examines at most count locks (and at most 10*count slots, free
+// ones included), so it may return fewer names than count, even none, with a
+// cursor that is not 0. match, when not nil, filters names and says whether
+// the call may go on: once it answers more=false, Scan stops after that lock,
+// so a caller can bound the cost of matching too. Names are appended to dst.
+func (t *Table) Scan(cursor uint64, count int, match func(key []byte) (keep, more bool), dst []string) (next uint64, keys []string) {
 	if count < 1 {
 		count = 1
 	}
 	si, slot := cursor>>32, uint32(cursor)
-	budget := 10 * count
-	found := 0
-	for si < uint64(len(t.shards)) && found < count && budget > 0 {
+	slots := 10 * count
+	examined := 0
+	more := true
+	for si < uint64(len(t.shards)) && more && examined < count && slots > 0 {
 		s := t.shards[si]
 		now := int64(t.cfg.Clock.Now())
 		s.mu.Lock()
 		if slot == 0 {
 			slot = 1
 		}
-		for ; slot < s.top && found < count && budget > 0; slot++ {
-			budget--
+		for ; slot < s.top && more && examined < count && slots > 0; slot++ {
+			slots--
 			if s.at(slot).flags&flagLive == 0 || s.settle(slot, now) == 0 {
 				continue
 			}
-			if k := s.key(s.at(slot)); match == nil || match(k) {
+			examined++
+			k := s.key(s.at(slot))
+			keep := true
+			if match != nil {
+				keep, more = match(k)
+			}
+			if keep {
 				dst = append(dst, string(k))
-				found++
 			}
 		}
 		done := slot >= s.top

@@ -420,13 +420,90 @@ func TestScanMatchAndSkipsExpired(t *testing.T) {
 	var got []string
 	var cursor uint64
 	for {
-		cursor, got = tb.Scan(cursor, 100, func(k []byte) bool { return strings.HasPrefix(string(k), "user:") }, got)
+		cursor, got = tb.Scan(cursor, 100, func(k []byte) (bool, bool) { return strings.HasPrefix(string(k), "user:"), true }, got)
 		if cursor == 0 {
 			break
 		}
 	}
 	if len(got) != 1 || got[0] != "user:2" {
 		t.Fatalf("scan returned %v, want [user:2]", got)
+	}
+}
+
+// TestScanCountIsLocksExamined checks that COUNT bounds the locks examined,
+// matching or not, as SCAN's does: a selective filter over a big table must
+// not make one call walk the whole of it.
+func TestScanCountIsLocksExamined(t *testing.T) {
+	tb, _ := newTestTable(t)
+	for i := range 1000 {
+		tb.Create([]byte(fmt.Sprintf("k%d", i)), CreateOptions{})
+	}
+	var cursor uint64
+	calls, seen := 0, 0
+	for {
+		examined := 0
+		cursor, _ = tb.Scan(cursor, 10, func([]byte) (bool, bool) {
+			examined++
+			seen++
+			return false, true
+		}, nil)
+		calls++
+		if examined > 10 {
+			t.Fatalf("call %d examined %d locks, COUNT is 10", calls, examined)
+		}
+		if cursor == 0 {
+			break
+		}
+		if calls > 10000 {
+			t.Fatal("scan does not terminate")
+		}
+	}
+	if seen != 1000 {
+		t.Fatalf("the walk examined %d locks, want 1000", seen)
+	}
+}
+
+// TestScanStopsWhenMatchSaysSo checks that a filter ends a call early by
+// answering more=false, and that the next call resumes after that lock: no
+// lock is skipped or returned twice.
+func TestScanStopsWhenMatchSaysSo(t *testing.T) {
+	tb, _ := newTestTable(t)
+	want := map[string]int{}
+	for i := range 300 {
+		k := fmt.Sprintf("k%d", i)
+		tb.Create([]byte(k), CreateOptions{})
+		want[k] = 0
+	}
+	var cursor uint64
+	calls := 0
+	for {
+		examined := 0
+		var names []string
+		cursor, names = tb.Scan(cursor, 1000, func([]byte) (bool, bool) {
+			examined++
+			return true, examined < 3
+		}, nil)
+		calls++
+		if examined > 3 {
+			t.Fatalf("call %d examined %d locks after the filter said stop at 3", calls, examined)
+		}
+		for _, n := range names {
+			want[n]++
+		}
+		if cursor == 0 {
+			break
+		}
+		if calls > 10000 {
+			t.Fatal("scan does not terminate")
+		}
+	}
+	for k, n := range want {
+		if n != 1 {
+			t.Fatalf("%s returned %d times, want once", k, n)
+		}
+	}
+	if calls < 100 {
+		t.Fatalf("300 locks in %d calls of at most 3", calls)
 	}
 }
 

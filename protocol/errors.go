@@ -73,6 +73,26 @@ var (
 	ErrBadLimit = &Error{CodeErr, "LIMIT must be between 1 and " + strconv.Itoa(locker.MaxLimit)}
 	// ErrBadNumKeys is a MACQUIRE numkeys out of range.
 	ErrBadNumKeys = &Error{CodeErr, "numkeys must be between 1 and " + strconv.Itoa(MaxMultiKeys)}
+	// ErrPatternTooLong is a LOCKS MATCH or PSUBSCRIBE pattern longer than
+	// MaxPatternLen.
+	ErrPatternTooLong = &Error{CodeErr, "pattern is longer than " + strconv.Itoa(MaxPatternLen) + " bytes"}
+	// ErrTooManyPairs is an MRELEASE of more than MaxMultiKeys pairs.
+	ErrTooManyPairs = &Error{CodeErr, "MRELEASE takes at most " + strconv.Itoa(MaxMultiKeys) + " key/token pairs"}
+	// ErrTooManySubscribeArgs is a SUBSCRIBE, PSUBSCRIBE, UNSUBSCRIBE or
+	// PUNSUBSCRIBE naming more than MaxSubscribeArgs channels or patterns.
+	ErrTooManySubscribeArgs = &Error{CodeErr, "at most " + strconv.Itoa(MaxSubscribeArgs) + " channels or patterns in one call"}
+	// ErrTooManyChannels is a SUBSCRIBE that would take a connection past
+	// MaxChannelsPerConn channels.
+	ErrTooManyChannels = &Error{CodeErr, "a connection may listen to at most " + strconv.Itoa(MaxChannelsPerConn) + " channels"}
+	// ErrTooManyPatterns is a PSUBSCRIBE that would take a connection past
+	// MaxPatternsPerConn patterns.
+	ErrTooManyPatterns = &Error{CodeErr, "a connection may listen to at most " + strconv.Itoa(MaxPatternsPerConn) + " patterns"}
+	// ErrPatternBacktrack is a PSUBSCRIBE pattern with a part after a '*'
+	// longer than MaxPatternBacktrack.
+	ErrPatternBacktrack = &Error{CodeErr, "a part of a pattern after a '*' may be at most " + strconv.Itoa(MaxPatternBacktrack) + " bytes long"}
+	// ErrTooMuchBacktrack is a PSUBSCRIBE that would take the parts after a
+	// '*' of a connection's patterns past MaxBacktrackPerConn bytes in all.
+	ErrTooMuchBacktrack = &Error{CodeErr, "the parts after a '*' of a connection's patterns may be at most " + strconv.Itoa(MaxBacktrackPerConn) + " bytes in all"}
 	// ErrEmptyOwner is OWNER with an empty id.
 	ErrEmptyOwner = &Error{CodeErr, "OWNER must not be empty"}
 	// ErrUnblocked ends a WAIT that CLIENT UNBLOCK ... ERROR cut short, Redis's text.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/glob"
 	"github.com/leasehold/leasehold/locker"
 )
 
@@ -44,8 +45,10 @@ type MAcquireRequest struct {
 	Ephemeral bool
 }
 
-// MaxMultiKeys bounds MACQUIRE's numkeys: an atomic attempt holds the
-// locks of every shard the keys fall in, so one call must stay short.
+// MaxMultiKeys bounds MACQUIRE's numkeys and MRELEASE's pairs: an atomic
+// attempt holds the locks of every shard the keys fall in, and either runs
+// to its end while the other clients of its event loop wait, so one call
+// must stay short.
 const MaxMultiKeys = 1000
 
 // MReleaseRequest is MRELEASE key token [key token ...].
@@ -79,6 +82,54 @@ const DefaultLocksCount = 10
 
 // maxLocksCount bounds COUNT so that one call holds a shard lock briefly.
 const maxLocksCount = 100000
+
+// MaxPatternLen bounds a glob pattern from a client (LOCKS ... MATCH,
+// PSUBSCRIBE), in bytes. Matching one name costs up to the pattern's length
+// times the name's, so a pattern as long as the longest name would let one
+// call run for seconds. Redis has no such bound.
+const MaxPatternLen = 256
+
+// The bounds of SUBSCRIBE and PSUBSCRIBE. Each subscription costs every
+// event of the lock table a lookup or, for a pattern, a match, so they are
+// bounded per connection; and one call runs to its end while the other
+// clients of its event loop wait, so it is bounded too.
+const (
+	// MaxSubscribeArgs is the most channels or patterns one call of
+	// SUBSCRIBE, PSUBSCRIBE, UNSUBSCRIBE or PUNSUBSCRIBE may name.
+	MaxSubscribeArgs = 1000
+	// MaxChannelsPerConn is the most channels one connection may listen to.
+	MaxChannelsPerConn = 10000
+	// MaxPatternsPerConn is the most patterns one connection may listen to.
+	MaxPatternsPerConn = 1000
+	// MaxPatternBacktrack bounds glob.Backtrack of a PSUBSCRIBE pattern, and
+	// MaxBacktrackPerConn the sum over a connection's patterns: every event
+	// whose channel has a pattern's anchors is matched against it, at a cost
+	// of up to Backtrack steps per byte of the channel, paid by the client
+	// whose command caused the event.
+	MaxPatternBacktrack = 64
+	MaxBacktrackPerConn = 4096
+)
+
+// CheckSubscribePattern refuses a PSUBSCRIBE pattern that is too long or
+// whose glob.Backtrack passes MaxPatternBacktrack, and returns that
+// Backtrack, which counts towards MaxBacktrackPerConn.
+func CheckSubscribePattern(p []byte) (backtrack int, err error) {
+	if err := CheckPattern(p); err != nil {
+		return 0, err
+	}
+	if n := glob.Backtrack(p); n <= MaxPatternBacktrack {
+		return n, nil
+	}
+	return 0, ErrPatternBacktrack
+}
+
+// CheckPattern refuses a glob pattern longer than MaxPatternLen.
+func CheckPattern(p []byte) error {
+	if len(p) > MaxPatternLen {
+		return ErrPatternTooLong
+	}
+	return nil
+}
 
 // The parsers below expect args to have passed the command's arity check.
 
@@ -166,6 +217,9 @@ func ParseMAcquire(args [][]byte) (MAcquireRequest, error) {
 func ParseMRelease(args [][]byte) (MReleaseRequest, error) {
 	if len(args)%2 == 0 {
 		return MReleaseRequest{}, ArityError("mrelease")
+	}
+	if len(args)/2 > MaxMultiKeys {
+		return MReleaseRequest{}, ErrTooManyPairs
 	}
 	req := MReleaseRequest{Keys: make([][]byte, 0, len(args)/2), Tokens: make([]uint64, 0, len(args)/2)}
 	for i := 1; i < len(args); i += 2 {
@@ -266,6 +320,9 @@ func ParseLocks(args [][]byte) (LocksRequest, error) {
 		}
 		switch {
 		case bytes.EqualFold(args[i], []byte("match")) && !seenMatch:
+			if err := CheckPattern(args[i+1]); err != nil {
+				return req, err
+			}
 			req.Match, seenMatch = args[i+1], true
 		case bytes.EqualFold(args[i], []byte("count")) && !seenCount:
 			seenCount = true

@@ -29,7 +29,7 @@ func cmdArgs(line string) [][]byte {
 
 // requestSentinels are the parse errors that callers may compare with errors.Is.
 var requestSentinels = []error{ErrSyntax, ErrNotInteger, ErrBadToken, ErrBadCursor, ErrEmptyOwner,
-	ErrBadLockDelay, ErrBadWait, ErrBadPriority, ErrBadLimit, ErrBadNumKeys}
+	ErrBadLockDelay, ErrBadWait, ErrBadPriority, ErrBadLimit, ErrBadNumKeys, ErrPatternTooLong, ErrTooManyPairs}
 
 // checkParseError fails unless got is the wire error want: the same reply
 // text, and the very sentinel when want is one.
@@ -336,7 +336,20 @@ func TestParseMRelease(t *testing.T) {
 		{"pairing checked before tokens", []string{"MRELEASE", "a", "x", "b"}, nil, ArityError("mrelease")},
 		{"bad token in a later pair", []string{"MRELEASE", "a", "1", "b", "x"}, nil, ErrBadToken},
 		{"keys and tokens swapped", []string{"MRELEASE", "1", "a"}, nil, ErrBadToken},
+		{"one pair too many", append([]string{"MRELEASE"}, manyPairs(MaxMultiKeys+1)...), nil, ErrTooManyPairs},
+		// Refused before a token is read: the pairs are not even looked at.
+		{"far too many pairs", append(append([]string{"MRELEASE"}, manyPairs(10_000)...), "k", "x"), nil, ErrTooManyPairs},
 	}
+	var most []pair
+	for i := range MaxMultiKeys {
+		most = append(most, pair{"k" + strconv.Itoa(i), uint64(i)})
+	}
+	tests = append(tests, struct {
+		name string
+		args []string
+		want []pair
+		err  error
+	}{"most pairs", append([]string{"MRELEASE"}, manyPairs(MaxMultiKeys)...), most, nil})
 	for _, tok := range badTokens {
 		tests = append(tests, struct {
 			name string
@@ -374,6 +387,15 @@ func TestParseMRelease(t *testing.T) {
 	if got := ArityError("mrelease").Error(); got != "ERR wrong number of arguments for 'mrelease' command" {
 		t.Fatalf("ArityError text = %q", got)
 	}
+}
+
+// manyPairs returns n key/token pairs k0 0 k1 1 ...
+func manyPairs(n int) []string {
+	args := make([]string, 0, 2*n)
+	for i := range n {
+		args = append(args, "k"+strconv.Itoa(i), strconv.Itoa(i))
+	}
+	return args
 }
 
 // badTokens are arguments that are not a uint64 in canonical decimal form.
@@ -508,6 +530,11 @@ func TestParseLocks(t *testing.T) {
 		// syntax error; LOCKS must too.
 		{"repeated MATCH", "LOCKS 0 MATCH a MATCH b", LocksRequest{}, ErrSyntax},
 		{"repeated COUNT", "LOCKS 0 COUNT 5 count 6", LocksRequest{}, ErrSyntax},
+		{"longest pattern", "LOCKS 0 MATCH " + strings.Repeat("*a", MaxPatternLen/2),
+			LocksRequest{Match: []byte(strings.Repeat("*a", MaxPatternLen/2)), Count: DefaultLocksCount}, nil},
+		// The report's 503-byte pattern, refused before any name is matched.
+		{"pattern too long", "LOCKS 0 MATCH " + strings.Repeat("*[a-z]", 83) + "?????", LocksRequest{}, ErrPatternTooLong},
+		{"pattern one byte too long", "LOCKS 0 MATCH " + strings.Repeat("a", MaxPatternLen+1), LocksRequest{}, ErrPatternTooLong},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -759,5 +786,26 @@ func TestWriteTokens(t *testing.T) {
 				t.Fatalf("WriteTokens(%v) = %q, want %q", tt.tokens, got, tt.want)
 			}
 		})
+	}
+}
+
+func TestCheckSubscribePattern(t *testing.T) {
+	tests := []struct {
+		pattern string
+		want    int
+		err     error
+	}{
+		{"__lock__:jobs:*", 0, nil},
+		{"__lock__:*:daily", 6, nil},
+		{"__lock__:*" + strings.Repeat("a", MaxPatternBacktrack), MaxPatternBacktrack, nil},
+		{"__lock__:*" + strings.Repeat("a", MaxPatternBacktrack+1), 0, ErrPatternBacktrack},
+		{"*" + strings.Repeat("[a-z]", 13), 0, ErrPatternBacktrack},
+		{strings.Repeat("a", MaxPatternLen+1), 0, ErrPatternTooLong},
+	}
+	for _, tt := range tests {
+		got, err := CheckSubscribePattern([]byte(tt.pattern))
+		if got != tt.want || err != tt.err {
+			t.Errorf("CheckSubscribePattern(%q) = %d, %v; want %d, %v", tt.pattern, got, err, tt.want, tt.err)
+		}
 	}
 }

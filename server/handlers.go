@@ -200,15 +200,28 @@ func handleDelete(c *conn, args [][]byte) error {
 	return nil
 }
 
+// locksMatchSteps bounds the pattern matching of one LOCKS call, in
+// glob.MatchCost steps (a nanosecond or two each): about a millisecond, after
+// which the call returns early with a cursor, so a costly MATCH delays the
+// other clients of its event loop, and the shard it walks, that long at most.
+const locksMatchSteps = 1 << 20
+
 func handleLocks(c *conn, args [][]byte) error {
 	req, err := protocol.ParseLocks(args)
 	if err != nil {
 		return err
 	}
-	var match func([]byte) bool
+	var match func([]byte) (keep, more bool)
 	// Like SCAN, "*" skips matching altogether.
 	if req.Match != nil && string(req.Match) != "*" {
-		match = func(key []byte) bool { return glob.Match(req.Match, key) }
+		// COUNT bounds the names examined; this bounds what matching them
+		// costs, which a long pattern over long names makes large.
+		steps := 0
+		match = func(key []byte) (bool, bool) {
+			ok, n := glob.MatchCost(req.Match, key)
+			steps += n
+			return ok, steps < locksMatchSteps
+		}
 	}
 	next, names := c.srv.table.Scan(req.Cursor, req.Count, match, nil)
 	protocol.WriteScan(c.wr, next, names)

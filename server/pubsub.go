@@ -1,12 +1,14 @@
 package server
 
 import (
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/leasehold/leasehold/internal/glob"
 	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/protocol"
 	"github.com/tidwall/redcon"
 )
 
@@ -22,16 +24,75 @@ const maxSubscriberBacklog = 32 << 20
 // hub routes lock events to subscribed connections. It is the lock table's
 // EventSink: with no subscriber, Active is false and the table builds no
 // event at all.
+//
+// Patterns are indexed by their anchors (glob.Anchors), the literal bytes
+// every matching channel begins and ends with: an event is matched only
+// against the patterns whose anchors its channel has, not against every
+// pattern of every subscriber.
 type hub struct {
-	mu       sync.RWMutex // guards channels, patterns
+	mu       sync.RWMutex // guards channels, patterns, byAnchors, anchorLens, lenUses
 	channels map[string]map[*conn]struct{}
 	patterns map[string]map[*conn]struct{}
-	subs     atomic.Int64 // subscriptions, channels and patterns together
-	dropped  atomic.Uint64
+	// byAnchors holds every pattern of patterns, as bytes for glob.Match,
+	// under its anchors; anchorLens lists the anchor lengths of byAnchors'
+	// keys, each pair once, and lenUses how many keys have each pair.
+	byAnchors  map[anchors]map[string][]byte
+	anchorLens []anchorLen
+	lenUses    map[anchorLen]int
+	subs       atomic.Int64 // subscriptions, channels and patterns together
+	dropped    atomic.Uint64
+	// patternTries counts patterns matched against an event's channel.
+	patternTries atomic.Uint64
 }
 
+// anchors are the literal start and end of a pattern.
+type anchors struct{ prefix, suffix string }
+
+type anchorLen struct{ prefix, suffix int }
+
 func newHub() *hub {
-	return &hub{channels: map[string]map[*conn]struct{}{}, patterns: map[string]map[*conn]struct{}{}}
+	return &hub{
+		channels:  map[string]map[*conn]struct{}{},
+		patterns:  map[string]map[*conn]struct{}{},
+		byAnchors: map[anchors]map[string][]byte{},
+		lenUses:   map[anchorLen]int{},
+	}
+}
+
+func patternAnchors(pattern string) (anchors, anchorLen) {
+	p, s := glob.Anchors([]byte(pattern))
+	return anchors{string(p), string(s)}, anchorLen{len(p), len(s)}
+}
+
+// indexPattern adds pattern to byAnchors. h.mu must be held for writing.
+func (h *hub) indexPattern(pattern string) {
+	a, l := patternAnchors(pattern)
+	set := h.byAnchors[a]
+	if set == nil {
+		set = map[string][]byte{}
+		h.byAnchors[a] = set
+		if h.lenUses[l]++; h.lenUses[l] == 1 {
+			h.anchorLens = append(h.anchorLens, l)
+		}
+	}
+	set[pattern] = []byte(pattern)
+}
+
+// unindexPattern takes pattern out of byAnchors. h.mu must be held for
+// writing.
+func (h *hub) unindexPattern(pattern string) {
+	a, l := patternAnchors(pattern)
+	set := h.byAnchors[a]
+	delete(set, pattern)
+	if len(set) > 0 {
+		return
+	}
+	delete(h.byAnchors, a)
+	if h.lenUses[l]--; h.lenUses[l] == 0 {
+		delete(h.lenUses, l)
+		i := slices.Index(h.anchorLens, l)
+		h.anchorLens = slices.Delete(h.anchorLens, i, i+1)
+	}
 }
 
 func (h *hub) Active() bool { return h.subs.Load() > 0 }
@@ -55,18 +116,36 @@ func (h *hub) Publish(ev locker.Event) {
 			c.deliver(channel, false, frame)
 		}
 	}
-	for pattern, subs := range h.patterns {
-		if !glob.Match([]byte(pattern), []byte(channel)) {
+	if len(h.anchorLens) == 0 {
+		return
+	}
+	key := []byte(channel)
+	tries := 0
+	for _, l := range h.anchorLens {
+		if l.prefix+l.suffix > len(channel) {
 			continue
 		}
-		frame := redcon.AppendArray(nil, 4)
-		frame = redcon.AppendBulkString(frame, "pmessage")
-		frame = redcon.AppendBulkString(frame, pattern)
-		frame = redcon.AppendBulkString(frame, channel)
-		frame = redcon.AppendBulkString(frame, msg)
-		for c := range subs {
-			c.deliver(pattern, true, frame)
+		a := anchors{channel[:l.prefix], channel[len(channel)-l.suffix:]}
+		for pattern, p := range h.byAnchors[a] {
+			tries++
+			if glob.Match(p, key) {
+				h.publishPattern(pattern, channel, msg)
+			}
 		}
+	}
+	h.patternTries.Add(uint64(tries))
+}
+
+// publishPattern sends the message of an event on channel to the
+// subscribers of pattern, which matches it. h.mu must be held.
+func (h *hub) publishPattern(pattern, channel, msg string) {
+	frame := redcon.AppendArray(nil, 4)
+	frame = redcon.AppendBulkString(frame, "pmessage")
+	frame = redcon.AppendBulkString(frame, pattern)
+	frame = redcon.AppendBulkString(frame, channel)
+	frame = redcon.AppendBulkString(frame, msg)
+	for c := range h.patterns[pattern] {
+		c.deliver(pattern, true, frame)
 	}
 }
 
@@ -84,6 +163,9 @@ func (h *hub) add(c *conn, name string, pattern bool) {
 	m := h.set(pattern)
 	if m[name] == nil {
 		m[name] = map[*conn]struct{}{}
+		if pattern {
+			h.indexPattern(name)
+		}
 	}
 	if _, ok := m[name][c]; !ok {
 		m[name][c] = struct{}{}
@@ -99,6 +181,9 @@ func (h *hub) remove(c *conn, name string, pattern bool) {
 		delete(m[name], c)
 		if len(m[name]) == 0 {
 			delete(m, name)
+			if pattern {
+				h.unindexPattern(name)
+			}
 		}
 		h.subs.Add(-1)
 	}
@@ -113,6 +198,8 @@ func (h *hub) remove(c *conn, name string, pattern bool) {
 type subscription struct {
 	channels map[string]bool
 	patterns map[string]bool
+	// backtrack sums glob.Backtrack over patterns, for MaxBacktrackPerConn.
+	backtrack int
 }
 
 // subscriptions counts what c listens to. Only c's own command runner calls
@@ -144,6 +231,10 @@ func handleSubscribe(c *conn, args [][]byte) error  { return subscribe(c, args[1
 func handlePSubscribe(c *conn, args [][]byte) error { return subscribe(c, args[1:], true) }
 
 func subscribe(c *conn, names [][]byte, pattern bool) error {
+	// Checked before any is added: a refused call changes nothing.
+	if err := checkSubscribe(c, names, pattern); err != nil {
+		return err
+	}
 	if c.sub == nil {
 		c.subMu.Lock()
 		c.sub = &subscription{channels: map[string]bool{}, patterns: map[string]bool{}}
@@ -161,6 +252,9 @@ func subscribe(c *conn, names [][]byte, pattern bool) error {
 		if !m[name] {
 			m[name] = true
 			added = append(added, name)
+			if pattern {
+				c.sub.backtrack += glob.Backtrack(n)
+			}
 		}
 		c.subMu.Unlock()
 		c.wr.WriteArray(3)
@@ -176,10 +270,57 @@ func subscribe(c *conn, names [][]byte, pattern bool) error {
 	return nil
 }
 
+// checkSubscribe applies the bounds of protocol (MaxSubscribeArgs,
+// MaxChannelsPerConn, MaxPatternsPerConn, and for patterns MaxPatternLen,
+// MaxPatternBacktrack and MaxBacktrackPerConn) to a SUBSCRIBE or PSUBSCRIBE
+// of names. Only c's own command runner changes c.sub, and this runs on it,
+// so reading c.sub needs no lock.
+func checkSubscribe(c *conn, names [][]byte, pattern bool) error {
+	if len(names) > protocol.MaxSubscribeArgs {
+		return protocol.ErrTooManySubscribeArgs
+	}
+	var have map[string]bool
+	backtrack := 0
+	if c.sub != nil {
+		have = c.sub.channels
+		if pattern {
+			have, backtrack = c.sub.patterns, c.sub.backtrack
+		}
+	}
+	// Names already listened to, or named twice, add nothing.
+	added := map[string]bool{}
+	for _, n := range names {
+		if pattern {
+			bt, err := protocol.CheckSubscribePattern(n)
+			if err != nil {
+				return err
+			}
+			if !have[string(n)] && !added[string(n)] {
+				backtrack += bt
+			}
+		}
+		if !have[string(n)] {
+			added[string(n)] = true
+		}
+	}
+	switch {
+	case !pattern && len(have)+len(added) > protocol.MaxChannelsPerConn:
+		return protocol.ErrTooManyChannels
+	case pattern && len(have)+len(added) > protocol.MaxPatternsPerConn:
+		return protocol.ErrTooManyPatterns
+	case pattern && backtrack > protocol.MaxBacktrackPerConn:
+		return protocol.ErrTooMuchBacktrack
+	}
+	return nil
+}
+
 func handleUnsubscribe(c *conn, args [][]byte) error  { return unsubscribe(c, args[1:], false) }
 func handlePUnsubscribe(c *conn, args [][]byte) error { return unsubscribe(c, args[1:], true) }
 
 func unsubscribe(c *conn, names [][]byte, pattern bool) error {
+	if len(names) > protocol.MaxSubscribeArgs {
+		return protocol.ErrTooManySubscribeArgs
+	}
 	kind := "unsubscribe"
 	if pattern {
 		kind = "punsubscribe"
@@ -213,6 +354,9 @@ func unsubscribe(c *conn, names [][]byte, pattern bool) error {
 		c.subMu.Lock()
 		was := m[name]
 		delete(m, name)
+		if was && pattern {
+			c.sub.backtrack -= glob.Backtrack([]byte(name))
+		}
 		c.subMu.Unlock()
 		if was {
 			c.srv.hub.remove(c, name, pattern)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/protocol"
 )
 
 // nextMessage reads one pub/sub array off a raw connection.
@@ -151,5 +152,30 @@ func waitSubscribed(t *testing.T, ts *testServer, channel string) {
 			t.Fatalf("nobody subscribed to %s", channel)
 		}
 		ts.Table().ExpireDue()
+	}
+}
+
+// TestPatternLengthBound checks that LOCKS ... MATCH and PSUBSCRIBE refuse a
+// pattern longer than protocol.MaxPatternLen: the report's 503-byte pattern
+// over 20k long names held the server for 19.6 s. A refused PSUBSCRIBE
+// subscribes to none of its patterns.
+func TestPatternLengthBound(t *testing.T) {
+	ts := startServer(t)
+	rdb := ts.client()
+	tooLong := strings.Repeat("*[a-z]", 83) + "?????" // 503 bytes
+	want := fmt.Sprintf("ERR pattern is longer than %d bytes", protocol.MaxPatternLen)
+	do(t, rdb, "LOCKS", 0, "MATCH", tooLong, "COUNT", 100000).Err(want)
+	do(t, rdb, "LOCKS", 0, "MATCH", strings.Repeat("?", protocol.MaxPatternLen)).Slice()
+
+	rc := ts.dial()
+	rc.send("PSUBSCRIBE __lock__:a* " + tooLong + "\r\n")
+	if got, ok := rc.reply().(respError); !ok || string(got) != want {
+		t.Fatalf("PSUBSCRIBE of a long pattern: %#v, want %q", got, want)
+	}
+	// Not listening: an ordinary command runs.
+	rc.send("ACQUIRE x 1000\r\n")
+	token(t, rc)
+	if got := infoField(t, rdb, "stats", "pubsub_patterns"); got != "0" {
+		t.Fatalf("pubsub_patterns = %s after a refused PSUBSCRIBE, want 0", got)
 	}
 }

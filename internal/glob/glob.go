@@ -43,11 +43,22 @@ const maxStarGroups = 1000
 // recursion: every element other than '*' consumes exactly one byte, so on a
 // mismatch only the most recent '*' needs to absorb one more byte. The work
 // is O(len(pattern)*len(key)) whatever the pattern, and Match does not
-// allocate.
+// allocate. That bound is still a product: callers that take patterns from
+// clients bound the pattern's length and count the work with MatchCost.
 func Match(pattern, key []byte) bool {
+	matched, _ := MatchCost(pattern, key)
+	return matched
+}
+
+// MatchCost is Match that also reports the work it did, in steps: one per
+// round of its loop plus one per pattern byte read to match a key byte (a
+// bracket set of ten bytes is ten), so a step costs a nanosecond or two and
+// steps stay below 2*(len(pattern)+1)*(len(key)+1). A caller that matches
+// many keys sums the steps to bound the work of one call.
+func MatchCost(pattern, key []byte) (matched bool, steps int) {
 	if len(key) == 0 {
 		// Redis's loop runs only while both pattern and key are left.
-		return len(pattern) == 0
+		return len(pattern) == 0, 1
 	}
 	p, k := 0, 0
 	// retryP is where the pattern resumes after the most recent '*' group
@@ -56,23 +67,26 @@ func Match(pattern, key []byte) bool {
 	retryP, retryK := -1, 0
 	stars := 0
 	for k < len(key) {
+		steps++
 		if p < len(pattern) {
 			if pattern[p] == '*' {
 				for p+1 < len(pattern) && pattern[p+1] == '*' {
 					p++
 				}
 				if p+1 == len(pattern) {
-					return true // a trailing '*' takes the rest of the key
+					return true, steps // a trailing '*' takes the rest of the key
 				}
 				stars++
 				if stars > maxStarGroups {
-					return false
+					return false, steps
 				}
 				p++
 				retryP, retryK = p, k
 				continue
 			}
-			if n, ok := matchByte(pattern, p, key[k]); ok {
+			n, ok := matchByte(pattern, p, key[k])
+			steps += n
+			if ok {
 				p += n
 				k++
 				continue
@@ -82,7 +96,7 @@ func Match(pattern, key []byte) bool {
 		// take one more byte. Redis tries the rest of the pattern only
 		// against non-empty suffixes of the key.
 		if retryP < 0 || retryK+1 >= len(key) {
-			return false
+			return false, steps
 		}
 		retryK++
 		p, k = retryP, retryK
@@ -90,7 +104,7 @@ func Match(pattern, key []byte) bool {
 	for p < len(pattern) && pattern[p] == '*' {
 		p++
 	}
-	return p == len(pattern)
+	return p == len(pattern), steps
 }
 
 // matchByte matches the single-byte element at pattern[p], which is not
@@ -152,4 +166,77 @@ func matchClass(pattern []byte, p int, b byte) (int, bool) {
 		}
 		i++
 	}
+}
+
+// Anchors returns the literal bytes every key that pattern matches begins
+// with and ends with: prefix is what comes before the first '*', '?', '['
+// or '\', and suffix the plain bytes after the last such element (a set
+// closing with ']' included), or "" when the pattern has none. A matching
+// key is at least len(prefix)+len(suffix) bytes long. Both are
+// conservative: an escaped byte ends them, though it matches itself. An
+// index of patterns uses them to skip the ones that cannot match a key.
+func Anchors(pattern []byte) (prefix, suffix []byte) {
+	end := 0
+	for end < len(pattern) && !isMeta(pattern[end]) {
+		end++
+	}
+	if end == len(pattern) {
+		return pattern, nil
+	}
+	// Walk the elements as Match does, so that the bytes of a set are
+	// never taken for plain ones.
+	run := len(pattern)
+	for p := end; p < len(pattern); {
+		switch pattern[p] {
+		case '*', '?':
+			p++
+			run = p
+		case '\\':
+			p = min(p+2, len(pattern))
+			run = p
+		case '[':
+			n, _ := matchClass(pattern, p, 0)
+			p += n
+			run = p
+		default:
+			p++
+		}
+	}
+	return pattern[:end], pattern[run:]
+}
+
+func isMeta(b byte) bool { return b == '*' || b == '?' || b == '[' || b == '\\' }
+
+// Backtrack returns the most pattern bytes Match may read again for each
+// byte of a key: the length of the longest part of pattern after a '*' and
+// before the next one or the end (0 when pattern has no '*' or ends at its
+// only one). A match costs at most (len(key)+1)*(2*Backtrack(pattern)+2) +
+// 2*len(pattern) steps of MatchCost, so a bound on Backtrack bounds the work
+// of matching a pattern against a name of bounded length, however hostile
+// the pattern.
+func Backtrack(pattern []byte) int {
+	longest, part, starred := 0, 0, false
+	for p := 0; p < len(pattern); {
+		switch pattern[p] {
+		case '*':
+			p++
+			starred, part = true, 0
+			continue
+		case '\\':
+			n := min(2, len(pattern)-p)
+			p += n
+			part += n
+		case '[':
+			n, _ := matchClass(pattern, p, 0)
+			p += n
+			part += n
+		default:
+			p++
+			part++
+		}
+		if starred {
+			longest = max(longest, part)
+		}
+	}
+	return longest
 }

@@ -287,6 +287,42 @@ func TestMatchEscapedKey(t *testing.T) {
 	}
 }
 
+// TestMatchCost checks that MatchCost reports the work it did within its
+// documented bound, and that the work of a long hostile pattern over a long
+// key shows: LOCKS ... MATCH relies on it to stop a call early.
+func TestMatchCost(t *testing.T) {
+	long := strings.Repeat("a", 1024)
+	tests := []struct {
+		name     string
+		pattern  string
+		key      string
+		minSteps int
+	}{
+		{"literal", "hello", "hello", 5},
+		{"empty key", "*", "", 1},
+		{"trailing star", "a*", long, 1},
+		{"star-a then b", strings.Repeat("*a", 30) + "b", long, 1024},
+		// The shape of the report: 503 bytes, a set read at every byte.
+		{"503-byte sets", "*" + strings.Repeat("[a-z]", 100) + "b!", long, 100_000},
+		{"one long set", "*[" + strings.Repeat("xyz", 80) + "a]b", long, 200_000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, k := []byte(tt.pattern), []byte(tt.key)
+			matched, steps := MatchCost(p, k)
+			if matched != Match(p, k) {
+				t.Fatalf("MatchCost says %v, Match %v", matched, !matched)
+			}
+			if bound := 2 * (len(p) + 1) * (len(k) + 1); steps > bound {
+				t.Errorf("steps = %d, above the bound %d", steps, bound)
+			}
+			if steps < tt.minSteps {
+				t.Errorf("steps = %d, want at least %d: the work done is under-reported", steps, tt.minSteps)
+			}
+		})
+	}
+}
+
 func TestMatchDoesNotAllocate(t *testing.T) {
 	pattern := []byte(strings.Repeat("*a", 30) + "[^b-c]?\\*b")
 	key := bytes.Repeat([]byte("a"), 1000)
@@ -440,6 +476,134 @@ func BenchmarkMatch(b *testing.B) {
 					_, _ = path.Match(c.pattern, c.key)
 				}
 			})
+		}
+	}
+}
+
+func TestAnchors(t *testing.T) {
+	tests := []struct{ pattern, prefix, suffix string }{
+		{"", "", ""},
+		{"abc", "abc", ""},
+		{"__lock__:jobs:*", "__lock__:jobs:", ""},
+		{"__lock__:*:daily", "__lock__:", ":daily"},
+		{"*", "", ""},
+		{"*x", "", "x"},
+		{"a?b", "a", "b"},
+		{"a*b*cd", "a", "cd"},
+		{"a[xy]z", "a", "z"},
+		{"a[x]y]z", "a", "y]z"}, // the set closes at the first ']'
+		{"a[]]z", "a", "]z"},    // "[]" is an empty set
+		{"a[^]]z", "a", "]z"},
+		{"a[\\]]z", "a", "z"}, // an escaped ']' does not close
+		{"a[xyz", "a", ""},    // an open set runs to the end
+		{"a[x\\]y", "a", ""},  // still open after an escaped ']'
+		{"a[x-]z", "a", ""},   // "x-]" is a range, so the set is still open
+		{"a\\*b", "a", "b"},
+		{"ab\\", "ab", ""},
+		{"a\\", "a", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.pattern, func(t *testing.T) {
+			p, s := Anchors([]byte(tt.pattern))
+			if string(p) != tt.prefix || string(s) != tt.suffix {
+				t.Fatalf("Anchors(%q) = %q, %q; want %q, %q", tt.pattern, p, s, tt.prefix, tt.suffix)
+			}
+		})
+	}
+}
+
+// TestAnchorsHoldForEveryMatch checks Anchors' promise on random patterns,
+// sets, escapes and open sets included: every key Match accepts begins with
+// the prefix, ends with the suffix, and is long enough for both.
+func TestAnchorsHoldForEveryMatch(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 5))
+	const patternBytes = "ab*?[]^-\\"
+	const keyBytes = "ab]^-\\"
+	patterns := []string{"a[x]y]z", "a[]]z", "a[\\]]z", "a[x-]z", "a[x\\]y"}
+	for range 5000 {
+		b := make([]byte, r.IntN(9))
+		for i := range b {
+			b[i] = patternBytes[r.IntN(len(patternBytes))]
+		}
+		patterns = append(patterns, string(b))
+	}
+	matches, anchored := 0, 0
+	for _, pattern := range patterns {
+		prefix, suffix := Anchors([]byte(pattern))
+		for range 200 {
+			key := make([]byte, 1+r.IntN(8))
+			for i := range key {
+				key[i] = keyBytes[r.IntN(len(keyBytes))]
+			}
+			if !Match([]byte(pattern), key) {
+				continue
+			}
+			matches++
+			if len(prefix)+len(suffix) > 0 {
+				anchored++
+			}
+			if !bytes.HasPrefix(key, prefix) || !bytes.HasSuffix(key, suffix) || len(key) < len(prefix)+len(suffix) {
+				t.Fatalf("Match(%q, %q), but Anchors gives %q, %q", pattern, key, prefix, suffix)
+			}
+		}
+	}
+	if matches < 10000 || anchored < 1000 {
+		t.Fatalf("only %d matches, %d with an anchor: the generator tests too little", matches, anchored)
+	}
+}
+
+func TestBacktrack(t *testing.T) {
+	tests := []struct {
+		pattern string
+		want    int
+	}{
+		{"", 0},
+		{"abc", 0},
+		{"abc?[xy]", 0},
+		{"__lock__:jobs:*", 0},
+		{"__lock__:*:daily", 6},
+		{"*a*bcd*ef", 3},
+		{"*[a-z]b", 6},
+		{"*[a*b]c", 6}, // a '*' in a set is not a star
+		{"*\\*ab", 4},  // nor an escaped one
+		{"a**bc", 2},
+	}
+	for _, tt := range tests {
+		if got := Backtrack([]byte(tt.pattern)); got != tt.want {
+			t.Errorf("Backtrack(%q) = %d, want %d", tt.pattern, got, tt.want)
+		}
+	}
+}
+
+// TestBacktrackBoundsMatchCost checks Backtrack's promise against MatchCost
+// on hostile patterns over long keys and on random ones.
+func TestBacktrackBoundsMatchCost(t *testing.T) {
+	long := strings.Repeat("a", 1024)
+	cases := [][2]string{
+		{"*" + strings.Repeat("[a-z]", 50) + "b", long},
+		{"*" + strings.Repeat("?", 60), long},
+		{strings.Repeat("*a", 30) + "b", long},
+		{"*aaaa*aaab*" + strings.Repeat("a", 40) + "c", long},
+		{"x*" + strings.Repeat("a", 100), long},
+	}
+	r := rand.New(rand.NewPCG(9, 13))
+	const patternBytes = "ab*?[]^-\\"
+	for range 20000 {
+		p := make([]byte, r.IntN(12))
+		for i := range p {
+			p[i] = patternBytes[r.IntN(len(patternBytes))]
+		}
+		k := make([]byte, r.IntN(40))
+		for i := range k {
+			k[i] = "ab]^-\\"[r.IntN(6)]
+		}
+		cases = append(cases, [2]string{string(p), string(k)})
+	}
+	for _, c := range cases {
+		p, k := []byte(c[0]), []byte(c[1])
+		_, steps := MatchCost(p, k)
+		if bound := (len(k)+1)*(2*Backtrack(p)+2) + 2*len(p); steps > bound {
+			t.Fatalf("MatchCost(%q, %d-byte key) = %d steps, above the bound %d", p, len(k), steps, bound)
 		}
 	}
 }
