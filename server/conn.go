@@ -60,6 +60,7 @@ type conn struct {
 	outbox           []outFrame
 	outBytes         int
 	outScheduled     bool
+	outHeld          bool // see holdMessages
 	outDropped       bool
 	outSignal        chan struct{} // goroutine transport: wakes the message writer
 	outStop, outDone chan struct{}

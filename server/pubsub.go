@@ -262,11 +262,18 @@ func subscribe(c *conn, names [][]byte, pattern bool) error {
 		c.wr.WriteBulkString(name)
 		c.wr.WriteInt(c.subscriptions())
 	}
-	// The confirmation goes out before the first message can.
-	c.flush()
+	// Listening starts before the confirmation goes out, so that no event
+	// published after the client reads it is missed; the confirmation goes
+	// out before the first message, which is held meanwhile.
+	c.holdMessages()
 	for _, name := range added {
 		c.srv.hub.add(c, name, pattern)
 	}
+	c.flush()
+	if f := c.srv.afterSubscribeFlush.Load(); f != nil {
+		(*f)()
+	}
+	c.releaseMessages()
 	return nil
 }
 
@@ -457,11 +464,46 @@ func (c *conn) dropQueued(name string, pattern bool) {
 	c.outbox = kept
 }
 
+// holdMessages keeps queued messages from being written (takeOutbox gives
+// none) until releaseMessages: a SUBSCRIBE's confirmation must precede the
+// first message of what it subscribed to.
+func (c *conn) holdMessages() {
+	c.outMu.Lock()
+	c.outHeld = true
+	c.outMu.Unlock()
+}
+
+// releaseMessages ends holdMessages and schedules the drain of what was
+// queued meanwhile, as deliver would have.
+func (c *conn) releaseMessages() {
+	c.outMu.Lock()
+	c.outHeld = false
+	schedule := len(c.outbox) > 0 && !c.outScheduled
+	if schedule {
+		c.outScheduled = true
+	}
+	c.outMu.Unlock()
+	if !schedule {
+		return
+	}
+	if l := c.loop; l != nil {
+		l.post(func() { l.drainOutbox(c) })
+		return
+	}
+	c.wakeMessageWriter()
+}
+
 // takeOutbox returns the queued messages c still listens for, oldest first;
 // one for a channel or pattern c has left since is dropped, since after an
-// UNSUBSCRIBE reply no message of it may follow.
+// UNSUBSCRIBE reply no message of it may follow. While messages are held it
+// returns none and leaves them queued for releaseMessages to schedule.
 func (c *conn) takeOutbox() []byte {
 	c.outMu.Lock()
+	if c.outHeld {
+		c.outScheduled = false
+		c.outMu.Unlock()
+		return nil
+	}
 	frames := c.outbox
 	c.outbox, c.outBytes, c.outScheduled = nil, 0, false
 	c.outMu.Unlock()

@@ -2,7 +2,10 @@ package server
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,4 +83,42 @@ func TestIdleTimeoutSparesSubscribers(t *testing.T) {
 	if l, err := sub.r.ReadString('\n'); err != nil {
 		t.Errorf("subscriber was disconnected by the idle timeout: %v (%q)", err, l)
 	}
+}
+
+// TestSubscribeMissesNoEventAfterItsConfirmation: an event published after
+// a client has read its SUBSCRIBE confirmation reaches it. The server used
+// to send the confirmation first and join the hub after, and an event in
+// between was lost, though the client had been told it listened. The hook
+// publishes one exactly there, on both transports.
+func TestSubscribeMissesNoEventAfterItsConfirmation(t *testing.T) {
+	ts := startServer(t)
+	var tok atomic.Uint64
+	hook := func() {
+		granted, _, err := ts.Server.Table().Acquire(&locker.Request{Key: []byte("gap"), TTL: time.Minute})
+		if err != nil {
+			t.Error(err)
+		}
+		tok.Store(granted)
+	}
+	ts.Server.afterSubscribeFlush.Store(&hook)
+	rc := ts.dial()
+	rc.send("SUBSCRIBE __lock__:gap\r\n")
+	if got := nextMessage(t, rc); !slices.Equal(got, []any{"subscribe", "__lock__:gap", int64(1)}) {
+		t.Fatalf("subscribe reply %#v", got)
+	}
+	// The event goes out on its own; PING's reply may come before or
+	// after it, but the event must come (rc's read times out otherwise).
+	rc.send("PING\r\n")
+	for range 2 {
+		got := rc.reply()
+		// The hook has stored the token before the event can be written.
+		want := []any{"message", "__lock__:gap", fmt.Sprintf("acquired %d", tok.Load())}
+		if reflect.DeepEqual(got, want) {
+			return
+		}
+		if !reflect.DeepEqual(got, []any{"pong", ""}) {
+			t.Fatalf("got %#v, want the event %#v or PING's reply", got, want)
+		}
+	}
+	t.Fatal("no event after the confirmation")
 }

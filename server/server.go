@@ -29,6 +29,9 @@ type Server struct {
 	handlers []handler // by index in protocol.Commands
 	started  time.Time
 	maxConns int // cfg.MaxClients fitted to the open-file limit by New (fitMaxClients)
+	// afterSubscribeFlush, for tests only, runs on a SUBSCRIBE's connection
+	// once its confirmation is written: where an event once went missing.
+	afterSubscribeFlush atomic.Pointer[func()]
 
 	mu     sync.Mutex // guards ln, conns, closed, loops
 	ln     net.Listener
