@@ -41,6 +41,12 @@ type Config struct {
 	// Journal, when set, receives every change a restart must replay, and
 	// reserves the tokens the table issues (see Journal); nil for none.
 	Journal Journal
+	// MaxLocks bounds the number of locks in the table, those Acquire makes
+	// on the fly and those made by Create alike; 0 for no bound. A call that
+	// would make a lock past it fails with ErrTableFull, while calls on
+	// existing locks go on. Restore is never refused: restoring what a data
+	// directory holds is not making new locks (see Table.OverMaxLocks).
+	MaxLocks int
 	// PrefetchFrom is the number of live locks from which the table asks
 	// callers to prefetch pipelined keys (see Table.PrefetchWorthwhile);
 	// 0 means DefaultPrefetchFrom.
@@ -145,6 +151,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("locker: first token %d leaves no room below 2^53", c.FirstToken)
 	case c.Clock == nil:
 		return errors.New("locker: clock is required")
+	case c.MaxLocks < 0:
+		return fmt.Errorf("locker: max locks must not be negative (0 for no bound), got %d", c.MaxLocks)
 	case c.PrefetchFrom < 0:
 		return fmt.Errorf("locker: prefetch threshold must not be negative, got %d", c.PrefetchFrom)
 	}

@@ -48,6 +48,9 @@ var (
 	// at or after TokenEpochEnd, whose boot-epoch token is not below
 	// MaxSafeToken.
 	ErrClockPastTokenRange = errors.New("locker: the wall clock is past the range of boot-epoch tokens below 2^53")
+	// ErrTableFull is returned, wrapped with the bound, by every call that
+	// would make a new lock while the table holds Config.MaxLocks locks.
+	ErrTableFull = errors.New("locker: lock table full")
 	// ErrClosed is returned by Start after Close.
 	ErrClosed = errors.New("locker: table closed")
 )

@@ -212,6 +212,11 @@ func (t *Table) Restore(st *LockState) error {
 	defer t.unlock(s)
 	i := s.lookup(h, st.Key)
 	if i == 0 {
+		// Never refused: restoring is not making new locks. OverMaxLocks
+		// tells the caller if the table came back over its bound.
+		if s.bound != nil {
+			s.bound.locks.Add(1)
+		}
 		i = s.insert(h, st.Key)
 	}
 	e := s.at(i)

@@ -206,6 +206,7 @@ func (t *Table) acquireAllAtOnce(req *Request) ([]uint64, bool, error) {
 	}()
 	now := int64(t.cfg.Clock.Now())
 	// Check every key before granting any.
+	newLocks := 0
 	for _, p := range places {
 		s := t.shards[p.shard]
 		i := s.find(p.h, p.key, now)
@@ -213,6 +214,7 @@ func (t *Table) acquireAllAtOnce(req *Request) ([]uint64, bool, error) {
 		case i == 0 && t.cfg.RequireCreate:
 			return nil, false, &KeyError{Key: string(p.key), Err: ErrNoSuchLock}
 		case i == 0:
+			newLocks++
 			continue
 		case mode == Shared && s.at(i).flags&flagSemaphore != 0:
 			return nil, false, &KeyError{Key: string(p.key), Err: ErrSharedSemaphore}
@@ -226,6 +228,12 @@ func (t *Table) acquireAllAtOnce(req *Request) ([]uint64, bool, error) {
 		}
 		if s.waiterCount(i) > 0 || !s.grantable(i, mode) {
 			return nil, false, nil
+		}
+	}
+	if newLocks > 0 {
+		// All the places at once, or none, so that a refusal takes nothing.
+		if err := t.shards[places[0].shard].claim(newLocks); err != nil {
+			return nil, false, err
 		}
 	}
 	tokens := make([]uint64, len(keys))

@@ -91,6 +91,7 @@ type shard struct {
 	num        int          // this shard's index in the table
 	journalTo  Journal      // nil without one
 	budget     *tokenBudget // the journal's token reservation; nil without a journal
+	bound      *lockBound   // the table's Config.MaxLocks; nil for none
 	change     Change       // the journal's Change, reused
 
 	lastToken uint64 // tokens granted by this shard only grow from here
@@ -161,7 +162,17 @@ func (s *shard) lookup(h uint32, key []byte) uint32 {
 	return 0
 }
 
-// insert adds an entry for key, which must not be present, and returns its index.
+// claim takes places for n new locks under the table's bound; call it
+// before insert, which does not count.
+func (s *shard) claim(n int) error {
+	if s.bound == nil {
+		return nil
+	}
+	return s.bound.claim(int64(n))
+}
+
+// insert adds an entry for key, which must not be present, and returns its
+// index. The caller has claimed its place (see claim).
 func (s *shard) insert(h uint32, key []byte) uint32 {
 	var i uint32
 	if n := len(s.free); n > 0 {
@@ -203,6 +214,9 @@ func (s *shard) remove(i uint32) {
 	*e = entry{}
 	s.free = append(s.free, i)
 	s.counts.locks.Add(-1)
+	if s.bound != nil {
+		s.bound.locks.Add(-1)
+	}
 }
 
 // defaultTTL is entry i's default lease ttl in nanoseconds, 0 for none.

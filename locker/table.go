@@ -22,6 +22,7 @@ type Table struct {
 	tick      int64
 
 	prefetching atomic.Bool // PrefetchWorthwhile's answer, refreshed by ExpireDue
+	bound       *lockBound  // Config.MaxLocks; nil for none
 
 	mu      sync.Mutex // guards started, closed
 	started bool
@@ -48,6 +49,9 @@ func New(cfg Config) (*Table, error) {
 		stopC:     make(chan struct{}),
 		doneC:     make(chan struct{}),
 	}
+	if cfg.MaxLocks > 0 {
+		t.bound = newLockBound(cfg.MaxLocks)
+	}
 	now := int64(cfg.Clock.Now())
 	var budget *tokenBudget
 	if cfg.Journal != nil {
@@ -56,6 +60,7 @@ func New(cfg Config) (*Table, error) {
 	for i := range t.shards {
 		s := newShard(t.seed, cfg.FirstToken, now, t.tick, int64(cfg.LockDelay), cfg.Events)
 		s.num, s.journalTo, s.budget = i, cfg.Journal, budget
+		s.bound = t.bound
 		t.shards[i] = s
 	}
 	return t, nil
@@ -225,6 +230,9 @@ func (t *Table) Create(key []byte, opts CreateOptions) (bool, error) {
 	i := s.find(h, key, now)
 	switch {
 	case i == 0:
+		if err := s.claim(1); err != nil {
+			return false, err
+		}
 		i = s.insert(h, key)
 	case s.at(i).flags&flagCreated != 0:
 		return false, nil
@@ -282,6 +290,9 @@ func (t *Table) take(key []byte, ttl time.Duration, owner []byte, mode Mode, w *
 		}
 		if ttl == 0 {
 			return 0, false, ErrNoTTL
+		}
+		if err := s.claim(1); err != nil {
+			return 0, false, err
 		}
 		i = s.insert(h, key)
 	}
@@ -591,6 +602,8 @@ type Stats struct {
 	Waits, WaitGrants, WaitCancels uint64
 	// ArenaBytes is the memory held for keys and owners.
 	ArenaBytes int
+	// TableFullRefusals counts calls refused with ErrTableFull.
+	TableFullRefusals uint64
 }
 
 // Stats sums the shards' counters. It takes no lock: each counter is read
@@ -611,5 +624,19 @@ func (t *Table) Stats() Stats {
 		st.WaitGrants += c.waitGrants.Load()
 		st.WaitCancels += c.waitCancels.Load()
 	}
+	if t.bound != nil {
+		st.TableFullRefusals = t.bound.refusals.Load()
+	}
 	return st
+}
+
+// OverMaxLocks returns the number of locks in the table and whether it
+// exceeds Config.MaxLocks, as it may after Restore; with no bound, over is
+// always false.
+func (t *Table) OverMaxLocks() (locks int, over bool) {
+	if t.bound == nil {
+		return t.Stats().Locks, false
+	}
+	n := t.bound.locks.Load()
+	return int(n), n > t.bound.max
 }
