@@ -41,6 +41,7 @@ const (
 	CodeUnblocked = "UNBLOCKED" // a WAIT ended by CLIENT UNBLOCK ... ERROR (Redis's code)
 	CodeWrongPass = "WRONGPASS" // AUTH or HELLO ... AUTH for a user other than default (Redis's code)
 	CodeShutdown  = "SHUTDOWN"  // the server is stopping (SIGTERM): a parked WAIT ends with it
+	CodeOOM       = "OOM"       // the lock table holds --max-locks locks (Redis's code for maxmemory)
 )
 
 // ErrorCodes documents every code, for COMMAND DOCS' neighbours and docs/commands.md.
@@ -51,6 +52,7 @@ var ErrorCodes = []struct{ Code, Meaning string }{
 	{CodeNoProto, "`HELLO` asked for a protocol version this server does not speak (only RESP2); clients fall back to RESP2."},
 	{CodeUnblocked, "Another connection ended this `ACQUIRE` or `MACQUIRE` ... `WAIT` with `CLIENT UNBLOCK id ERROR`; nothing was granted."},
 	{CodeWrongPass, "`AUTH` or `HELLO ... AUTH` named a user other than `default`; leasehold has no authentication, and accepts the default user with any password, as Redis's password-less default user."},
+	{CodeOOM, "The lock table holds `--max-locks` locks: a command that would make a new lock (`ACQUIRE` or `MACQUIRE` of a key not in the table, `CREATE`) is refused, `MACQUIRE` as a whole; commands on existing locks go on. Redis's code for a write refused at `maxmemory`, so clients treat it alike; retry once locks are released or expire."},
 	{CodeShutdown, "The server is shutting down (SIGTERM or SIGINT): a parked `ACQUIRE` or `MACQUIRE` ... `WAIT` ends with this error and nothing was granted; retry against the server once it is back."},
 }
 
@@ -245,6 +247,7 @@ var lockerCodes = []struct {
 	{locker.ErrSharedSemaphore, CodeErr},
 	{locker.ErrOwnerMode, CodeErr},
 	{locker.ErrDuplicateKey, CodeErr},
+	{locker.ErrTableFull, CodeOOM},
 }
 
 // Reply turns any error a handler met into the text of its RESP error reply.

@@ -73,6 +73,8 @@ func TestReply(t *testing.T) {
 		{name: "empty key", err: locker.ErrEmptyKey, want: "ERR empty key", wantKnown: true},
 		{name: "key too long", err: locker.ErrKeyTooLong, want: "ERR key too long", wantKnown: true},
 		{name: "owner too long", err: locker.ErrOwnerTooLong, want: "ERR owner too long", wantKnown: true},
+		{name: "table full with bound", err: fmt.Errorf("%w (max-locks 3)", locker.ErrTableFull),
+			want: "OOM lock table full (max-locks 3)", wantKnown: true},
 
 		{name: "unrelated", err: errors.New("boom"), want: ErrInternal.Error(), wantKnown: false},
 		{name: "context", err: context.Canceled, want: ErrInternal.Error(), wantKnown: false},
