@@ -23,6 +23,7 @@ func serveFlags() []cli.Flag {
 		&cli.IntFlag{Name: "shards", Value: def.Locker.Shards, EnvVars: env("SHARDS"), Usage: "lock table shards, a power of two; the default is 16 per CPU"},
 		&cli.DurationFlag{Name: "max-ttl", Value: def.Locker.MaxTTL, EnvVars: env("MAX_TTL"), Usage: "longest lease or default ttl a client may ask for"},
 		&cli.IntFlag{Name: "max-key-len", Value: def.Locker.MaxKeyLen, EnvVars: env("MAX_KEY_LEN"), Usage: fmt.Sprintf("longest lock name or owner id in bytes (at most %d)", locker.MaxKeyLenLimit)},
+		&cli.IntFlag{Name: "max-locks", Value: def.Locker.MaxLocks, EnvVars: env("MAX_LOCKS"), Usage: "most locks in the table, made by ACQUIRE or CREATE; past it a new lock gets -OOM while existing locks work on (0: no bound)"},
 		&cli.DurationFlag{Name: "lock-delay", Value: def.Locker.LockDelay, EnvVars: env("LOCK_DELAY"), Usage: "after a lease expires (not when released), keep the lock ungrantable this long; CREATE ... LOCKDELAY overrides"},
 		&cli.BoolFlag{Name: "require-create", EnvVars: env("REQUIRE_CREATE"), Usage: "ACQUIRE of an unknown lock fails instead of creating it"},
 		&cli.DurationFlag{Name: "tick", Value: def.Locker.Tick, EnvVars: env("TICK"), Usage: "expiry timer wheel resolution"},
@@ -83,6 +84,7 @@ func serve(c *cli.Context) error {
 	cfg.Locker.MaxKeyLen = num("max-key-len")
 	cfg.Locker.RequireCreate = flag(c, "require-create").Bool("require-create")
 	cfg.Locker.LockDelay = dur("lock-delay")
+	cfg.Locker.MaxLocks = num("max-locks")
 	cfg.Locker.Tick = dur("tick")
 	cfg.Locker.FirstToken, err = bootToken(log, str("data-dir"), flag(c, "allow-clock-before-epoch").Bool("allow-clock-before-epoch"))
 	if err != nil {

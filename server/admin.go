@@ -503,6 +503,8 @@ func (s *Server) infoLocks(b *strings.Builder) {
 	infoLine(b, "wheel_tick_ms", cfg.Tick.Milliseconds())
 	infoLine(b, "max_ttl_ms", cfg.MaxTTL.Milliseconds())
 	infoLine(b, "lock_delay_ms", cfg.LockDelay.Milliseconds())
+	infoLine(b, "max_locks", cfg.MaxLocks)
+	infoLine(b, "table_full_refusals", st.TableFullRefusals)
 	infoLine(b, "max_key_len", cfg.MaxKeyLen)
 	infoLine(b, "require_create", boolInt(cfg.RequireCreate))
 }

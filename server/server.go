@@ -109,6 +109,12 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	}
 	if store != nil {
 		logRecovery(log, cfg.Persist.Dir, store.Recovery())
+		if locks, over := table.OverMaxLocks(); over {
+			// Restoring is not making new locks, so nothing was refused;
+			// new ones are, until enough are released, expire or are deleted.
+			log.Warn().Int("locks", locks).Int("max_locks", lockerCfg.MaxLocks).
+				Msg("the restored lock table holds more than max-locks: new locks are refused until it is back under it")
+		}
 	}
 	return &Server{
 		store:    store,
@@ -492,6 +498,7 @@ func (s *Server) logStart(addr net.Addr) {
 		Stringer("tick", c.Locker.Tick).
 		Stringer("max_ttl", c.Locker.MaxTTL).
 		Int("max_key_len", c.Locker.MaxKeyLen).
+		Int("max_locks", c.Locker.MaxLocks). // 0: no bound
 		Bool("require_create", c.Locker.RequireCreate).
 		Stringer("lock_delay", c.Locker.LockDelay).
 		Int("max_clients", s.maxConns).
