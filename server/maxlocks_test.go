@@ -55,3 +55,23 @@ func TestMaxLocksOverTheWire(t *testing.T) {
 	do(t, rdb, "VERIFY", "d", 1).Is(0)
 	do(t, rdb, "MACQUIRE", 1000, 3, "e", "f", "g").tokensOf(3)
 }
+
+// TestMaxLocksRestoreOverTheBound: a data directory that holds more locks
+// than a restarted server's --max-locks is restored in full, since
+// restoring is not making new locks; new locks get -OOM until enough go.
+func TestMaxLocksRestoreOverTheBound(t *testing.T) {
+	p := startPersist(t, t.TempDir())
+	for _, k := range []string{"a", "b", "c"} {
+		do(t, p.rdb, "CREATE", k).Is(1)
+	}
+	p = p.restart(func(c *Config) { c.Locker.MaxLocks = 2 })
+	for _, k := range []string{"a", "b", "c"} {
+		wantStatus(t, status(t, p.rdb, k), map[string]string{"state": "free", "created": "1"})
+	}
+	do(t, p.rdb, "ACQUIRE", "d", 1000).Err("OOM lock table full (max-locks 2)")
+	do(t, p.rdb, "ACQUIRE", "a", 1000).Token()
+	do(t, p.rdb, "DELETE", "b").Is(1)
+	do(t, p.rdb, "CREATE", "d").Err("OOM ")
+	do(t, p.rdb, "DELETE", "c").Is(1)
+	do(t, p.rdb, "CREATE", "d").Is(1)
+}
