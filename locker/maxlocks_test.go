@@ -219,3 +219,25 @@ func TestMaxLocksValidate(t *testing.T) {
 		t.Fatal("a negative MaxLocks validated")
 	}
 }
+
+// TestMaxLocksAcquireAllWaitRefusedOnTheWay: a multi-lock that waited for a
+// held key and then finds no room for a new one ends ungranted, gives back
+// what it took, and says why.
+func TestMaxLocksAcquireAllWaitRefusedOnTheWay(t *testing.T) {
+	tb, _ := newTestTable(t, withMaxLocks(2))
+	a := mustAcquire(t, tb, "a", time.Second, "")
+	mw, notified := multiWaiter()
+	if _, granted, err := tb.AcquireAllWait(&Request{Keys: keysOf("a", "z"), TTL: time.Second, Wait: time.Second}, mw); err != nil || granted || !mw.Waiting() {
+		t.Fatalf("AcquireAllWait = %v, %v, waiting %v; want queued", granted, err, mw.Waiting())
+	}
+	mustAcquire(t, tb, "b", time.Second, "") // the table is full
+	tb.Release([]byte("a"), a)
+	<-notified
+	if toks, granted := tb.ContinueAll(mw); granted || toks != nil || mw.Waiting() {
+		t.Fatalf("ContinueAll = %v, %v, waiting %v; want ended ungranted", toks, granted, mw.Waiting())
+	}
+	wantTableFull(t, "MultiWait.Err", mw.Err())
+	if _, found := tb.Status([]byte("a")); found {
+		t.Fatal("a is still in the table: the refused request kept it")
+	}
+}

@@ -47,7 +47,14 @@ type MultiWait struct {
 	next   int      // keys[:next] are held
 	cur    *Wait    // the queue the request stands in, for keys[next]
 	done   bool
+	err    error // why ContinueAll ended the request, if an error did
 }
+
+// Err is the error that ended mw ungranted in ContinueAll, nil if none did:
+// ErrTableFull when a key it reached after waiting would have been a new
+// lock in a full table, ErrNoSuchLock when one was deleted meanwhile under
+// Config.RequireCreate. What it took on the way was released.
+func (mw *MultiWait) Err() error { return mw.err }
 
 // AcquireAll grants a lease on every one of req.Keys, all or none, and
 // returns the tokens in the order of the keys; granted=false when some key
@@ -103,8 +110,8 @@ func (mw *MultiWait) Waiting() bool { return !mw.done }
 // ContinueAll carries on with mw after its Notify: it takes the key it was
 // waiting for and the next ones, until it has all (granted, with the tokens
 // in the order of the request's keys), must wait again (mw.Waiting()), or
-// has lost its place (neither): the owner's retry took it over, or a lease
-// taken on the way was lost.
+// has lost its place (neither): the owner's retry took it over, a lease
+// taken on the way was lost, or a key could not be taken (see Err).
 func (t *Table) ContinueAll(mw *MultiWait) (tokens []uint64, granted bool) {
 	if mw.done {
 		return nil, false
@@ -126,7 +133,7 @@ func (t *Table) ContinueAll(mw *MultiWait) (tokens []uint64, granted bool) {
 	mw.tokens[mw.next] = token
 	mw.next++
 	mw.cur = nil
-	tokens, granted, _ = t.advanceAll(mw)
+	tokens, granted, mw.err = t.advanceAll(mw)
 	return tokens, granted
 }
 

@@ -75,3 +75,21 @@ func TestMaxLocksRestoreOverTheBound(t *testing.T) {
 	do(t, p.rdb, "DELETE", "c").Is(1)
 	do(t, p.rdb, "CREATE", "d").Is(1)
 }
+
+// TestMaxLocksMAcquireWaitRefusedOnTheWay: a MACQUIRE ... WAIT that queued
+// for a held key and then finds the table full at a new one gets -OOM, not
+// a nil reply as if it had timed out, and holds nothing.
+func TestMaxLocksMAcquireWaitRefusedOnTheWay(t *testing.T) {
+	ts := startServer(t, func(c *Config) { c.Locker.MaxLocks = 2 })
+	rdb := ts.client()
+	a := do(t, rdb, "ACQUIRE", "a", 30000).Token()
+	w := ts.dial()
+	w.send("MACQUIRE 30000 2 z a WAIT 20000\r\nPING\r\n")
+	waitForWaiters(t, ts, "a", 1)
+	do(t, rdb, "ACQUIRE", "b", 30000).Token() // the table is full
+	do(t, rdb, "RELEASE", "a", a).Is(1)
+	w.expectErr("OOM lock table full (max-locks 2)")
+	w.expect("PONG")
+	do(t, rdb, "STATUS", "a").Nil()
+	do(t, rdb, "STATUS", "z").Nil()
+}

@@ -33,6 +33,8 @@ type waitOutcome struct {
 	// unblockedErr: CLIENT UNBLOCK ... ERROR ended it; without a grant the
 	// reply is the UNBLOCKED error rather than nil.
 	unblockedErr bool
+	// err ended a MACQUIRE ungranted on its way (a full table): the reply.
+	err error
 }
 
 // acquireWaiting serves ACQUIRE with WAIT: granted at once, or parked until
@@ -182,7 +184,7 @@ func (c *conn) resumeWait(token uint64) (out waitOutcome, done bool) {
 		return waitOutcome{granted: token != 0, token: token}, true
 	}
 	tokens, granted := c.srv.table.ContinueAll(b.multi)
-	return waitOutcome{granted: granted, tokens: tokens}, !b.multi.Waiting()
+	return waitOutcome{granted: granted, tokens: tokens, err: b.multi.Err()}, !b.multi.Waiting()
 }
 
 // timeoutWait ends c's wait at its deadline, as cancelWait does.
@@ -228,6 +230,8 @@ func (c *conn) endWait(out waitOutcome) {
 	switch {
 	case out.unblockedErr && !out.granted:
 		c.writeErr(protocol.ErrUnblocked)
+	case out.err != nil && !out.granted:
+		c.writeErr(out.err)
 	case b.multi == nil:
 		if out.granted {
 			c.srv.ties.granted(c, []byte(b.key), out.token, b.ephemeral)
