@@ -72,7 +72,7 @@ func TestMaxLocksRefusesOnlyNewLocks(t *testing.T) {
 	tb.ExpireDue()
 	_, err = tb.Create([]byte("d"), CreateOptions{})
 	wantTableFull(t, "Create while a waiter holds a", err)
-	clock.Advance(5 * time.Second) // every lease expires; a and b stay (b created)
+	clock.Advance(5 * time.Second) // every lease expires: a, made on the fly, goes; b and c, created, stay
 	tb.ExpireDue()
 	mustAcquire(t, tb, "d", time.Second, "")
 	if ok, err := tb.Delete([]byte("b")); err != nil || !ok {
