@@ -37,8 +37,7 @@ func createCommand() *cli.Command {
 			durationFlag("lock-delay", 0, "the lock's own lock-delay, in place of the server's --lock-delay (0: none)"),
 			&cli.IntFlag{Name: "limit", Usage: "make it a semaphore of N permits (1 to 65536)"},
 		},
-		OnUsageError: onUsage,
-		Action:       createCmd,
+		Action: createCmd,
 	}
 }
 
@@ -95,9 +94,8 @@ func deleteCommand() *cli.Command {
 		Description: "Deletes the lock KEY with DELETE. Prints true, or false when it was not deleted.\n\n" +
 			"Exit status: 0 deleted; 1 no such lock, or it is in use (a lease holds it,\n" +
 			"requests wait for it, or it is in its lock-delay); 2 on an error.",
-		Flags:        []cli.Flag{clientFlagAddr()},
-		OnUsageError: onUsage,
-		Action:       deleteCmd,
+		Flags:  []cli.Flag{clientFlagAddr()},
+		Action: deleteCmd,
 	}
 }
 
@@ -141,9 +139,8 @@ func locksCommand() *cli.Command {
 			"[abc], \\ escapes; default *), one per line, in no particular order, from\n" +
 			"LOCKS's cursor run to its end. With --json, a JSON array of the names.\n\n" +
 			"Exit status: 0 some lock matched; 1 none did; 2 on an error.",
-		Flags:        []cli.Flag{clientFlagAddr(), jsonFlag()},
-		OnUsageError: onUsage,
-		Action:       locksCmd,
+		Flags:  []cli.Flag{clientFlagAddr(), jsonFlag()},
+		Action: locksCmd,
 	}
 }
 
@@ -192,9 +189,8 @@ func infoCommand() *cli.Command {
 			"its fields, every value a string. SECTIONs as INFO takes them: server,\n" +
 			"clients, memory, stats, locks, persistence, all.\n\n" +
 			"Exit status: 0; 2 on an error.",
-		Flags:        []cli.Flag{clientFlagAddr(), jsonFlag()},
-		OnUsageError: onUsage,
-		Action:       infoCmd,
+		Flags:  []cli.Flag{clientFlagAddr(), jsonFlag()},
+		Action: infoCmd,
 	}
 }
 

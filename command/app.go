@@ -60,11 +60,10 @@ func newApp() *cli.App {
 		}}, clientCommands()...), completionCommand()),
 	}
 	for _, cmd := range app.Commands {
-		// A lone "help" is a KEY (`leasehold status help`), not a topic.
+		// A lone "help" is a KEY (`leasehold status help`), not a topic;
+		// every command reports its usage errors as onUsage does.
 		cmd.HideHelpCommand = true
-		if cmd.OnUsageError == nil {
-			cmd.OnUsageError = onUsage
-		}
+		cmd.OnUsageError = onUsage
 		var where string // see rewriteArgs
 		switch {
 		case strings.Contains(cmd.ArgsUsage, "COMMAND"):

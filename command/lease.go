@@ -22,9 +22,8 @@ func acquireCommand() *cli.Command {
 		Description: "Takes a lease on the lock KEY for --ttl and prints its token. Nothing renews\n" +
 			"it: extend it with `leasehold extend`, release it with `leasehold release`.\n\n" +
 			"Exit status: 0 granted; 1 not granted (within --wait); 2 on an error.",
-		Flags:        append([]cli.Flag{clientFlagAddr(), clientFlagTTL("lease ttl")}, acquireFlags()...),
-		OnUsageError: onUsage,
-		Action:       acquireCmd,
+		Flags:  append([]cli.Flag{clientFlagAddr(), clientFlagTTL("lease ttl")}, acquireFlags()...),
+		Action: acquireCmd,
 	}
 }
 
@@ -68,39 +67,36 @@ func acquireCmd(c *cli.Context) error {
 // verifyCommand checks a token.
 func verifyCommand() *cli.Command {
 	return &cli.Command{
-		Name:         "verify",
-		Usage:        "check that a token holds a lock",
-		ArgsUsage:    "KEY TOKEN",
-		Description:  "Prints true or false. Exit status: 0 when TOKEN is a live lease of KEY; 1 when not; 2 on an error.",
-		Flags:        []cli.Flag{clientFlagAddr()},
-		OnUsageError: onUsage,
-		Action:       tokenCmd("verify"),
+		Name:        "verify",
+		Usage:       "check that a token holds a lock",
+		ArgsUsage:   "KEY TOKEN",
+		Description: "Prints true or false. Exit status: 0 when TOKEN is a live lease of KEY; 1 when not; 2 on an error.",
+		Flags:       []cli.Flag{clientFlagAddr()},
+		Action:      tokenCmd("verify"),
 	}
 }
 
 // releaseCommand ends a lease.
 func releaseCommand() *cli.Command {
 	return &cli.Command{
-		Name:         "release",
-		Usage:        "end a lease",
-		ArgsUsage:    "KEY TOKEN",
-		Description:  "Prints true or false. Exit status: 0 released; 1 when TOKEN did not hold KEY; 2 on an error.",
-		Flags:        []cli.Flag{clientFlagAddr()},
-		OnUsageError: onUsage,
-		Action:       tokenCmd("release"),
+		Name:        "release",
+		Usage:       "end a lease",
+		ArgsUsage:   "KEY TOKEN",
+		Description: "Prints true or false. Exit status: 0 released; 1 when TOKEN did not hold KEY; 2 on an error.",
+		Flags:       []cli.Flag{clientFlagAddr()},
+		Action:      tokenCmd("release"),
 	}
 }
 
 // extendCommand renews a lease.
 func extendCommand() *cli.Command {
 	return &cli.Command{
-		Name:         "extend",
-		Usage:        "move a lease's deadline to --ttl from now",
-		ArgsUsage:    "KEY TOKEN",
-		Description:  "Prints true or false. Exit status: 0 extended; 1 when TOKEN no longer holds KEY; 2 on an error.",
-		Flags:        []cli.Flag{clientFlagAddr(), clientFlagTTL("the lease's new ttl, from now")},
-		OnUsageError: onUsage,
-		Action:       tokenCmd("extend"),
+		Name:        "extend",
+		Usage:       "move a lease's deadline to --ttl from now",
+		ArgsUsage:   "KEY TOKEN",
+		Description: "Prints true or false. Exit status: 0 extended; 1 when TOKEN no longer holds KEY; 2 on an error.",
+		Flags:       []cli.Flag{clientFlagAddr(), clientFlagTTL("the lease's new ttl, from now")},
+		Action:      tokenCmd("extend"),
 	}
 }
 
@@ -149,13 +145,12 @@ func tokenCmd(name string) cli.ActionFunc {
 // statusCommand shows a lock.
 func statusCommand() *cli.Command {
 	return &cli.Command{
-		Name:         "status",
-		Usage:        "show a lock's state and holders",
-		ArgsUsage:    "KEY",
-		Description:  "Exit status: 0 when a lease holds KEY; 1 when none does (free, in its lock-delay, or unknown); 2 on an error.",
-		Flags:        []cli.Flag{clientFlagAddr(), jsonFlag()},
-		OnUsageError: onUsage,
-		Action:       statusCmd,
+		Name:        "status",
+		Usage:       "show a lock's state and holders",
+		ArgsUsage:   "KEY",
+		Description: "Exit status: 0 when a lease holds KEY; 1 when none does (free, in its lock-delay, or unknown); 2 on an error.",
+		Flags:       []cli.Flag{clientFlagAddr(), jsonFlag()},
+		Action:      statusCmd,
 	}
 }
 

@@ -43,8 +43,7 @@ func runCommand() *cli.Command {
 			&cli.IntFlag{Name: "conflict-exit-code", Aliases: []string{"E"}, Value: exitNo, Usage: "exit status when the lock is not granted, as flock -E (0 to 255)"},
 			&cli.StringFlag{Name: "on-lost", Usage: "shell command (sh -c) to run when the lease is lost, besides stopping COMMAND; it gets LEASEHOLD_KEY, LEASEHOLD_TOKEN, LEASEHOLD_ADDR"},
 		}, acquireFlags()...),
-		OnUsageError: onUsage,
-		Action:       runCmd,
+		Action: runCmd,
 	}
 }
 
