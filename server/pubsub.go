@@ -438,9 +438,14 @@ func (c *conn) deliver(name string, pattern bool, frame []byte) {
 	schedule := !c.outScheduled
 	c.outScheduled = true
 	c.outMu.Unlock()
-	if !schedule {
-		return
+	if schedule {
+		c.scheduleDrain()
 	}
+}
+
+// scheduleDrain has whoever writes for c (its event loop, or its message
+// writer goroutine) drain its outbox once; the caller has set outScheduled.
+func (c *conn) scheduleDrain() {
 	if l := c.loop; l != nil {
 		l.post(func() { l.drainOutbox(c) })
 		return
@@ -483,14 +488,9 @@ func (c *conn) releaseMessages() {
 		c.outScheduled = true
 	}
 	c.outMu.Unlock()
-	if !schedule {
-		return
+	if schedule {
+		c.scheduleDrain()
 	}
-	if l := c.loop; l != nil {
-		l.post(func() { l.drainOutbox(c) })
-		return
-	}
-	c.wakeMessageWriter()
 }
 
 // takeOutbox returns the queued messages c still listens for, oldest first;

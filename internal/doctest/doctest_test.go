@@ -397,10 +397,7 @@ var failing = []scenario{
 func need(t *testing.T, name, pkg string) {
 	t.Helper()
 	if _, err := exec.LookPath(name); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s not found (%s; make deps installs it)", name, pkg)
-		}
-		t.Skipf("%s not found (%s): run make deps", name, pkg)
+		testutil.MissingTool(t, "%s not found (%s)", name, pkg)
 	}
 }
 
