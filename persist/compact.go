@@ -110,6 +110,7 @@ func (s *Store) writeSnapshot(n, ceiling uint64, table *locker.Table) (int64, er
 	defer os.Remove(tmp) // a no-op once renamed
 	w := record.NewWriter(f)
 	buf := appendHeader(nil, ceiling)
+	buf = appendTimeMark(buf, s.mark(int64(s.opts.Clock.Now())))
 	var werr error
 	flush := func() {
 		if werr == nil && len(buf) > 0 {
@@ -121,9 +122,9 @@ func (s *Store) writeSnapshot(n, ceiling uint64, table *locker.Table) (int64, er
 	table.Dump(func(st *locker.LockState) {
 		m := lockModel{created: st.Created, options: st.Options, lastToken: st.LastToken}
 		for _, l := range st.Leases {
-			lm := leaseModel{token: l.Token, deadline: s.toWall(l.Deadline), owner: l.Owner, shared: l.Shared}
+			lm := leaseModel{token: l.Token, deadline: s.toDir(l.Deadline), owner: l.Owner, shared: l.Shared}
 			if l.DelayedUntil != 0 {
-				lm.deadline, lm.delayedUntil = 0, s.toWall(l.DelayedUntil)
+				lm.deadline, lm.delayedUntil = 0, s.toDir(l.DelayedUntil)
 			}
 			m.leases = append(m.leases, lm)
 		}

@@ -32,12 +32,8 @@ type sessionOpts struct {
 	repair       bool
 	maxKeyLen    int
 	shards       int
-	// wallShift pretends the session ran this long ago: the store converts
-	// the table's clock to a wall clock this much behind the real one, so
-	// that deadlines it writes are that much earlier. It is set before any
-	// change is made and before the background work starts.
-	wallShift time.Duration
-	noLoad    bool // leave the store without its table: no background work
+	noLoad       bool       // leave the store without its table: no background work
+	host         TimeSource // nil for the machine's clocks
 }
 
 func (o sessionOpts) options(dir string, clock locker.Clock, log *testutil.SyncBuffer) Options {
@@ -55,6 +51,7 @@ func (o sessionOpts) options(dir string, clock locker.Clock, log *testutil.SyncB
 		LockDelay:    o.lockDelay,
 		CompactBytes: o.compactBytes,
 		Log:          zerolog.New(log),
+		TimeSource:   o.host,
 	}
 }
 
@@ -84,7 +81,6 @@ func tryOpen(t testing.TB, dir string, clock *locker.ManualClock, o sessionOpts)
 		return nil, err
 	}
 	t.Cleanup(func() { store.Close() })
-	store.wallAnchor -= int64(o.wallShift)
 	cfg := locker.DefaultConfig()
 	cfg.Shards = store.opts.Shards
 	cfg.Clock = clock

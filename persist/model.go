@@ -12,8 +12,10 @@ import (
 // log goes on) ends in the same state as replaying it over the older one.
 type model struct {
 	locks   map[string]*lockModel
-	ceiling uint64 // the highest token reservation
-	delay   int64  // the table's default lock-delay, ns, for leases whose lock has none of its own
+	ceiling uint64   // the highest token reservation
+	delay   int64    // the table's default lock-delay, ns, for leases whose lock has none of its own
+	mark    timeMark // the latest time mark, if marked
+	marked  bool
 }
 
 type lockModel struct {
@@ -25,11 +27,11 @@ type lockModel struct {
 
 type leaseModel struct {
 	token    uint64
-	deadline int64 // wall-clock Unix ns
+	deadline int64 // on the directory's time line, Unix ns
 	owner    []byte
 	shared   bool
 	// delayedUntil, when not 0, marks a lease known to have expired, whose
-	// lock-delay runs until then (wall-clock Unix ns).
+	// lock-delay runs until then (on the directory's time line).
 	delayedUntil int64
 }
 
@@ -52,6 +54,13 @@ func (m *model) apply(e *entry) {
 		m.ceiling = max(m.ceiling, e.token)
 		return
 	case kindEnd:
+		return
+	case kindTime:
+		// The time line only moves forward, so the latest mark is the one
+		// furthest along it, wherever compaction left it.
+		if !m.marked || e.mark.stamp >= m.mark.stamp {
+			m.mark, m.marked = e.mark, true
+		}
 		return
 	case kindLock:
 		l := e.lock
@@ -128,26 +137,27 @@ func (m *model) apply(e *entry) {
 }
 
 // lockState converts a lock of the model to what locker.Table.Restore
-// takes, deadlines moved from the wall clock onto the table's clock. A
-// lease still live now gets at least grace more (--restart-grace); one that
-// ended long enough ago for any lock-delay to be over is dropped.
-func (l *lockModel) lockState(key string, toClock func(wall int64) int64, wallNow int64, grace, delay time.Duration) locker.LockState {
+// takes, deadlines moved from the directory's time line onto the table's
+// clock; now is the time line's now. A lease still live now gets at
+// least grace more (--restart-grace); one that ended long enough ago for any
+// lock-delay to be over is dropped.
+func (l *lockModel) lockState(key string, toClock func(at int64) int64, now int64, grace, delay time.Duration) locker.LockState {
 	st := locker.LockState{Key: []byte(key), Created: l.created, Options: l.options, LastToken: l.lastToken}
 	if l.created && l.options.LockDelaySet {
 		delay = l.options.LockDelay
 	}
 	for _, x := range l.leases {
 		if x.delayedUntil != 0 {
-			if x.delayedUntil > wallNow {
+			if x.delayedUntil > now {
 				st.Leases = append(st.Leases, locker.LeaseState{Token: x.token, Shared: x.shared, DelayedUntil: toClock(x.delayedUntil)})
 			}
 			continue
 		}
 		d := x.deadline
 		switch {
-		case d > wallNow:
-			d = max(d, wallNow+int64(grace))
-		case d+int64(delay) <= wallNow:
+		case d > now:
+			d = max(d, now+int64(grace))
+		case d+int64(delay) <= now:
 			continue
 		}
 		st.Leases = append(st.Leases, locker.LeaseState{Token: x.token, Deadline: toClock(d), Owner: x.owner, Shared: x.shared})

@@ -21,14 +21,16 @@ const (
 	kindLock    = 17 // a snapshot's lock, whole
 	kindHeader  = 18 // a snapshot's first entry: format version, token ceiling
 	kindEnd     = 19 // a snapshot's last entry: the number of locks in it
+	kindTime    = 20 // a time mark: the host's clocks and the directory's time line
 )
 
-// formatVersion is written in every snapshot header; a reader refuses
-// others.
-const formatVersion = 1
+// formatVersion is written in every snapshot header; a reader refuses a
+// newer one. Version 2 added time marks (kindTime, in logs and snapshots);
+// version 1 files, which have none, are still read.
+const formatVersion = 2
 
-// Entry is one decoded change, reservation or snapshot lock. Deadlines are
-// wall-clock Unix nanoseconds.
+// Entry is one decoded change, reservation, time mark or snapshot lock.
+// Deadlines are instants on the directory's time line (see timeMark).
 type entry struct {
 	kind     byte
 	key      []byte
@@ -38,27 +40,28 @@ type entry struct {
 	shared   bool
 	options  locker.CreateOptions
 	lock     lockModel // kindLock
+	mark     timeMark  // kindTime
 }
 
 var errShort = errors.New("entry cut short")
 
-// appendChange encodes a locker change, its deadline already on the wall
-// clock.
-func appendChange(b []byte, c *locker.Change, wallDeadline int64) []byte {
+// appendChange encodes a locker change, its deadline already on the
+// directory's time line.
+func appendChange(b []byte, c *locker.Change, deadline int64) []byte {
 	b = append(b, byte(c.Kind))
 	b = appendBytes(b, c.Key)
 	switch c.Kind {
 	case locker.ChangeCreate:
 		b = appendOptions(b, c.Options)
-		b = binary.AppendVarint(b, wallDeadline) // the create's time
+		b = binary.AppendVarint(b, deadline) // the create's time
 	case locker.ChangeGrant:
 		b = binary.AppendUvarint(b, c.Token)
-		b = binary.AppendVarint(b, wallDeadline)
+		b = binary.AppendVarint(b, deadline)
 		b = appendBytes(b, c.Owner)
 		b = appendBool(b, c.Shared)
 	case locker.ChangeExtend:
 		b = binary.AppendUvarint(b, c.Token)
-		b = binary.AppendVarint(b, wallDeadline)
+		b = binary.AppendVarint(b, deadline)
 	case locker.ChangeRelease:
 		b = binary.AppendUvarint(b, c.Token)
 	}
@@ -69,6 +72,15 @@ func appendReserve(b []byte, ceiling uint64) []byte {
 	b = append(b, kindReserve)
 	b = appendBytes(b, nil)
 	return binary.AppendUvarint(b, ceiling)
+}
+
+func appendTimeMark(b []byte, m timeMark) []byte {
+	b = append(b, kindTime)
+	b = appendBytes(b, nil)
+	b = appendBytes(b, []byte(m.bootID))
+	b = binary.AppendVarint(b, m.boottime)
+	b = binary.AppendVarint(b, m.wall)
+	return binary.AppendVarint(b, m.stamp)
 }
 
 func appendEnd(b []byte, locks uint64) []byte {
@@ -213,10 +225,12 @@ func (d *decoder) next() (entry, error) {
 	case kindRelease, kindReserve, kindEnd:
 		e.token = d.uvarint()
 	case kindHeader:
-		if v := d.uvarint(); d.err == nil && v != formatVersion {
+		if v := d.uvarint(); d.err == nil && (v < 1 || v > formatVersion) {
 			return e, fmt.Errorf("snapshot format version %d, this build reads %d", v, formatVersion)
 		}
 		e.token = d.uvarint()
+	case kindTime:
+		e.mark = timeMark{bootID: string(d.bytes()), boottime: d.varint(), wall: d.varint(), stamp: d.varint()}
 	case kindLock:
 		m := &e.lock
 		m.created = d.bool()

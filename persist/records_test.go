@@ -3,6 +3,7 @@ package persist
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -55,6 +56,11 @@ func encodingCases() []encodedEntry {
 		{"reserve", appendReserve(nil, 1<<52), entry{kind: kindReserve, token: 1 << 52}},
 		{"reserve zero", appendReserve(nil, 0), entry{kind: kindReserve}},
 		{"header", appendHeader(nil, 123456789), entry{kind: kindHeader, token: 123456789}},
+		{"header of version 1, without time marks", []byte{kindHeader, 0, 1, 7}, entry{kind: kindHeader, token: 7}},
+		{"time mark", appendTimeMark(nil, timeMark{bootID: "0e5a8f5c-3b7e-4d8e-9f00-5c1f2d0b8a11", boottime: int64(400 * time.Hour), wall: 1_780_000_000_000_000_000, stamp: 1_780_000_123_000_000_000}),
+			entry{kind: kindTime, mark: timeMark{bootID: "0e5a8f5c-3b7e-4d8e-9f00-5c1f2d0b8a11", boottime: int64(400 * time.Hour), wall: 1_780_000_000_000_000_000, stamp: 1_780_000_123_000_000_000}}},
+		{"time mark without a boot id, negative wall", appendTimeMark(nil, timeMark{wall: -5, stamp: math.MaxInt64}),
+			entry{kind: kindTime, mark: timeMark{wall: -5, stamp: math.MaxInt64}}},
 		{"lock empty", lock([]byte("e"), lockModel{}), entry{kind: kindLock, key: []byte("e")}},
 		{"lock created no leases", lock([]byte("c"), lockModel{created: true, options: opts, lastToken: 9}),
 			entry{kind: kindLock, key: []byte("c"), lock: lockModel{created: true, options: opts, lastToken: 9}}},
@@ -72,7 +78,7 @@ func encodingCases() []encodedEntry {
 
 func entriesEqual(a, b entry) bool {
 	if a.kind != b.kind || !bytes.Equal(a.key, b.key) || a.token != b.token || a.deadline != b.deadline ||
-		!bytes.Equal(a.owner, b.owner) || a.shared != b.shared || a.options != b.options {
+		!bytes.Equal(a.owner, b.owner) || a.shared != b.shared || a.options != b.options || a.mark != b.mark {
 		return false
 	}
 	return lockModelsEqual(&a.lock, &b.lock, true)
@@ -189,12 +195,14 @@ func TestDecodeErrors(t *testing.T) {
 		{"kind 0", []byte{0, 0}, "unknown entry kind 0"},
 		{"kind 6", []byte{6, 0}, "unknown entry kind 6"},
 		{"kind 15", []byte{15, 0}, "unknown entry kind 15"},
-		{"kind 20", []byte{20, 0}, "unknown entry kind 20"},
+		{"kind 21", []byte{21, 0}, "unknown entry kind 21"},
 		{"kind 255", []byte{255, 1, 'a'}, "unknown entry kind 255"},
 		{"header from a newer format", func() []byte {
 			b := []byte{kindHeader, 0, formatVersion + 1, 5}
 			return b
-		}(), "format version 2"},
+		}(), fmt.Sprintf("format version %d", formatVersion+1)},
+		{"header of version 0", []byte{kindHeader, 0, 0, 5}, "format version 0"},
+		{"time mark cut short", appendTimeMark(nil, timeMark{bootID: "b", boottime: 1, wall: 2, stamp: 3})[:6], errShort.Error()},
 		{"key longer than the record", []byte{kindDelete, 10, 'a'}, errShort.Error()},
 		{"varint overflow", append([]byte{kindRelease, 0}, bytes.Repeat([]byte{0xff}, 11)...), errShort.Error()},
 		{"lease count past the record", []byte{kindLock, 1, 'k', 0, 0, 0, 0, 0, 0, 200, 1}, errShort.Error()},

@@ -548,7 +548,8 @@ func TestUndecodableRecord(t *testing.T) {
 // restored, for the server's start-up line.
 func TestRecoverySummary(t *testing.T) {
 	dir := t.TempDir()
-	o := sessionOpts{lockDelay: 2 * time.Hour, wallShift: time.Hour}
+	h := newFakeHost()
+	o := sessionOpts{lockDelay: 2 * time.Hour, host: h}
 	s := open(t, dir, nil, o)
 	if r := s.store.Recovery(); r.Snapshot != "" || r.Logs != 0 || r.Locks != 0 || r.HighestToken != 0 || r.Warnings != 0 {
 		t.Fatalf("an empty directory: %+v, want nothing read or restored", r)
@@ -566,7 +567,7 @@ func TestRecoverySummary(t *testing.T) {
 	s.commit()
 	s.close()
 
-	o.wallShift = 0
+	h.pass(time.Hour)
 	s = open(t, dir, nil, o)
 	r := s.store.Recovery()
 	want := Recovery{

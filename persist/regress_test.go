@@ -31,7 +31,8 @@ func TestRegressionCreateAfterUnloggedExpiry(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			s := open(t, dir, nil, sessionOpts{wallShift: time.Hour}) // no table lock-delay
+			h := newFakeHost()
+			s := open(t, dir, nil, sessionOpts{host: h}) // no table lock-delay
 			s.acquire("k", time.Minute, "gone")
 			s.clock.Advance(2 * time.Minute) // the lease expires; the lock goes with it
 			s.create("k", c.opts)
@@ -41,7 +42,8 @@ func TestRegressionCreateAfterUnloggedExpiry(t *testing.T) {
 			s.commit()
 			s.close()
 
-			s = open(t, dir, nil, sessionOpts{})
+			h.pass(time.Hour)
+			s = open(t, dir, nil, sessionOpts{host: h})
 			st, _ := s.status("k")
 			if st.Delayed || st.DelayLeft > 0 {
 				t.Errorf("BUG: after the restart the free lock is in a lock-delay for %v more (%+v): "+
@@ -110,7 +112,8 @@ func TestRegressionCreateAdoptingDelayedLock(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			o := sessionOpts{lockDelay: 2 * time.Hour, wallShift: time.Hour}
+			h := newFakeHost()
+			o := sessionOpts{lockDelay: 2 * time.Hour, host: h}
 			s := open(t, dir, nil, o)
 			tok := s.acquire("k", time.Minute, "paused")
 			s.clock.Advance(2 * time.Minute) // expired: in the table's 2h lock-delay
@@ -127,7 +130,7 @@ func TestRegressionCreateAdoptingDelayedLock(t *testing.T) {
 			s.commit()
 			s.close()
 
-			o.wallShift = 0
+			h.pass(time.Hour)
 			s = open(t, dir, nil, o)
 			// The delay ends 2h+1m after the session's start, an hour ago:
 			// about an hour is left.

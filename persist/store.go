@@ -63,6 +63,9 @@ type Options struct {
 	// 0 for DefaultCompactBytes.
 	CompactBytes int64
 	Log          zerolog.Logger
+	// TimeSource reads the machine's boot id, boot clock and wall clock,
+	// which restored deadlines are converted by; nil for SystemTime().
+	TimeSource TimeSource
 }
 
 // DefaultCompactBytes is Options.CompactBytes' usual value.
@@ -77,7 +80,7 @@ var ErrFailed = errors.New("persist: the data directory failed")
 // concurrent use.
 type Store struct {
 	opts       Options
-	wallAnchor int64 // wall clock (Unix ns) at monoAnchor
+	dirAnchor  int64 // the directory's time line (see timeMark) at monoAnchor
 	monoAnchor int64 // the table's clock at Open
 
 	bufs     []shardBuf
@@ -110,6 +113,8 @@ type Store struct {
 	snapSize  int64
 	lastSnap  time.Time
 	snaps     int
+	marked    bool  // a time mark has been written by this process
+	lastMark  int64 // the table's clock at the last one
 
 	fsyncs     atomic.Uint64
 	fsyncNanos atomic.Uint64
@@ -136,6 +141,9 @@ func Open(opts Options) (*Store, error) {
 	if opts.CompactBytes < 0 {
 		return nil, fmt.Errorf("persist: compact bytes must not be negative, got %d", opts.CompactBytes)
 	}
+	if opts.TimeSource == nil {
+		opts.TimeSource = SystemTime()
+	}
 	start := time.Now()
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, err
@@ -154,7 +162,6 @@ func Open(opts Options) (*Store, error) {
 	}
 	s := &Store{
 		opts:       opts,
-		wallAnchor: time.Now().UnixNano(),
 		monoAnchor: int64(opts.Clock.Now()),
 		bufs:       make([]shardBuf, opts.Shards),
 		dirLock:    dirLock,
@@ -174,6 +181,7 @@ func Open(opts Options) (*Store, error) {
 		},
 		opened: start,
 	}
+	s.dirAnchor = s.resume(rec.model, opts.TimeSource.Now())
 	for _, l := range rec.model.locks {
 		s.recovered.HighestToken = max(s.recovered.HighestToken, l.lastToken)
 	}
@@ -213,7 +221,7 @@ func (s *Store) Load(t *locker.Table) error {
 	rec := s.rec
 	s.rec = nil
 	s.mu.Unlock()
-	now := time.Now().UnixNano()
+	now := s.toDir(int64(s.opts.Clock.Now()))
 	var locks, leases, delayed int
 	for key, l := range rec.model.locks {
 		st := l.lockState(key, s.toClock, now, s.opts.RestartGrace, s.opts.LockDelay)
@@ -253,15 +261,16 @@ func (s *Store) Recovery() Recovery {
 	return s.recovered
 }
 
-// toClock converts a wall-clock instant to the table's clock; toWall back.
-func (s *Store) toClock(wall int64) int64 { return s.monoAnchor + (wall - s.wallAnchor) }
-func (s *Store) toWall(mono int64) int64  { return s.wallAnchor + (mono - s.monoAnchor) }
+// toClock converts an instant on the directory's time line to the table's
+// clock; toDir back.
+func (s *Store) toClock(at int64) int64 { return s.monoAnchor + (at - s.dirAnchor) }
+func (s *Store) toDir(mono int64) int64 { return s.dirAnchor + (mono - s.monoAnchor) }
 
 // Change implements locker.Journal: it buffers c for the next commit.
 func (s *Store) Change(shard int, c *locker.Change) {
 	b := &s.bufs[shard]
 	b.mu.Lock()
-	b.b = appendChange(b.b, c, s.toWall(c.Deadline))
+	b.b = appendChange(b.b, c, s.toDir(c.Deadline))
 	b.mu.Unlock()
 	s.appended.Add(1)
 	if c.Kind == locker.ChangeGrant {
@@ -369,6 +378,7 @@ func (s *Store) writeLocked(sync bool, extra []byte) error {
 	}
 	s.batch = append(s.batch, extra...)
 	if len(s.batch) > 0 {
+		s.batch = s.appendMarkDue(s.batch)
 		if _, err := s.w.WriteRecord(s.batch); err != nil {
 			return s.fail(err)
 		}

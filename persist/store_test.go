@@ -294,12 +294,13 @@ func TestRestartExpiry(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			o := sessionOpts{lockDelay: c.defaultDelay, wallShift: down}
+			h := newFakeHost()
+			o := sessionOpts{lockDelay: c.defaultDelay, host: h}
 			s := open(t, dir, nil, o)
 			st := c.setup(s)
 			s.commit()
 			s.close()
-			o.wallShift = 0
+			h.pass(down)
 			s = open(t, dir, nil, o)
 			c.check(t, s, st)
 		})
@@ -309,7 +310,8 @@ func TestRestartExpiry(t *testing.T) {
 func TestRestartGrace(t *testing.T) {
 	const grace = 10 * time.Minute
 	dir := t.TempDir()
-	o := sessionOpts{lockDelay: time.Hour, wallShift: 30 * time.Minute}
+	h := newFakeHost()
+	o := sessionOpts{lockDelay: time.Hour, host: h}
 	s := open(t, dir, nil, o)
 	short := s.acquire("short", 32*time.Minute, "a")         // 2m left at restart
 	long := s.acquire("long", 90*time.Minute, "b")           // 60m left
@@ -320,7 +322,8 @@ func TestRestartGrace(t *testing.T) {
 	s.commit()
 	s.close()
 
-	o.wallShift, o.grace = 0, grace
+	h.pass(30 * time.Minute)
+	o.grace = grace
 	s = open(t, dir, nil, o)
 	cases := []struct {
 		key      string
