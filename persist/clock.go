@@ -49,15 +49,18 @@ func (systemTime) Now() HostTime {
 //   - After a reboot (or where the host has no boot id or boot clock) the
 //     boot clock restarted, and only the wall clock spans the gap: the
 //     downtime is its advance since the mark, but never less than 0. A
-//     forward step counts as downtime and shortens leases, as real downtime
-//     does; a backward step never lengthens one past what it had left at
-//     the mark.
+//     forward step cannot be told from downtime and shortens leases (a
+//     holder on another machine may then lose a lease it believes it holds:
+//     docs/persistence.md says what protects it); a backward step never
+//     lengthens one past what it had left at the mark.
 //
 // A time mark records the host's clocks and the time line together. A
 // commit carries one when its process has written none or the last is
-// markEvery old (by the table's clock), and every snapshot carries one, so
-// the latest mark is at most markEvery before the last record of any
-// lease's grant or extension, at least among the records a crash left.
+// markEvery old (by the table's clock), and every snapshot carries one. So
+// every record comes less than markEvery after a mark, and after a reboot a
+// lease keeps at most the ttl of its last grant or extension plus
+// markEvery. A torn last write takes its mark with it; the one before bounds
+// the same leases.
 type timeMark struct {
 	bootID   string // HostTime.BootID
 	boottime int64  // HostTime.Boottime, ns
@@ -66,8 +69,8 @@ type timeMark struct {
 }
 
 // markEvery is how stale the latest time mark may be when a commit is
-// written before the commit carries a new one: about 30 bytes a second of
-// log, rather than on every commit.
+// written before the commit carries a new one: some 60 bytes of log a
+// second at most, rather than on every commit.
 const markEvery = time.Second
 
 // sameBoot reports whether now is on the boot that m was written on, so

@@ -26,8 +26,14 @@
 // never go backwards across a restart; the reservation is also kept in the
 // TOKENS file, so that not even damaged or repaired logs can lower it.
 //
-// Deadlines are stored as wall-clock instants. On start, the newest snapshot
-// is loaded and the logs after it replayed into a model of the table, which
-// Restore installs: a lease whose deadline passed while the server was down
-// expires at once (into its lock-delay if it has one).
+// Deadlines are stored as instants on the directory's own time line, which
+// time marks in the logs and snapshots tie to the machine's boot id, boot
+// clock (CLOCK_BOOTTIME) and wall clock (see timeMark). On start, the newest
+// snapshot is loaded and the logs after it replayed into a model of the
+// table, which Restore installs: a lease whose deadline passed while the
+// server was down expires at once (into its lock-delay if it has one). The
+// downtime is measured by the boot clock on the same boot, so a wall-clock
+// step between runs does not move restored deadlines; after a reboot, by the
+// wall clock, never below zero, so a step back cannot lengthen a lease past
+// what it had left at the last mark.
 package persist
