@@ -105,4 +105,7 @@ type PersistConfig struct {
 	// CompactBytes is the log size that triggers compaction (with twice the
 	// last snapshot's size); 0 for persist.DefaultCompactBytes.
 	CompactBytes int64
+	// TimeSource reads the machine's boot id and clocks, by which restored
+	// deadlines are converted; nil for the machine's own. Tests fake it.
+	TimeSource persist.TimeSource
 }

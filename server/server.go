@@ -89,6 +89,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 			LockDelay:    lockerCfg.LockDelay,
 			CompactBytes: p.CompactBytes,
 			Log:          log,
+			TimeSource:   p.TimeSource,
 		})
 		if err != nil {
 			return nil, err
