@@ -55,8 +55,8 @@ func (systemTime) Now() HostTime {
 //     lengthens one past what it had left at the mark.
 //
 // A time mark records the host's clocks and the time line together. A
-// commit carries one when its process has written none or the last is
-// markEvery old (by the table's clock), and every snapshot carries one. So
+// commit carries one when its log has none yet or the last is markEvery old
+// (by the table's clock), and every snapshot carries one. So
 // every record comes less than markEvery after a mark, and after a reboot a
 // lease keeps at most the ttl of its last grant or extension plus
 // markEvery. A torn last write takes its mark with it; the one before bounds
@@ -108,15 +108,17 @@ func (s *Store) mark(mono int64) timeMark {
 	return timeMark{bootID: h.BootID, boottime: int64(h.Boottime), wall: h.Wall.UnixNano(), stamp: s.toDir(mono)}
 }
 
-// appendMarkDue appends a time mark to a record about to be written, if
-// this process has written none or the last is markEvery old. The caller
-// holds mu.
+// appendMarkDue appends a time mark to a record about to be written to the
+// current log, if the log has none yet or the last is markEvery old. (A
+// write that fails leaves the log's writer failed for good, so a mark that
+// did not reach the disk is never counted for a log that goes on.) The
+// caller holds mu.
 func (s *Store) appendMarkDue(b []byte) []byte {
 	now := int64(s.opts.Clock.Now())
-	if s.marked && now-s.lastMark < int64(markEvery) {
+	if s.markLog == s.logNum && now-s.lastMark < int64(markEvery) {
 		return b
 	}
-	s.marked, s.lastMark = true, now
+	s.markLog, s.lastMark = s.logNum, now
 	return appendTimeMark(b, s.mark(now))
 }
 

@@ -113,8 +113,8 @@ type Store struct {
 	snapSize  int64
 	lastSnap  time.Time
 	snaps     int
-	marked    bool  // a time mark has been written by this process
-	lastMark  int64 // the table's clock at the last one
+	markLog   uint64 // the log the last time mark went into; 0 for none yet
+	lastMark  int64  // the table's clock at that mark
 
 	fsyncs     atomic.Uint64
 	fsyncNanos atomic.Uint64
