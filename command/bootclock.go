@@ -29,7 +29,7 @@ func bootToken(log zerolog.Logger, dataDir string, allowBeforeEpoch bool) (uint6
 		return 0, fmt.Errorf("%w; set the wall clock right: no flag makes this start safe", err)
 	case dataDir != "":
 		log.Warn().Err(err).Msg("the wall clock is wrong: tokens still start above every token the data directory knows of, " +
-			"and restored leases go by the boot clock on the same boot; after a reboot a clock this wrong may shorten or lengthen them " +
+			"and deadlines on disk are restored by the boot clock on the same boot, but after a reboot a clock this wrong may shorten or lengthen them " +
 			"(docs/persistence.md, Clock steps between runs)")
 	case allowBeforeEpoch:
 		log.Warn().Err(err).Msg("starting anyway (--allow-clock-before-epoch): every start with such a clock begins at the same fencing token, " +

@@ -122,7 +122,8 @@ func (s *Store) appendMarkDue(b []byte) []byte {
 	return appendTimeMark(b, s.mark(now))
 }
 
-// resume is where the directory's time line stands at now: see timeMark.
+// resume returns where the directory's time line stands at now (see
+// timeMark), from the latest mark in m, and logs what an operator should know.
 // A directory without marks (new, or written before marks existed) goes by
 // the wall clock, as it did before.
 func (s *Store) resume(m *model, now HostTime) int64 {
