@@ -257,3 +257,34 @@ func TestHoldersWalkWhileHoldersComeAndGo(t *testing.T) {
 		})
 	}
 }
+
+// TestHoldersPageEndsAtAMegabyteOfOwners: with owners as long as MaxKeyLen
+// allows, a page of 1000 holders would be a reply of 64 MB; it ends once
+// its owners pass a megabyte, and the walk goes on from there.
+func TestHoldersPageEndsAtAMegabyteOfOwners(t *testing.T) {
+	tb, _ := newTestTable(t, func(c *Config) { c.MaxKeyLen = MaxKeyLenLimit })
+	const n, ownerLen = 40, 60000
+	toks := fillSemaphore(t, tb, "sem", n, ownerLen)
+	var got []uint64
+	pages := 0
+	for cursor := uint64(0); ; {
+		next, page := tb.Holders([]byte("sem"), cursor, 1000, nil)
+		pages++
+		bytes := 0
+		for _, h := range page {
+			bytes += len(h.Owner)
+			got = append(got, h.Token)
+		}
+		if bytes-ownerLen >= holderPageBytes {
+			t.Fatalf("a page of %d holders, %d bytes of owners", len(page), bytes)
+		}
+		if next == 0 {
+			break
+		}
+		cursor = next
+	}
+	perPage := (holderPageBytes + ownerLen - 1) / ownerLen // the one that passes the megabyte ends it
+	if want := (n + perPage - 1) / perPage; pages != want || !slices.Equal(got, toks) {
+		t.Fatalf("%d pages of %d holders, want %d of %d", pages, len(got), want, n)
+	}
+}

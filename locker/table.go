@@ -451,7 +451,7 @@ type Status struct {
 	Limit      int           // a semaphore's permits; 0 for a lock
 	Shared     bool          // held by readers (Mode Shared)
 	// Holders is the oldest StatusHolders live leases, exclusive or not,
-	// oldest first; Holders pages through them all.
+	// oldest first; Table.Holders pages through them all.
 	Holders []Holder
 	// HoldersTotal counts every live lease: more than len(Holders) when the
 	// list is cut.
@@ -461,11 +461,16 @@ type Status struct {
 // StatusHolders is the most holders Status lists. Status runs under its
 // shard's lock, which every other command on the shard waits for, and its
 // list becomes one reply: a full semaphore (MaxLimit holders, owners up to
-// MaxKeyLen bytes) would be tens of megabytes copied there. A hundred covers
-// every lock but the large semaphores and read-mostly locks, for which
-// Holders pages, and keeps a reply within a few hundred kilobytes even with
-// the longest owners.
+// MaxKeyLen bytes) made a reply of 72 MB with 1 KiB owners, built there. A
+// hundred covers every lock but the large semaphores and read-mostly locks,
+// for which Holders pages, and keeps the reply near 100 KB with owners of
+// the default MaxKeyLen.
 const StatusHolders = 100
+
+// holderPageBytes ends a page of Holders early once the owners it lists
+// pass it: a page becomes one reply, and a count of holders alone would let
+// a large MaxKeyLen make it tens of megabytes.
+const holderPageBytes = 1 << 20
 
 // Holder is one live lease of a lock.
 type Holder struct {
@@ -543,8 +548,9 @@ func (t *Table) Status(key []byte) (Status, bool) {
 // it is listed or not. count bounds the work of one call, as LOCKS's COUNT
 // does: it looks at most count holders (expired ones in their lock-delay,
 // which are no leases, included), so it may list fewer than count with a
-// cursor that is not 0. Holders are appended to dst. An unknown key lists
-// nothing and returns 0, as SSCAN of a missing key does.
+// cursor that is not 0; a page also ends once its owners pass a megabyte.
+// Holders are appended to dst. An unknown key lists nothing and returns 0,
+// as SSCAN of a missing key does.
 func (t *Table) Holders(key []byte, cursor uint64, count int, dst []Holder) (next uint64, holders []Holder) {
 	count = max(count, 1)
 	h, s := t.locate(key)
@@ -570,7 +576,8 @@ func (t *Table) Holders(key []byte, cursor uint64, count int, dst []Holder) (nex
 }
 
 // holderPage appends the live leases of entry i's holder set whose tokens
-// come after cursor, looking at no more than count items, and returns the
+// come after cursor, looking at no more than count items and stopping after
+// the one whose owner takes the page past holderPageBytes, and returns the
 // cursor to go on from: the last token looked at, or 0 when none is left.
 // The set is in token order, so the page starts where a binary search puts
 // it, and the work is bounded by count whatever the set's size.
@@ -585,9 +592,15 @@ func (s *shard) holderPage(i uint32, cursor uint64, count int, now int64, dst []
 	}
 	end := min(len(hs.items), n+count)
 	shared := s.at(i).flags&flagSemaphore == 0
-	for _, h := range hs.items[n:end] {
-		if !h.delayed {
-			dst = append(dst, Holder{Token: h.token, Owner: h.owner, TTL: time.Duration(h.deadline - now), Shared: shared})
+	bytes := 0
+	for k, h := range hs.items[n:end] {
+		if h.delayed {
+			continue
+		}
+		dst = append(dst, Holder{Token: h.token, Owner: h.owner, TTL: time.Duration(h.deadline - now), Shared: shared})
+		if bytes += len(h.owner); bytes >= holderPageBytes {
+			end = n + k + 1
+			break
 		}
 	}
 	if end == len(hs.items) {

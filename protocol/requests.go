@@ -351,7 +351,8 @@ type HoldersRequest struct {
 // HOLDERS's COUNT: by default the size of STATUS's list, so that the first
 // page is what STATUS showed, and at most MaxHoldersCount: a page is copied
 // under the lock's shard lock, which every command on the shard waits for,
-// and becomes one reply, up to a megabyte with owners as long as keys may be.
+// and becomes one reply (about a megabyte at most; locker.Table.Holders ends
+// a page early once its owners pass that).
 const (
 	DefaultHoldersCount = locker.StatusHolders
 	MaxHoldersCount     = 1000

@@ -189,7 +189,8 @@ func (c *Client) Holders(ctx context.Context, key string) iter.Seq2[Holder, erro
 // live leases whose tokens come after cursor, oldest first, and the cursor
 // to pass next, 0 once there are no more. Start with cursor 0. A page may
 // hold fewer than count leases, even none, before the end: the server looks
-// at count holders a call, expired ones in their lock-delay included.
+// at count holders a call, expired ones in their lock-delay included, and
+// ends a page once its owners pass a megabyte.
 func (c *Client) HoldersPage(ctx context.Context, key string, cursor uint64, count int) (next uint64, holders []Holder, err error) {
 	reply, err := c.do(ctx, "HOLDERS", key, cursor, "COUNT", count).Slice()
 	if err != nil {
