@@ -221,20 +221,22 @@ func infoCmd(c *cli.Context) error {
 // statusJSON is `status --json`: STATUS's fields under names jq reads
 // without quoting, times in milliseconds.
 type statusJSON struct {
-	Key        string       `json:"key"`
-	State      string       `json:"state"` // also "unknown"
-	Mode       string       `json:"mode"`
-	Token      uint64       `json:"token"`
-	Owner      string       `json:"owner"`
-	TTLms      int64        `json:"ttl_ms"`
-	LastToken  uint64       `json:"last_token"`
-	Created    bool         `json:"created"`
-	DefaultTTL int64        `json:"default_ttl_ms"`
-	LockDelay  int64        `json:"lock_delay_ms"`
-	DelayLeft  int64        `json:"delay_left_ms"`
-	Waiters    int          `json:"waiters"`
-	Limit      int          `json:"limit"`
-	Holders    []holderJSON `json:"holders"`
+	Key        string `json:"key"`
+	State      string `json:"state"` // also "unknown"
+	Mode       string `json:"mode"`
+	Token      uint64 `json:"token"`
+	Owner      string `json:"owner"`
+	TTLms      int64  `json:"ttl_ms"`
+	LastToken  uint64 `json:"last_token"`
+	Created    bool   `json:"created"`
+	DefaultTTL int64  `json:"default_ttl_ms"`
+	LockDelay  int64  `json:"lock_delay_ms"`
+	DelayLeft  int64  `json:"delay_left_ms"`
+	Waiters    int    `json:"waiters"`
+	Limit      int    `json:"limit"`
+	// HoldersTotal counts every live lease; Holders lists the oldest 100.
+	HoldersTotal int          `json:"holders_total"`
+	Holders      []holderJSON `json:"holders"`
 }
 
 type holderJSON struct {
@@ -257,7 +259,7 @@ func printStatusJSON(w io.Writer, key string, st *leasehold.Status) {
 	out := statusJSON{
 		Key: key, State: st.State, Mode: st.Mode, Token: st.Token, Owner: st.Owner, TTLms: ms(st.TTL),
 		LastToken: st.LastToken, Created: st.Created, DefaultTTL: ms(st.DefaultTTL), LockDelay: ms(st.LockDelay),
-		DelayLeft: ms(st.DelayLeft), Waiters: st.Waiters, Limit: st.Limit, Holders: []holderJSON{},
+		DelayLeft: ms(st.DelayLeft), Waiters: st.Waiters, Limit: st.Limit, HoldersTotal: st.HoldersTotal, Holders: []holderJSON{},
 	}
 	for _, h := range st.Holders {
 		out.Holders = append(out.Holders, holderJSON{Token: h.Token, Owner: h.Owner, TTLms: ms(h.TTL)})

@@ -148,6 +148,7 @@ func TestStatusJSON(t *testing.T) {
 		TTL                     int64 `json:"ttl_ms"`
 		Created                 bool
 		Waiters, Limit          int
+		HoldersTotal            int `json:"holders_total"`
 		Holders                 []struct {
 			Token uint64
 			Owner string
@@ -166,7 +167,7 @@ func TestStatusJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &raw); err != nil {
 		t.Fatal(err)
 	}
-	for _, field := range []string{"key", "state", "mode", "token", "owner", "ttl_ms", "last_token", "created", "default_ttl_ms", "lock_delay_ms", "delay_left_ms", "waiters", "limit", "holders"} {
+	for _, field := range []string{"key", "state", "mode", "token", "owner", "ttl_ms", "last_token", "created", "default_ttl_ms", "lock_delay_ms", "delay_left_ms", "waiters", "limit", "holders_total", "holders"} {
 		if _, ok := raw[field]; !ok {
 			t.Errorf("status --json lacks %q:\n%s", field, out)
 		}
@@ -175,7 +176,7 @@ func TestStatusJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	if st.State != "held" || st.Mode != "exclusive" || st.Owner != "me" || strconv.FormatUint(st.Token, 10) != tok ||
-		st.TTL < 9000 || st.TTL > 10000 || len(st.Holders) != 1 || st.Holders[0].Owner != "me" {
+		st.TTL < 9000 || st.TTL > 10000 || len(st.Holders) != 1 || st.Holders[0].Owner != "me" || st.HoldersTotal != 1 {
 		t.Errorf("status --json of a held lock: %+v\n%s", st, out)
 	}
 	if err := rdb.Do(testCtx(t), "CREATE", "free").Err(); err != nil {
@@ -197,5 +198,35 @@ func TestHelpListsAdminCommands(t *testing.T) {
 		if !strings.Contains(out, "   "+name+" ") {
 			t.Errorf("--help does not list %s:\n%s", name, out)
 		}
+	}
+}
+
+// TestStatusOfABigSemaphore: STATUS lists the oldest 100 holders; status
+// says how many there are in all, as text and as JSON.
+func TestStatusOfABigSemaphore(t *testing.T) {
+	t.Parallel()
+	_, addr := startServe(t)
+	rdb := client(t, addr)
+	if err := rdb.Do(testCtx(t), "CREATE", "sem", "LIMIT", 150).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 150 {
+		if err := rdb.Do(testCtx(t), "ACQUIRE", "sem", 60000, "OWNER", "w"+strconv.Itoa(i)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := lhExpect(t, addr, 0, "", "status", "sem")
+	if !strings.Contains(out, "holders      150 (the oldest 100 listed)\n") || !strings.Contains(out, " w99 ") || strings.Contains(out, "w100") {
+		t.Errorf("status of a semaphore held 150 times:\n%s", out)
+	}
+	var st struct {
+		HoldersTotal int `json:"holders_total"`
+		Holders      []struct{ Owner string }
+	}
+	if err := json.Unmarshal([]byte(lhExpect(t, addr, 0, "", "status", "--json", "sem")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.HoldersTotal != 150 || len(st.Holders) != 100 || st.Holders[99].Owner != "w99" {
+		t.Errorf("status --json of a semaphore held 150 times: %d of %d holders", len(st.Holders), st.HoldersTotal)
 	}
 }

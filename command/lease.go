@@ -188,7 +188,7 @@ func statusCmd(c *cli.Context) error {
 }
 
 // printStatus writes the lock's fields, one per line, then one line per
-// holder.
+// holder STATUS listed (the oldest 100).
 func printStatus(w io.Writer, st *leasehold.Status) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	none := func(s string) string {
@@ -211,7 +211,11 @@ func printStatus(w io.Writer, st *leasehold.Status) {
 	fmt.Fprintf(tw, "delay-left\t%s\n", st.DelayLeft)
 	fmt.Fprintf(tw, "waiters\t%d\n", st.Waiters)
 	fmt.Fprintf(tw, "limit\t%d\n", st.Limit)
-	fmt.Fprintf(tw, "holders\t%d\n", len(st.Holders))
+	if len(st.Holders) < st.HoldersTotal {
+		fmt.Fprintf(tw, "holders\t%d (the oldest %d listed)\n", st.HoldersTotal, len(st.Holders))
+	} else {
+		fmt.Fprintf(tw, "holders\t%d\n", st.HoldersTotal)
+	}
 	tw.Flush()
 	if len(st.Holders) == 0 {
 		return

@@ -49,7 +49,7 @@ func (m *semModel) ownersLease(owner string) (uint64, bool) {
 // that OWNER retries happen), releases, extensions and clock moves against
 // semaphores big enough for the holder set's owner index and its binary
 // search, with and without a lock-delay, and compares every answer and the
-// holder list with a model.
+// holder list, as Status lists it and as Holders pages it, with a model.
 func TestLargeSemaphoreAgainstModel(t *testing.T) {
 	for _, tc := range []struct {
 		limit int
@@ -143,8 +143,20 @@ func runSemaphoreModel(t *testing.T, seed uint64, limit int, delay time.Duration
 			want = append(want, Holder{Token: tok, Owner: l.owner, TTL: time.Duration(l.deadline - now())})
 		}
 		slices.SortFunc(want, func(a, b Holder) int { return cmp.Compare(a.Token, b.Token) })
-		if !slices.Equal(st.Holders, want) {
-			t.Fatalf(where("holders\n got %+v\nwant %+v"), st.Holders, want)
+		if listed := want[:min(len(want), StatusHolders)]; !slices.Equal(st.Holders, listed) || st.HoldersTotal != len(want) {
+			t.Fatalf(where("status lists %d of %d holders\n got %+v\nwant %+v"), len(st.Holders), st.HoldersTotal, st.Holders, listed)
+		}
+		var paged []Holder
+		for cursor, count := uint64(0), 1+rng.IntN(60); ; {
+			var page []Holder
+			cursor, page = tb.Holders(key, cursor, count, nil)
+			paged = append(paged, page...)
+			if cursor == 0 {
+				break
+			}
+		}
+		if !slices.Equal(paged, want) {
+			t.Fatalf(where("holders paged\n got %+v\nwant %+v"), paged, want)
 		}
 	}
 }

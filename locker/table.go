@@ -1,10 +1,12 @@
 package locker
 
 import (
+	"cmp"
 	"fmt"
 	"hash/maphash"
 	"math/bits"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -448,8 +450,27 @@ type Status struct {
 	Waiters    int           // requests queued by AcquireWait
 	Limit      int           // a semaphore's permits; 0 for a lock
 	Shared     bool          // held by readers (Mode Shared)
-	Holders    []Holder      // every live lease, exclusive or not, oldest first
+	// Holders is the oldest StatusHolders live leases, exclusive or not,
+	// oldest first; Table.Holders pages through them all.
+	Holders []Holder
+	// HoldersTotal counts every live lease: more than len(Holders) when the
+	// list is cut.
+	HoldersTotal int
 }
+
+// StatusHolders is the most holders Status lists. Status runs under its
+// shard's lock, which every other command on the shard waits for, and its
+// list becomes one reply: a full semaphore (MaxLimit holders, owners up to
+// MaxKeyLen bytes) made a reply of 72 MB with 1 KiB owners, built there. A
+// hundred covers every lock but the large semaphores and read-mostly locks,
+// for which Holders pages, and keeps the reply near 100 KB with owners of
+// the default MaxKeyLen.
+const StatusHolders = 100
+
+// holderPageBytes ends a page of Holders early once the owners it lists
+// pass it: a page becomes one reply, and a count of holders alone would let
+// a large MaxKeyLen make it tens of megabytes.
+const holderPageBytes = 1 << 20
 
 // Holder is one live lease of a lock.
 type Holder struct {
@@ -459,7 +480,8 @@ type Holder struct {
 	Shared bool
 }
 
-// Status returns key's state, and false for an unknown key.
+// Status returns key's state, and false for an unknown key. It lists at
+// most StatusHolders holders; HoldersTotal says how many there are.
 func (t *Table) Status(key []byte) (Status, bool) {
 	h, s := t.locate(key)
 	now := int64(t.cfg.Clock.Now())
@@ -490,21 +512,101 @@ func (t *Table) Status(key []byte) (Status, bool) {
 			st.Owner = string(s.strings.get(e.ownerRef, int(e.ownerLen)))
 		}
 		st.Holders = []Holder{{Token: st.Token, Owner: st.Owner, TTL: st.TTL}}
+		st.HoldersTotal = 1
 	}
 	if hs := s.holders(i); hs != nil {
 		shared := e.flags&flagSemaphore == 0
-		for _, h := range hs.items {
-			if h.delayed {
-				st.DelayLeft = max(st.DelayLeft, time.Duration(h.deadline-now))
-				continue
+		for n := range hs.items {
+			// Past the listed leases, the walk goes on only while there are
+			// expired ones in their lock-delay to find the last end of: it
+			// reads deadlines, and copies nothing.
+			if len(st.Holders) == StatusHolders && hs.live == len(hs.items) {
+				break
 			}
-			st.Holders = append(st.Holders, Holder{Token: h.token, Owner: h.owner, TTL: time.Duration(h.deadline - now), Shared: shared})
+			switch h := &hs.items[n]; {
+			case h.delayed:
+				st.DelayLeft = max(st.DelayLeft, time.Duration(h.deadline-now))
+			case len(st.Holders) < StatusHolders:
+				st.Holders = append(st.Holders, Holder{Token: h.token, Owner: h.owner, TTL: time.Duration(h.deadline - now), Shared: shared})
+			}
 		}
+		st.HoldersTotal += hs.live
 		st.Held = hs.live > 0
 		st.Shared = st.Held && shared
 		st.Delayed = !st.Held
 	}
 	return st, true
+}
+
+// Holders lists key's live leases SCAN-style, in token order, which is the
+// order they were granted in. Start with cursor 0; each call returns the
+// cursor to pass next, and 0 once the walk is complete. The cursor is the
+// last token the call looked at, and a call lists the leases with a greater
+// token, so it stays valid whatever comes and goes in between: a lease live
+// for the whole walk is listed exactly once, one granted during it is listed
+// too (its token is greater than any before it), and one that ends during
+// it is listed or not. count bounds the work of one call, as LOCKS's COUNT
+// does: it looks at most count holders (expired ones in their lock-delay,
+// which are no leases, included), so it may list fewer than count with a
+// cursor that is not 0; a page also ends once its owners pass a megabyte.
+// Holders are appended to dst. An unknown key lists nothing and returns 0,
+// as SSCAN of a missing key does.
+func (t *Table) Holders(key []byte, cursor uint64, count int, dst []Holder) (next uint64, holders []Holder) {
+	count = max(count, 1)
+	h, s := t.locate(key)
+	now := int64(t.cfg.Clock.Now())
+	s.mu.Lock()
+	defer t.unlock(s)
+	i := s.find(h, key, now)
+	if i == 0 {
+		return 0, dst
+	}
+	if e := s.at(i); e.flags&flagHeld != 0 {
+		// An exclusive lease is the lock's only one (holders.go).
+		if e.token > cursor {
+			var owner string
+			if e.ownerLen > 0 {
+				owner = string(s.strings.get(e.ownerRef, int(e.ownerLen)))
+			}
+			dst = append(dst, Holder{Token: e.token, Owner: owner, TTL: time.Duration(e.deadline - now)})
+		}
+		return 0, dst
+	}
+	return s.holderPage(i, cursor, count, now, dst)
+}
+
+// holderPage appends the live leases of entry i's holder set whose tokens
+// come after cursor, looking at no more than count items and stopping after
+// the one whose owner takes the page past holderPageBytes, and returns the
+// cursor to go on from: the last token looked at, or 0 when none is left.
+// The set is in token order, so the page starts where a binary search puts
+// it, and the work is bounded by count whatever the set's size.
+func (s *shard) holderPage(i uint32, cursor uint64, count int, now int64, dst []Holder) (next uint64, holders []Holder) {
+	hs := s.holders(i)
+	if hs == nil {
+		return 0, dst
+	}
+	n, found := slices.BinarySearchFunc(hs.items, cursor, func(h holder, t uint64) int { return cmp.Compare(h.token, t) })
+	if found {
+		n++
+	}
+	end := min(len(hs.items), n+count)
+	shared := s.at(i).flags&flagSemaphore == 0
+	bytes := 0
+	for k, h := range hs.items[n:end] {
+		if h.delayed {
+			continue
+		}
+		dst = append(dst, Holder{Token: h.token, Owner: h.owner, TTL: time.Duration(h.deadline - now), Shared: shared})
+		if bytes += len(h.owner); bytes >= holderPageBytes {
+			end = n + k + 1
+			break
+		}
+	}
+	if end == len(hs.items) {
+		return 0, dst
+	}
+	return hs.items[end-1].token, dst
 }
 
 // Delete removes a free lock and reports whether it existed. It fails with

@@ -216,7 +216,7 @@ func TestStatus(t *testing.T) {
 	clock.Advance(time.Second)
 	st, _ = tb.Status([]byte("c"))
 	want := Status{Held: true, Token: tok, Owner: "me", TTL: 4 * time.Second, LastToken: tok, DefaultTTL: 5 * time.Second, Created: true,
-		Holders: []Holder{{Token: tok, Owner: "me", TTL: 4 * time.Second}}}
+		Holders: []Holder{{Token: tok, Owner: "me", TTL: 4 * time.Second}}, HoldersTotal: 1}
 	if !reflect.DeepEqual(st, want) {
 		t.Fatalf("held: %+v, want %+v", st, want)
 	}

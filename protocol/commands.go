@@ -1,6 +1,11 @@
 package protocol
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+
+	"github.com/leasehold/leasehold/locker"
+)
 
 // Command describes one command: the single source for dispatch checks,
 // the COMMAND reply and docs/commands.md.
@@ -105,7 +110,9 @@ var Commands = []Command{
 	{Name: "extend", Arity: 4, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
 		Args: []Arg{key("key"), integer("token"), integer("ttl-ms")}, Summary: "Moves the lease's deadline to now + ttl-ms; 0 when the token does not hold the lock."},
 	{Name: "status", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
-		Args: []Arg{key("key")}, Summary: "Returns the lock's state as field/value pairs, or nil for an unknown lock."},
+		Args: []Arg{key("key")}, Summary: "Returns the lock's state as field/value pairs, or nil for an unknown lock; lists its oldest " + strconv.Itoa(locker.StatusHolders) + " holders and counts them all (HOLDERS lists the rest)."},
+	{Name: "holders", Arity: -3, Flags: []string{"readonly"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
+		Args: []Arg{key("key"), integer("cursor"), integer("count").after("COUNT").opt()}, Summary: "Iterates over a lock's live leases, SSCAN-style, oldest first: each its token, owner and ttl."},
 	{Name: "delete", Arity: 2, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
 		Args: []Arg{key("key")}, Summary: "Removes a free lock; INUSE while a lease holds it."},
 	{Name: "locks", Arity: -2, Flags: []string{"readonly"}, Group: GroupLock,

@@ -63,8 +63,12 @@ var (
 	ErrNotInteger = &Error{CodeErr, "value is not an integer or out of range"}
 	// ErrBadToken is a fencing token that is not an unsigned 64-bit integer.
 	ErrBadToken = &Error{CodeErr, "invalid token: must be an unsigned 64-bit integer"}
-	// ErrBadCursor is a LOCKS cursor that does not parse, Redis's text.
+	// ErrBadCursor is a LOCKS or HOLDERS cursor that does not parse, Redis's
+	// text.
 	ErrBadCursor = &Error{CodeErr, "invalid cursor"}
+	// ErrBadHoldersCount is a HOLDERS COUNT below 1 or above
+	// MaxHoldersCount.
+	ErrBadHoldersCount = &Error{CodeErr, "COUNT must be between 1 and " + strconv.Itoa(MaxHoldersCount)}
 	// ErrBadLockDelay is a LOCKDELAY that is negative or overflows.
 	ErrBadLockDelay = &Error{CodeErr, "LOCKDELAY must be a non-negative number of milliseconds"}
 	// ErrBadWait is a WAIT that is negative or overflows.

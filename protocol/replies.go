@@ -8,16 +8,19 @@ import (
 	"github.com/tidwall/redcon"
 )
 
-// StatusFields are the field names of STATUS's reply, in order.
+// StatusFields are the field names of STATUS's reply, in order. A field
+// added later goes before holders, which stays the last.
 var StatusFields = []string{"state", "token", "owner", "ttl", "last-token", "default-ttl", "created",
-	"lock-delay", "delay-left", "waiters", "limit", "mode", "holders"}
+	"lock-delay", "delay-left", "waiters", "limit", "mode", "holders-total", "holders"}
 
 // HolderFields are the field names of each entry of STATUS's holders.
 var HolderFields = []string{"token", "owner", "ttl"}
 
 // WriteStatus writes STATUS's reply: field/value pairs, the shape of HGETALL,
 // every value a string except holders, the last, which is an array with one
-// entry per live lease, each its own field/value pairs (as XINFO nests).
+// entry per listed lease, each its own field/value pairs (as XINFO nests).
+// holders-total counts every live lease; holders lists the oldest
+// locker.StatusHolders of them.
 // ttl is the lease's remaining time in milliseconds, rounded up so that a
 // held lease never shows 0; it is 0 exactly when the lock is not held
 // exclusively. delay-left is the same for a lock-delay.
@@ -66,9 +69,23 @@ func WriteStatus(w *redcon.Writer, st locker.Status) {
 	w.WriteBulkString(strconv.Itoa(st.Limit))
 	w.WriteBulkString("mode")
 	w.WriteBulkString(mode)
+	w.WriteBulkString("holders-total")
+	w.WriteBulkString(strconv.Itoa(st.HoldersTotal))
 	w.WriteBulkString("holders")
-	w.WriteArray(len(st.Holders))
-	for _, h := range st.Holders {
+	writeHolders(w, st.Holders)
+}
+
+// WriteHolders writes HOLDERS's reply, SSCAN's shape: the next cursor, then
+// the leases, each an entry as in STATUS's holders.
+func WriteHolders(w *redcon.Writer, next uint64, holders []locker.Holder) {
+	w.WriteArray(2)
+	w.WriteBulkString(strconv.FormatUint(next, 10))
+	writeHolders(w, holders)
+}
+
+func writeHolders(w *redcon.Writer, holders []locker.Holder) {
+	w.WriteArray(len(holders))
+	for _, h := range holders {
 		w.WriteArray(2 * len(HolderFields))
 		w.WriteBulkString("token")
 		w.WriteBulkString(strconv.FormatUint(h.Token, 10))

@@ -341,6 +341,48 @@ func ParseLocks(args [][]byte) (LocksRequest, error) {
 	return req, nil
 }
 
+// HoldersRequest is HOLDERS key cursor [COUNT count].
+type HoldersRequest struct {
+	Key    []byte
+	Cursor uint64
+	Count  int
+}
+
+// HOLDERS's COUNT: by default the size of STATUS's list, so that the first
+// page is what STATUS showed, and at most MaxHoldersCount: a page is copied
+// under the lock's shard lock, which every command on the shard waits for,
+// and becomes one reply (about a megabyte at most; locker.Table.Holders ends
+// a page early once its owners pass that).
+const (
+	DefaultHoldersCount = locker.StatusHolders
+	MaxHoldersCount     = 1000
+)
+
+// ParseHolders parses HOLDERS.
+func ParseHolders(args [][]byte) (HoldersRequest, error) {
+	cur, ok := parseUint(args[2])
+	if !ok {
+		return HoldersRequest{}, ErrBadCursor
+	}
+	req := HoldersRequest{Key: args[1], Cursor: cur, Count: DefaultHoldersCount}
+	seenCount := false
+	for i := 3; i < len(args); i += 2 {
+		if i+1 >= len(args) || seenCount || !bytes.EqualFold(args[i], []byte("count")) {
+			return req, ErrSyntax
+		}
+		seenCount = true
+		n, ok := parseInt(args[i+1])
+		switch {
+		case !ok:
+			return req, ErrNotInteger
+		case n < 1 || n > MaxHoldersCount:
+			return req, ErrBadHoldersCount
+		}
+		req.Count = int(n)
+	}
+	return req, nil
+}
+
 // parseTTL parses a positive number of milliseconds. Zero, negative and
 // overflowing values get Redis's "invalid expire time" reply; the upper
 // bound (max-ttl) is the lock table's to check.

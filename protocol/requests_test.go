@@ -29,7 +29,7 @@ func cmdArgs(line string) [][]byte {
 
 // requestSentinels are the parse errors that callers may compare with errors.Is.
 var requestSentinels = []error{ErrSyntax, ErrNotInteger, ErrBadToken, ErrBadCursor, ErrEmptyOwner,
-	ErrBadLockDelay, ErrBadWait, ErrBadPriority, ErrBadLimit, ErrBadNumKeys, ErrPatternTooLong, ErrTooManyPairs}
+	ErrBadLockDelay, ErrBadWait, ErrBadPriority, ErrBadLimit, ErrBadNumKeys, ErrPatternTooLong, ErrTooManyPairs, ErrBadHoldersCount}
 
 // checkParseError fails unless got is the wire error want: the same reply
 // text, and the very sentinel when want is one.
@@ -606,10 +606,18 @@ func written(t *testing.T, write func(w *redcon.Writer)) string {
 	return buf.String()
 }
 
-// statusReply is the RESP encoding of STATUS's reply: pairs, the field/value
-// pairs before holders, as bulk strings, then the holders field and an array
-// of the entries, each encoded by holderEntry.
+// statusReply is the RESP encoding of STATUS's reply listing every holder:
+// pairs, the field/value pairs before holders-total, as bulk strings, then
+// holders-total, the holders field and an array of the entries, each encoded
+// by holderEntry.
 func statusReply(pairs []string, holders ...string) string {
+	return cutStatusReply(pairs, len(holders), holders...)
+}
+
+// cutStatusReply is statusReply of a lock with total holders, of which the
+// reply lists those given.
+func cutStatusReply(pairs []string, total int, holders ...string) string {
+	pairs = append(pairs[:len(pairs):len(pairs)], "holders-total", strconv.Itoa(total))
 	_, body, _ := strings.Cut(respBulks(pairs...), "\r\n") // without the count
 	return "*" + strconv.Itoa(len(pairs)+2) + "\r\n" + body + "$7\r\nholders\r\n" +
 		"*" + strconv.Itoa(len(holders)) + "\r\n" + strings.Join(holders, "")
@@ -622,7 +630,7 @@ func holderEntry(token, owner, ttl string) string {
 
 func TestWriteStatus(t *testing.T) {
 	// Spelled out once, to pin the encoding the helpers reproduce.
-	const heldLiteral = "*26\r\n" +
+	const heldLiteral = "*28\r\n" +
 		"$5\r\nstate\r\n$4\r\nheld\r\n" +
 		"$5\r\ntoken\r\n$1\r\n7\r\n" +
 		"$5\r\nowner\r\n$2\r\nme\r\n" +
@@ -635,6 +643,7 @@ func TestWriteStatus(t *testing.T) {
 		"$7\r\nwaiters\r\n$1\r\n0\r\n" +
 		"$5\r\nlimit\r\n$1\r\n0\r\n" +
 		"$4\r\nmode\r\n$9\r\nexclusive\r\n" +
+		"$13\r\nholders-total\r\n$1\r\n1\r\n" +
 		"$7\r\nholders\r\n*1\r\n" +
 		"*6\r\n$5\r\ntoken\r\n$1\r\n7\r\n$5\r\nowner\r\n$2\r\nme\r\n$3\r\nttl\r\n$1\r\n2\r\n"
 	if got := statusReply([]string{"state", "held", "token", "7", "owner", "me", "ttl", "2",
@@ -643,7 +652,7 @@ func TestWriteStatus(t *testing.T) {
 		t.Fatalf("statusReply = %q, want %q", got, heldLiteral)
 	}
 	wantFields := []string{"state", "token", "owner", "ttl", "last-token", "default-ttl", "created", "lock-delay", "delay-left", "waiters",
-		"limit", "mode", "holders"}
+		"limit", "mode", "holders-total", "holders"}
 	if !reflect.DeepEqual(StatusFields, wantFields) {
 		t.Fatalf("StatusFields = %q, want %q", StatusFields, wantFields)
 	}
@@ -657,20 +666,20 @@ func TestWriteStatus(t *testing.T) {
 		want string
 	}{
 		{"held, 1500µs rounds up", locker.Status{Held: true, Token: 7, Owner: "me", TTL: 1500 * time.Microsecond, LastToken: 7,
-			Holders: []locker.Holder{{Token: 7, Owner: "me", TTL: 1500 * time.Microsecond}}},
+			Holders: []locker.Holder{{Token: 7, Owner: "me", TTL: 1500 * time.Microsecond}}, HoldersTotal: 1},
 			heldLiteral},
 		{"held, 1ns left still shows 1", locker.Status{Held: true, Token: 3, TTL: time.Nanosecond, LastToken: 3,
-			DefaultTTL: 30 * time.Second, Created: true, Holders: []locker.Holder{{Token: 3, TTL: time.Nanosecond}}},
+			DefaultTTL: 30 * time.Second, Created: true, Holders: []locker.Holder{{Token: 3, TTL: time.Nanosecond}}, HoldersTotal: 1},
 			statusReply([]string{"state", "held", "token", "3", "owner", "", "ttl", "1",
 				"last-token", "3", "default-ttl", "30000", "created", "1", "lock-delay", "0", "delay-left", "0", "waiters", "0",
 				"limit", "0", "mode", "exclusive"}, holderEntry("3", "", "1"))},
 		{"held, whole millis", locker.Status{Held: true, Token: math.MaxUint64, Owner: "o", TTL: 30 * time.Second,
 			LastToken: math.MaxUint64, DefaultTTL: 1500 * time.Microsecond, Waiters: 12,
-			Holders: []locker.Holder{{Token: math.MaxUint64, Owner: "o", TTL: 30 * time.Second}}},
+			Holders: []locker.Holder{{Token: math.MaxUint64, Owner: "o", TTL: 30 * time.Second}}, HoldersTotal: 1},
 			statusReply([]string{"state", "held", "token", "18446744073709551615", "owner", "o", "ttl", "30000",
 				"last-token", "18446744073709551615", "default-ttl", "2", "created", "0", "lock-delay", "0", "delay-left", "0", "waiters", "12",
 				"limit", "0", "mode", "exclusive"}, holderEntry("18446744073709551615", "o", "30000"))},
-		{"shared, two holders", locker.Status{Held: true, Shared: true, LastToken: 12, Waiters: 1,
+		{"shared, two holders", locker.Status{Held: true, Shared: true, LastToken: 12, Waiters: 1, HoldersTotal: 2,
 			Holders: []locker.Holder{
 				{Token: 11, Owner: "reader-1", TTL: 1500 * time.Microsecond, Shared: true},
 				{Token: 12, TTL: 30 * time.Second, Shared: true},
@@ -679,7 +688,7 @@ func TestWriteStatus(t *testing.T) {
 				"last-token", "12", "default-ttl", "0", "created", "0", "lock-delay", "0", "delay-left", "0", "waiters", "1",
 				"limit", "0", "mode", "shared"},
 				holderEntry("11", "reader-1", "2"), holderEntry("12", "", "30000"))},
-		{"semaphore, two of three permits", locker.Status{Held: true, Limit: 3, LastToken: 5, Created: true, DefaultTTL: time.Second,
+		{"semaphore, two of three permits", locker.Status{Held: true, Limit: 3, LastToken: 5, Created: true, DefaultTTL: time.Second, HoldersTotal: 2,
 			Holders: []locker.Holder{
 				{Token: 4, Owner: "a", TTL: time.Second},
 				{Token: 5, Owner: "b", TTL: time.Nanosecond},
@@ -689,10 +698,16 @@ func TestWriteStatus(t *testing.T) {
 				"limit", "3", "mode", "permits"},
 				holderEntry("4", "a", "1000"), holderEntry("5", "b", "1"))},
 		{"semaphore, every permit", locker.Status{Held: true, Limit: 1, LastToken: 1, Created: true, Waiters: 2,
-			Holders: []locker.Holder{{Token: 1, TTL: time.Minute}}},
+			Holders: []locker.Holder{{Token: 1, TTL: time.Minute}}, HoldersTotal: 1},
 			statusReply([]string{"state", "held", "token", "0", "owner", "", "ttl", "0",
 				"last-token", "1", "default-ttl", "0", "created", "1", "lock-delay", "0", "delay-left", "0", "waiters", "2",
 				"limit", "1", "mode", "permits"}, holderEntry("1", "", "60000"))},
+		{"semaphore, list cut", locker.Status{Held: true, Limit: locker.MaxLimit, LastToken: 65536, Created: true, HoldersTotal: 65536,
+			Holders: []locker.Holder{{Token: 1, Owner: "a", TTL: time.Second}, {Token: 2, TTL: time.Second}}},
+			cutStatusReply([]string{"state", "held", "token", "0", "owner", "", "ttl", "0",
+				"last-token", "65536", "default-ttl", "0", "created", "1", "lock-delay", "0", "delay-left", "0", "waiters", "0",
+				"limit", "65536", "mode", "permits"}, 65536,
+				holderEntry("1", "a", "1000"), holderEntry("2", "", "1000"))},
 		{"semaphore, free", locker.Status{Limit: locker.MaxLimit, LastToken: 9, Created: true},
 			statusReply([]string{"state", "free", "token", "0", "owner", "", "ttl", "0",
 				"last-token", "9", "default-ttl", "0", "created", "1", "lock-delay", "0", "delay-left", "0", "waiters", "0",

@@ -610,7 +610,7 @@ func TestStatus(t *testing.T) {
 	for i := 0; i < len(fields); i += 2 {
 		names = append(names, fields[i].(string))
 	}
-	if want := []string{"state", "token", "owner", "ttl", "last-token", "default-ttl", "created", "lock-delay", "delay-left", "waiters", "limit", "mode", "holders"}; !slices.Equal(names, want) {
+	if want := []string{"state", "token", "owner", "ttl", "last-token", "default-ttl", "created", "lock-delay", "delay-left", "waiters", "limit", "mode", "holders-total", "holders"}; !slices.Equal(names, want) {
 		t.Fatalf("STATUS fields %v, want %v", names, want)
 	}
 	wantStatus(t, status(t, rdb, "c"), map[string]string{

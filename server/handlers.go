@@ -21,6 +21,7 @@ var handlersByName = map[string]handler{
 	"release":      handleRelease,
 	"extend":       handleExtend,
 	"status":       handleStatus,
+	"holders":      handleHolders,
 	"delete":       handleDelete,
 	"locks":        handleLocks,
 	"subscribe":    handleSubscribe,
@@ -188,6 +189,16 @@ func handleStatus(c *conn, args [][]byte) error {
 		return nil
 	}
 	protocol.WriteStatus(c.wr, st)
+	return nil
+}
+
+func handleHolders(c *conn, args [][]byte) error {
+	req, err := protocol.ParseHolders(args)
+	if err != nil {
+		return err
+	}
+	next, holders := c.srv.table.Holders(req.Key, req.Cursor, req.Count, nil)
+	protocol.WriteHolders(c.wr, next, holders)
 	return nil
 }
 

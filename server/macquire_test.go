@@ -475,7 +475,7 @@ func TestMAcquireRedisCli(t *testing.T) {
 	}
 	t1, t2 := toks[1], toks[2]
 	match([]string{"STATUS a"}, run("STATUS", "a"),
-		"state\nheld\ntoken\n"+t1+"\nowner\n\nttl\n{n}\nlast-token\n"+t1+"\ndefault-ttl\n0\ncreated\n0\nlock-delay\n0\ndelay-left\n0\nwaiters\n0\nlimit\n0\nmode\nexclusive\nholders\ntoken\n"+t1+"\nowner\n\nttl\n{n}\n")
+		"state\nheld\ntoken\n"+t1+"\nowner\n\nttl\n{n}\nlast-token\n"+t1+"\ndefault-ttl\n0\ncreated\n0\nlock-delay\n0\ndelay-left\n0\nwaiters\n0\nlimit\n0\nmode\nexclusive\nholders-total\n1\nholders\ntoken\n"+t1+"\nowner\n\nttl\n{n}\n")
 	match([]string{"VERIFY b"}, run("VERIFY", "b", t2), "1\n")
 	// Held: the nil array prints as an empty line raw, as (nil) formatted.
 	match([]string{"MACQUIRE b c"}, run("MACQUIRE", "30000", "2", "b", "c"), "\n")
@@ -489,14 +489,14 @@ func TestMAcquireRedisCli(t *testing.T) {
 	r2 := strings.TrimSpace(run("ACQUIRE", "s", "30000", "SHARED", "OWNER", "r2"))
 	match([]string{"STATUS s"}, run("STATUS", "s"),
 		"state\nheld\ntoken\n0\nowner\n\nttl\n0\nlast-token\n"+r2+"\ndefault-ttl\n0\ncreated\n0\nlock-delay\n0\ndelay-left\n0\nwaiters\n0\nlimit\n0\nmode\nshared\n"+
-			"holders\ntoken\n"+r1+"\nowner\nr1\nttl\n{n}\ntoken\n"+r2+"\nowner\nr2\nttl\n{n}\n")
+			"holders-total\n2\nholders\ntoken\n"+r1+"\nowner\nr1\nttl\n{n}\ntoken\n"+r2+"\nowner\nr2\nttl\n{n}\n")
 	match([]string{"--no-raw STATUS s"}, run("--no-raw", "STATUS", "s"), strings.Join([]string{
 		` 1) "state"`, ` 2) "held"`, ` 3) "token"`, ` 4) "0"`, ` 5) "owner"`, ` 6) ""`,
 		` 7) "ttl"`, ` 8) "0"`, ` 9) "last-token"`, `10) "` + r2 + `"`, `11) "default-ttl"`, `12) "0"`,
 		`13) "created"`, `14) "0"`, `15) "lock-delay"`, `16) "0"`, `17) "delay-left"`, `18) "0"`,
 		`19) "waiters"`, `20) "0"`, `21) "limit"`, `22) "0"`, `23) "mode"`, `24) "shared"`,
-		`25) "holders"`,
-		`26) 1) 1) "token"`, `       2) "` + r1 + `"`, `       3) "owner"`, `       4) "r1"`, `       5) "ttl"`, `       6) "{n}"`,
+		`25) "holders-total"`, `26) "2"`, `27) "holders"`,
+		`28) 1) 1) "token"`, `       2) "` + r1 + `"`, `       3) "owner"`, `       4) "r1"`, `       5) "ttl"`, `       6) "{n}"`,
 		`    2) 1) "token"`, `       2) "` + r2 + `"`, `       3) "owner"`, `       4) "r2"`, `       5) "ttl"`, `       6) "{n}"`,
 	}, "\n")+"\n")
 }

@@ -129,7 +129,7 @@ func TestRedisCliSessions(t *testing.T) {
 			{args: "VERIFY k 1", out: "0\n"},
 			{args: "EXTEND k {tok} 60000", out: "1\n"},
 			{args: "EXTEND k 1 60000", out: "0\n"},
-			{args: "STATUS k", out: "state\nheld\ntoken\n{tok}\nowner\n\nttl\n{n}\nlast-token\n{tok}\ndefault-ttl\n0\ncreated\n0\nlock-delay\n0\ndelay-left\n0\nwaiters\n0\nlimit\n0\nmode\nexclusive\nholders\ntoken\n{tok}\nowner\n\nttl\n{n}\n"},
+			{args: "STATUS k", out: "state\nheld\ntoken\n{tok}\nowner\n\nttl\n{n}\nlast-token\n{tok}\ndefault-ttl\n0\ncreated\n0\nlock-delay\n0\ndelay-left\n0\nwaiters\n0\nlimit\n0\nmode\nexclusive\nholders-total\n1\nholders\ntoken\n{tok}\nowner\n\nttl\n{n}\n"},
 			{args: "LOCKS 0", out: "0\nk\n"},
 			{args: "DELETE k", out: "INUSE lock is held \"k\"\n\n"},
 			{args: "RELEASE k {tok}", out: "1\n"},
@@ -143,15 +143,26 @@ func TestRedisCliSessions(t *testing.T) {
 		{"created lock with owner", []cliStep{
 			{args: "CREATE c TTL 5000", out: "1\n"},
 			{args: "CREATE c TTL 5000", out: "0\n"},
-			{args: "STATUS c", out: "state\nfree\ntoken\n0\nowner\n\nttl\n0\nlast-token\n0\ndefault-ttl\n5000\ncreated\n1\nlock-delay\n0\ndelay-left\n0\nwaiters\n0\nlimit\n0\nmode\n\nholders\n\n"},
+			{args: "STATUS c", out: "state\nfree\ntoken\n0\nowner\n\nttl\n0\nlast-token\n0\ndefault-ttl\n5000\ncreated\n1\nlock-delay\n0\ndelay-left\n0\nwaiters\n0\nlimit\n0\nmode\n\nholders-total\n0\nholders\n\n"},
 			{args: "ACQUIRE c OWNER alice", out: "{n}\n", capture: true}, // the default ttl
-			{args: "STATUS c", out: "state\nheld\ntoken\n{tok}\nowner\nalice\nttl\n{n}\nlast-token\n{tok}\ndefault-ttl\n5000\ncreated\n1\nlock-delay\n0\ndelay-left\n0\nwaiters\n0\nlimit\n0\nmode\nexclusive\nholders\ntoken\n{tok}\nowner\nalice\nttl\n{n}\n"},
+			{args: "STATUS c", out: "state\nheld\ntoken\n{tok}\nowner\nalice\nttl\n{n}\nlast-token\n{tok}\ndefault-ttl\n5000\ncreated\n1\nlock-delay\n0\ndelay-left\n0\nwaiters\n0\nlimit\n0\nmode\nexclusive\nholders-total\n1\nholders\ntoken\n{tok}\nowner\nalice\nttl\n{n}\n"},
 			{args: "RELEASE c {tok}", out: "1\n"},
-			{args: "STATUS c", out: "state\nfree\ntoken\n0\nowner\n\nttl\n0\nlast-token\n{tok}\ndefault-ttl\n5000\ncreated\n1\nlock-delay\n0\ndelay-left\n0\nwaiters\n0\nlimit\n0\nmode\n\nholders\n\n"},
+			{args: "STATUS c", out: "state\nfree\ntoken\n0\nowner\n\nttl\n0\nlast-token\n{tok}\ndefault-ttl\n5000\ncreated\n1\nlock-delay\n0\ndelay-left\n0\nwaiters\n0\nlimit\n0\nmode\n\nholders-total\n0\nholders\n\n"},
 			{args: "ACQUIRE other 30000", out: "{n}\n"},
 			{args: "LOCKS 0 MATCH c* COUNT 100", out: "0\nc\n"},
 			{args: "DELETE c", out: "1\n"},
 			{args: "STATUS c", out: "\n"},
+		}},
+		{"semaphore holders", []cliStep{
+			{args: "CREATE s LIMIT 3", out: "1\n"},
+			{args: "ACQUIRE s 30000 OWNER a", out: "{n}\n", capture: true},
+			{args: "ACQUIRE s 30000 OWNER b", out: "{n}\n"},
+			{args: "STATUS s", out: "state\nheld\ntoken\n0\nowner\n\nttl\n0\nlast-token\n{n}\ndefault-ttl\n0\ncreated\n1\nlock-delay\n0\ndelay-left\n0\nwaiters\n0\nlimit\n3\nmode\npermits\nholders-total\n2\nholders\ntoken\n{tok}\nowner\na\nttl\n{n}\ntoken\n{n}\nowner\nb\nttl\n{n}\n"},
+			// The cursor is the last token a page looked at.
+			{args: "HOLDERS s 0 COUNT 1", out: "{tok}\ntoken\n{tok}\nowner\na\nttl\n{n}\n"},
+			{args: "HOLDERS s {tok}", out: "0\ntoken\n{n}\nowner\nb\nttl\n{n}\n"},
+			{args: "HOLDERS s 0 COUNT 1001", out: "ERR COUNT must be between 1 and 1000\n\n"},
+			{args: "--no-raw HOLDERS nope 0", out: "1) \"0\"\n2) (empty array)\n"},
 		}},
 		{"error replies", []cliStep{
 			{args: "ACQUIRE k", out: "ERR no ttl given and the lock has no default ttl\n\n"},
@@ -204,7 +215,7 @@ func TestRedisCliSessions(t *testing.T) {
 				stderr: badToken + "\n",
 				exit:   1,
 			},
-			{args: "STATUS p", out: "state\nheld\ntoken\n{n}\nowner\n\nttl\n{n}\nlast-token\n{n}\ndefault-ttl\n0\ncreated\n0\nlock-delay\n0\ndelay-left\n0\nwaiters\n0\nlimit\n0\nmode\nexclusive\nholders\ntoken\n{n}\nowner\n\nttl\n{n}\n"},
+			{args: "STATUS p", out: "state\nheld\ntoken\n{n}\nowner\n\nttl\n{n}\nlast-token\n{n}\ndefault-ttl\n0\ncreated\n0\nlock-delay\n0\ndelay-left\n0\nwaiters\n0\nlimit\n0\nmode\nexclusive\nholders-total\n1\nholders\ntoken\n{n}\nowner\n\nttl\n{n}\n"},
 		}},
 		{"resp3 requested", []cliStep{
 			// redis-cli 7.0 -3 sends HELLO 3; on NOPROTO it says so on stderr,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"strconv"
 	"strings"
 	"time"
 
@@ -151,6 +152,61 @@ func parseLocks(reply []any) (cursor string, names []string, err error) {
 		names = append(names, name)
 	}
 	return cursor, names, nil
+}
+
+// holdersPage is how many holders one HOLDERS call of Holders asks for:
+// the most the server gives.
+const holdersPage = 1000
+
+// Holders iterates over the live leases of the lock key, oldest first,
+// HOLDERS's cursor from start to end, a page per call: Status lists the
+// first 100 only. A lease live for the whole iteration is yielded exactly
+// once, as is one granted meanwhile; one that ends meanwhile may or may not
+// be. An unknown lock yields nothing. An error ends the iteration, yielded
+// with a zero Holder.
+func (c *Client) Holders(ctx context.Context, key string) iter.Seq2[Holder, error] {
+	return func(yield func(Holder, error) bool) {
+		for cursor := uint64(0); ; {
+			next, hs, err := c.HoldersPage(ctx, key, cursor, holdersPage)
+			if err != nil {
+				yield(Holder{}, err)
+				return
+			}
+			for _, h := range hs {
+				if !yield(h, nil) {
+					return
+				}
+			}
+			if next == 0 {
+				return
+			}
+			cursor = next
+		}
+	}
+}
+
+// HoldersPage is one HOLDERS call: up to count (1 to 1000) of the lock's
+// live leases whose tokens come after cursor, oldest first, and the cursor
+// to pass next, 0 once there are no more. Start with cursor 0. A page may
+// hold fewer than count leases, even none, before the end: the server looks
+// at count holders a call, expired ones in their lock-delay included, and
+// ends a page once its owners pass a megabyte.
+func (c *Client) HoldersPage(ctx context.Context, key string, cursor uint64, count int) (next uint64, holders []Holder, err error) {
+	reply, err := c.do(ctx, "HOLDERS", key, cursor, "COUNT", count).Slice()
+	if err != nil {
+		return 0, nil, fmt.Errorf("leasehold: holders %q: %w", key, err)
+	}
+	if len(reply) != 2 {
+		return 0, nil, fmt.Errorf("leasehold: HOLDERS %q answered %d elements, want 2", key, len(reply))
+	}
+	cur, _ := reply[0].(string)
+	if next, err = strconv.ParseUint(cur, 10, 64); err != nil {
+		return 0, nil, fmt.Errorf("leasehold: HOLDERS %q: cursor: %w", key, err)
+	}
+	if holders, err = parseHolders(reply[1]); err != nil {
+		return 0, nil, fmt.Errorf("leasehold: HOLDERS %q: %w", key, err)
+	}
+	return next, holders, nil
 }
 
 // Info is the server's INFO: each section's fields by name, the sections

@@ -293,7 +293,11 @@ type Status struct {
 	Waiters    int           // requests queued by ACQUIRE ... WAIT
 	Limit      int           // a semaphore's permits; 0 for a lock
 	Mode       string        // "exclusive", "shared", "permits", or "" when no lease is live
-	Holders    []Holder      // every live lease, oldest first
+	// Holders is the oldest live leases, oldest first: all of them, or the
+	// first 100 when HoldersTotal is larger (Holders reads every one).
+	Holders []Holder
+	// HoldersTotal counts every live lease of the lock.
+	HoldersTotal int
 }
 
 // Holder is one live lease of a lock.
@@ -326,6 +330,7 @@ func parseStatus(reply []any) (*Status, error) {
 		return nil, fmt.Errorf("odd number of elements (%d)", len(reply))
 	}
 	st := &Status{}
+	seenTotal := false
 	for i := 0; i < len(reply); i += 2 {
 		name, _ := reply[i].(string)
 		if name == "holders" {
@@ -366,10 +371,16 @@ func parseStatus(reply []any) (*Status, error) {
 			st.Limit, err = strconv.Atoi(val)
 		case "mode":
 			st.Mode = val
+		case "holders-total":
+			st.HoldersTotal, err = strconv.Atoi(val)
+			seenTotal = true
 		}
 		if err != nil {
 			return nil, fmt.Errorf("field %s: %w", name, err)
 		}
+	}
+	if !seenTotal {
+		st.HoldersTotal = len(st.Holders) // a server before holders-total lists them all
 	}
 	return st, nil
 }

@@ -134,3 +134,37 @@ func ExampleClient_Status() {
 	fmt.Println(st.State, st.Mode, len(st.Holders), st.Holders[0].Owner)
 	// Output: held shared 1 reader-1
 }
+
+func ExampleClient_Holders() {
+	c := connect()
+	defer c.Close()
+	ctx := context.Background()
+
+	if _, err := c.Create(ctx, "builders", leasehold.Limit(150)); err != nil {
+		log.Fatal(err)
+	}
+	for i := range 120 {
+		lease, err := c.Acquire(ctx, "builders", time.Minute, leasehold.Owner(fmt.Sprint("builder-", i)), leasehold.NoKeepAlive())
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer lease.Release(ctx)
+	}
+	st, err := c.Status(ctx, "builders")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(st.Holders), "of", st.HoldersTotal, "listed by Status")
+	n := 0
+	for h, err := range c.Holders(ctx, "builders") {
+		if err != nil {
+			log.Fatal(err)
+		}
+		if n++; n == 120 {
+			fmt.Println("the last is", h.Owner)
+		}
+	}
+	// Output:
+	// 100 of 120 listed by Status
+	// the last is builder-119
+}
