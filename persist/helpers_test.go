@@ -38,6 +38,8 @@ type sessionOpts struct {
 	// change is made and before the background work starts.
 	wallShift time.Duration
 	noLoad    bool // leave the store without its table: no background work
+	// fault is Options.Fault.
+	fault func(op string) error
 }
 
 func (o sessionOpts) options(dir string, clock locker.Clock, log *testutil.SyncBuffer) Options {
@@ -55,6 +57,7 @@ func (o sessionOpts) options(dir string, clock locker.Clock, log *testutil.SyncB
 		LockDelay:    o.lockDelay,
 		CompactBytes: o.compactBytes,
 		Log:          zerolog.New(log),
+		Fault:        o.fault,
 	}
 }
 
@@ -132,7 +135,8 @@ func (s *session) crash() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.f.Close()
-	st.f = nil // Close is now a no-op
+	st.f = nil
+	st.closed = true // Close is now a no-op
 	st.dirLock.Close()
 	s.table.Close()
 }
