@@ -105,4 +105,7 @@ type PersistConfig struct {
 	// CompactBytes is the log size that triggers compaction (with twice the
 	// last snapshot's size); 0 for persist.DefaultCompactBytes.
 	CompactBytes int64
+	// Fault, for tests only, fails the log's writes and fsyncs
+	// (persist.Options.Fault); nil otherwise.
+	Fault func(op string) error
 }
