@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -108,6 +109,49 @@ func TestDiskFullMisconf(t *testing.T) {
 			// Unacknowledged, but in the table when the retry wrote it.
 			if st := status(t, p.rdb, "ran"); st["state"] != "held" {
 				t.Fatalf("the change that ran as the disk filled, after the restart: %v", st)
+			}
+		})
+	}
+}
+
+// brokenFsync fails every fsync of the data directory's log with EIO once
+// set, through persist.Options.Fault.
+type brokenFsync struct{ broken atomic.Bool }
+
+func (b *brokenFsync) fault(op string) error {
+	if op == "fsync" && b.broken.Load() {
+		return syscall.EIO
+	}
+	return nil
+}
+
+// TestDiskFsyncFailureStops: a failed fsync is not retried (the kernel may
+// have dropped what it could not write): the server stops, and the reply
+// that waited for the fsync is never sent. On both transports.
+func TestDiskFsyncFailureStops(t *testing.T) {
+	for _, loops := range []int{0, 1} {
+		name := map[int]string{0: "goroutines", 1: "event loop"}[loops]
+		t.Run(name, func(t *testing.T) {
+			b := &brokenFsync{}
+			p := startPersist(t, t.TempDir(), withIOLoops(loops), withFault(b.fault), persistFsync(persist.FsyncAlways))
+			do(t, p.rdb, "ACQUIRE", "before", "60000").Int()
+			b.broken.Store(true)
+			r := do(t, p.rdb, "ACQUIRE", "doomed", "60000")
+			if r.err == nil {
+				t.Fatalf("ACQUIRE whose fsync failed was answered: %s", r)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for !p.srv.isClosed() {
+				if time.Now().After(deadline) {
+					t.Fatal("the server did not stop after a failed fsync")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			p.srv.mu.Lock()
+			failure := p.srv.failure
+			p.srv.mu.Unlock()
+			if !errors.Is(failure, persist.ErrFailed) {
+				t.Fatalf("the server's failure: %v, want persist.ErrFailed", failure)
 			}
 		})
 	}
