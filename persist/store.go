@@ -350,27 +350,30 @@ func (s *Store) reserve(upTo uint64) <-chan struct{} {
 		s.mu.Unlock()
 		return wait
 	}
-	f, written, failed := s.f, s.written, s.err != nil
+	f, written := s.f, s.written
 	s.mu.Unlock()
-	if failed {
-		return nil
-	}
 	// The fsyncs happen outside mu, so commits go on meanwhile.
 	s.syncMu.Lock()
 	err := s.fsync(f)
 	s.syncMu.Unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
 		s.fail(err)
 		return nil
 	}
+	cerr := writeCeiling(s.opts.Dir, upTo)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.synced = max(s.synced, written)
 	s.markDone()
-	if err := writeCeiling(s.opts.Dir, upTo); err != nil {
+	if cerr != nil {
 		// In the log already, but the TOKENS file must not lag: retried.
 		s.wantCeiling = max(s.wantCeiling, upTo)
-		s.unwritableLocked(err)
+		s.unwritableLocked(cerr)
+		if s.noWaits {
+			return nil
+		}
 		return s.writable
 	}
 	s.ceiling = max(s.ceiling, upTo)
