@@ -16,12 +16,14 @@ import (
 // fails every log write with ENOSPC (half the bytes reach the file first),
 // fsyncFails every fsync of a log with EIO.
 type disk struct {
-	full, fsyncFails atomic.Bool
-	writes           atomic.Int64 // writes refused
+	full, fsyncFails, tokensFail atomic.Bool
+	writes                       atomic.Int64 // writes refused
 }
 
 func (d *disk) fault(op string) error {
 	switch {
+	case op == "tokens" && d.tokensFail.Load():
+		return syscall.ENOSPC
 	case op == "write" && d.full.Load():
 		d.writes.Add(1)
 		return syscall.ENOSPC
@@ -271,5 +273,51 @@ func TestFsyncFailureIsFatal(t *testing.T) {
 	}
 	if st := s.store.Stats(); !errors.Is(st.Err, ErrFailed) {
 		t.Fatalf("Stats().Err = %v", st.Err)
+	}
+}
+
+// TestDiskFullTokensFile: a TOKENS file that cannot be replaced holds the
+// reservation back as a failed log write does: ReserveTokens waits, commits
+// fail with ErrUnwritable, and the retry writes both once it can.
+func TestDiskFullTokensFile(t *testing.T) {
+	dir := t.TempDir()
+	d := &disk{}
+	s := open(t, dir, nil, sessionOpts{fault: d.fault})
+	s.acquire("k", time.Hour, "")
+	s.commit()
+	d.tokensFail.Store(true)
+	want := s.store.Stats().TokenCeiling + 10*locker.TokenReserveChunk
+	done := make(chan struct{})
+	go func() {
+		s.store.ReserveTokens(want)
+		close(done)
+	}()
+	waitFor(t, "the failure", func() bool { return s.store.WriteFailure() != nil })
+	s.acquire("j", time.Hour, "")
+	if err := s.store.Commit(); !errors.Is(err, ErrUnwritable) {
+		t.Fatalf("Commit while TOKENS cannot be written: %v, want ErrUnwritable", err)
+	}
+	select {
+	case <-done:
+		t.Fatal("ReserveTokens returned while TOKENS cannot be written")
+	default:
+	}
+	if c, _ := readCeiling(dir); c >= want {
+		t.Fatalf("TOKENS says %d, raised to %d while it cannot be written", c, want)
+	}
+	d.tokensFail.Store(false)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("ReserveTokens still waits after TOKENS can be written")
+	}
+	if c, err := readCeiling(dir); err != nil || c < want {
+		t.Fatalf("TOKENS says %d (%v) after the retry, want at least %d", c, err, want)
+	}
+	s.commit()
+	s.close()
+	s = open(t, dir, s.clock, sessionOpts{})
+	if _, ok := s.status("j"); !ok {
+		t.Fatal("the grant made while TOKENS could not be written is lost")
 	}
 }

@@ -65,9 +65,10 @@ type Options struct {
 	CompactBytes int64
 	Log          zerolog.Logger
 	// Fault, for tests only, is asked before every write and fsync of a
-	// log file, with op "write" or "fsync": an error it returns fails the
-	// operation, a write once half its bytes have reached the file, as a
-	// disk that fills up mid-write leaves it. Nil in production.
+	// log file, with op "write" or "fsync", and before every replacement of
+	// the TOKENS file, "tokens": an error it returns fails the operation, a
+	// log write once half its bytes have reached the file, as a disk that
+	// fills up mid-write leaves it. Nil in production.
 	Fault func(op string) error
 }
 
@@ -362,7 +363,7 @@ func (s *Store) reserve(upTo uint64) <-chan struct{} {
 		s.fail(err)
 		return nil
 	}
-	cerr := writeCeiling(s.opts.Dir, upTo)
+	cerr := s.writeCeiling(upTo)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.synced = max(s.synced, written)
@@ -577,7 +578,7 @@ func (s *Store) resume() bool {
 		return false
 	}
 	if s.wantCeiling > s.ceiling {
-		if err := writeCeiling(s.opts.Dir, s.wantCeiling); err != nil {
+		if err := s.writeCeiling(s.wantCeiling); err != nil {
 			s.unwritableLocked(err)
 			return false
 		}
@@ -644,6 +645,16 @@ func (s *Store) startLog(n uint64) error {
 	}
 	s.f, s.w, s.logNum, s.good = f, record.NewWriter(s.logWriter(f)), n, 0
 	return nil
+}
+
+// writeCeiling replaces the TOKENS file, unless Options.Fault fails it.
+func (s *Store) writeCeiling(ceiling uint64) error {
+	if s.opts.Fault != nil {
+		if err := s.opts.Fault("tokens"); err != nil {
+			return err
+		}
+	}
+	return writeCeiling(s.opts.Dir, ceiling)
 }
 
 // logWriter is what a log's record writer writes to: f, or f behind
