@@ -18,7 +18,7 @@ func (s *Store) needsCompaction() bool {
 	if limit <= 0 {
 		limit = DefaultCompactBytes
 	}
-	return st.Err == nil && st.LogBytes > max(limit, 2*st.SnapshotBytes)
+	return st.Err == nil && st.WriteErr == nil && st.LogBytes > max(limit, 2*st.SnapshotBytes)
 }
 
 // Compact writes a snapshot and removes the files it replaces, now.
@@ -77,6 +77,8 @@ func (s *Store) rotate() (old, ceiling uint64, table *locker.Table, prevLogs int
 	switch {
 	case s.err != nil:
 		return 0, 0, nil, 0, s.err
+	case s.werr != nil:
+		return 0, 0, nil, 0, s.werr
 	case s.table == nil:
 		return 0, 0, nil, 0, errors.New("persist: Compact before Load")
 	}
@@ -84,15 +86,20 @@ func (s *Store) rotate() (old, ceiling uint64, table *locker.Table, prevLogs int
 		return 0, 0, nil, 0, err
 	}
 	oldSize := s.w.Size()
+	// A failure here is a write failure, retried (see retryWrites).
 	if err := s.w.Close(); err != nil {
-		return 0, 0, nil, 0, s.fail(err)
+		s.torn = true
+		return 0, 0, nil, 0, s.unwritableLocked(err)
 	}
 	if err := s.f.Close(); err != nil {
-		return 0, 0, nil, 0, s.fail(err)
+		s.torn = true
+		return 0, 0, nil, 0, s.unwritableLocked(err)
 	}
 	old = s.logNum
 	if err := s.startLog(old + 1); err != nil {
-		return 0, 0, nil, 0, s.fail(err)
+		s.f, s.w, s.good = nil, nil, 0
+		s.logBase += oldSize
+		return 0, 0, nil, 0, s.unwritableLocked(err)
 	}
 	prevLogs = s.logBase + oldSize
 	s.logBase = 0

@@ -14,7 +14,8 @@
 // github.com/cockroachdb/pebble/v2/record): 32 KiB blocks of chunks, each
 // with a CRC-32C, so a torn write or a flipped bit is detected. One record of
 // a log is one commit: every change buffered since the last one. A process
-// never appends to a log an earlier process wrote; it starts the next number.
+// never appends to a log an earlier process wrote, nor to one a write failed
+// on (cut back to its last good record first); it starts the next number.
 //
 // Changes are buffered per lock-table shard (the table calls Change under the
 // shard's lock, so each lock's changes keep their order) and written by

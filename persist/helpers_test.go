@@ -34,6 +34,8 @@ type sessionOpts struct {
 	shards       int
 	noLoad       bool       // leave the store without its table: no background work
 	host         TimeSource // nil for the machine's clocks
+	// fault is Options.Fault.
+	fault func(op string) error
 }
 
 func (o sessionOpts) options(dir string, clock locker.Clock, log *testutil.SyncBuffer) Options {
@@ -52,6 +54,7 @@ func (o sessionOpts) options(dir string, clock locker.Clock, log *testutil.SyncB
 		CompactBytes: o.compactBytes,
 		Log:          zerolog.New(log),
 		TimeSource:   o.host,
+		Fault:        o.fault,
 	}
 }
 
@@ -128,7 +131,8 @@ func (s *session) crash() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.f.Close()
-	st.f = nil // Close is now a no-op
+	st.f = nil
+	st.closed = true // Close is now a no-op
 	st.dirLock.Close()
 	s.table.Close()
 }

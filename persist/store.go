@@ -3,6 +3,7 @@ package persist
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -66,15 +67,32 @@ type Options struct {
 	// TimeSource reads the machine's boot id, boot clock and wall clock,
 	// which restored deadlines are converted by; nil for SystemTime().
 	TimeSource TimeSource
+	// Fault, for tests only, is asked before every write and fsync of a
+	// log file, with op "write" or "fsync", and before every replacement of
+	// the TOKENS file, "tokens": an error it returns fails the operation, a
+	// log write once half its bytes have reached the file, as a disk that
+	// fills up mid-write leaves it. Nil in production.
+	Fault func(op string) error
 }
 
 // DefaultCompactBytes is Options.CompactBytes' usual value.
 const DefaultCompactBytes = 64 << 20
 
-// ErrFailed wraps the error that stopped a Store: after a failed write or
-// fsync nothing more is written, as Redis stops rather than acknowledge
-// writes it could not log.
-var ErrFailed = errors.New("persist: the data directory failed")
+var (
+	// ErrFailed wraps the error that stopped a Store for good: a failed
+	// fsync of a log. After one, what the kernel kept of the pages it could
+	// not write is unknown (an fsync retried may report success for pages
+	// it dropped: PostgreSQL's "fsyncgate"), so nothing more is written and
+	// the server stops, as PostgreSQL panics, rather than acknowledge
+	// writes it cannot vouch for.
+	ErrFailed = errors.New("persist: the data directory failed")
+	// ErrUnwritable wraps the error of a write to the data directory that
+	// failed (a full disk, say) and that the Store retries in the
+	// background: Commit returns it until a retry succeeds, so no change
+	// made meanwhile is acknowledged. The changes stay buffered and are
+	// written by the retry, in a new log.
+	ErrUnwritable = errors.New("persist: the data directory cannot be written")
+)
 
 // Store is the data directory of one server. Its methods are safe for
 // concurrent use.
@@ -104,7 +122,10 @@ type Store struct {
 	written   uint64 // changes written to the log
 	synced    uint64 // changes fsynced
 	ceiling   uint64 // the token reservation on disk
-	err       error
+	err       error  // a failure for good (ErrFailed): nothing more is written
+	closed    bool
+	// batch is the changes gathered for a write; after a failed write, kept
+	// for the retry.
 	batch     []byte
 	rec       *recovery // until Load
 	recovered Recovery  // what Open and Load found and restored
@@ -115,6 +136,20 @@ type Store struct {
 	snaps     int
 	markLog   uint64 // the log the last time mark went into; 0 for none yet
 	lastMark  int64  // the table's clock at that mark
+
+	// A write failure being retried (ErrUnwritable), see retryWrites; under mu.
+	werr          error
+	cause         error         // werr's own error, from the OS
+	torn          bool          // the current log took a failed write: cut it back and start another before writing
+	good          int64         // the current log's size after its last good write
+	wantCeiling   uint64        // a token reservation a failure left unwritten
+	writable      chan struct{} // closed when writes resume, or fail for good, or the store closes
+	noWaits       bool          // EndWaits was called: ReserveTokens does not wait
+	writeFailures uint64
+	failingSince  time.Time // zero while writable
+	lastResume    time.Time
+
+	unwritable atomic.Bool // werr != nil, for the hot path to read without mu
 
 	fsyncs     atomic.Uint64
 	fsyncNanos atomic.Uint64
@@ -283,42 +318,97 @@ func (s *Store) Change(shard int, c *locker.Change) {
 // fsynced, whatever the policy, before it returns. The background work
 // reserves ahead of the tokens issued (see reserveAhead), so the table's own
 // calls normally find their tokens reserved already and return at once.
+//
+// While the directory cannot be written (ErrUnwritable) it waits for the
+// retry to succeed, so that the table never issues a token above the
+// reservation on disk; reserving ahead makes that wait all but impossible,
+// since it needs a chunk of grants while changes are refused. It returns
+// without the assurance only once the store has failed for good, is closed
+// or EndWaits was called; the server's commits then fail, so that no reply
+// shows such a token.
 func (s *Store) ReserveTokens(upTo uint64) {
-	if upTo <= s.reserved.Load() {
-		return // the common case: reserved ahead already, no lock taken
+	for upTo > s.reserved.Load() {
+		wait := s.reserve(upTo)
+		if wait == nil {
+			return
+		}
+		<-wait
 	}
+}
+
+// reserve makes one try at reserving up to upTo. It returns nil once that is
+// done, or cannot be (the store failed for good or is closed), and otherwise
+// a channel that closes when it is worth trying again.
+func (s *Store) reserve(upTo uint64) <-chan struct{} {
 	s.reserveMu.Lock()
 	defer s.reserveMu.Unlock()
 	s.mu.Lock()
-	if s.err != nil || upTo <= s.ceiling {
-		// Reserved already; or failed, and then the server stops before it
-		// replies with such a token.
+	if s.err != nil || s.closed || upTo <= s.ceiling {
 		s.mu.Unlock()
-		return
+		return nil
 	}
-	err := s.writeLocked(false, appendReserve(nil, upTo))
+	if s.werr == nil {
+		s.writeLocked(false, appendReserve(nil, upTo))
+	}
+	if s.werr != nil {
+		// The retry writes it; until then, nothing above the ceiling.
+		s.wantCeiling = max(s.wantCeiling, upTo)
+		wait := s.writable
+		if s.noWaits {
+			wait = nil
+		}
+		s.mu.Unlock()
+		return wait
+	}
 	f, written := s.f, s.written
 	s.mu.Unlock()
-	if err != nil {
-		return
-	}
 	// The fsyncs happen outside mu, so commits go on meanwhile.
 	s.syncMu.Lock()
-	err = s.fsync(f)
+	err := s.fsync(f)
 	s.syncMu.Unlock()
-	if err == nil {
-		err = writeCeiling(s.opts.Dir, upTo)
+	if err != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.fail(err)
+		return nil
 	}
+	cerr := s.writeCeiling(upTo)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err != nil {
-		s.fail(err)
-		return
-	}
 	s.synced = max(s.synced, written)
+	s.markDone()
+	if cerr != nil {
+		// In the log already, but the TOKENS file must not lag: retried.
+		s.wantCeiling = max(s.wantCeiling, upTo)
+		s.unwritableLocked(cerr)
+		if s.noWaits {
+			return nil
+		}
+		return s.writable
+	}
 	s.ceiling = max(s.ceiling, upTo)
 	s.reserved.Store(s.ceiling)
-	s.markDone()
+	return nil
+}
+
+// EndWaits makes ReserveTokens calls waiting for the directory to be
+// writable again return, and later ones not wait, without the assurance:
+// the server calls it as it begins to shut down, so that a command waiting
+// in one, which holds a lock-table shard, cannot hold the shutdown up. Its
+// reply is refused all the same, since commits fail meanwhile.
+func (s *Store) EndWaits() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noWaits = true
+	s.wakeLocked()
+}
+
+// wakeLocked wakes the ReserveTokens calls that wait. The caller holds mu.
+func (s *Store) wakeLocked() {
+	if s.writable != nil {
+		close(s.writable)
+		s.writable = nil
+	}
 }
 
 // markDone publishes how many changes are committed as the policy counts
@@ -336,8 +426,20 @@ func (s *Store) markDone() {
 // chunks past it, off the table's hot path.
 func (s *Store) reserveAhead() {
 	if issued := s.maxToken.Load(); issued+locker.TokenReserveChunk > s.reserved.Load() {
-		s.ReserveTokens(issued + 2*locker.TokenReserveChunk)
+		s.reserve(issued + 2*locker.TokenReserveChunk) // never waits: a failure's retry writes it
 	}
+}
+
+// WriteFailure is the write failure the store is retrying (the OS's error,
+// such as ENOSPC), or nil while the directory is written. It is cheap while
+// all is well: the server asks before every command that changes the table.
+func (s *Store) WriteFailure() error {
+	if !s.unwritable.Load() {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cause
 }
 
 // Pending reports whether changes wait to be committed. It is cheap: the
@@ -355,20 +457,23 @@ func (s *Store) Commit() error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err != nil {
+	switch {
+	case s.err != nil:
 		return s.err
-	}
-	if target <= s.done.Load() {
+	case s.werr != nil:
+		return s.werr
+	case target <= s.done.Load():
 		return nil // someone else's commit took ours along
 	}
 	return s.writeLocked(s.opts.Fsync == FsyncAlways, nil)
 }
 
 // writeLocked writes every buffered change, then extra, as one record, and
-// fsyncs if asked. The caller holds mu.
+// fsyncs if asked. The caller holds mu, and the store is writable (no werr).
+// A failed write leaves the store unwritable, with the record kept in batch
+// for the retry; a failed fsync fails it for good.
 func (s *Store) writeLocked(sync bool, extra []byte) error {
 	n := s.appended.Load() // read before gathering: every change counted is in a buffer
-	s.batch = s.batch[:0]
 	for i := range s.bufs {
 		b := &s.bufs[i]
 		b.mu.Lock()
@@ -380,9 +485,12 @@ func (s *Store) writeLocked(sync bool, extra []byte) error {
 	if len(s.batch) > 0 {
 		s.batch = s.appendMarkDue(s.batch)
 		if _, err := s.w.WriteRecord(s.batch); err != nil {
-			return s.fail(err)
+			s.torn = true // what reached the file of this record is garbage
+			return s.unwritableLocked(err)
 		}
+		s.good = s.w.Size()
 	}
+	s.batch = s.batch[:0]
 	s.written = max(s.written, n)
 	if sync && s.synced < s.written {
 		if err := s.fsync(s.f); err != nil {
@@ -400,7 +508,13 @@ func (s *Store) writeLocked(sync bool, extra []byte) error {
 // fsync syncs f, the current log, and keeps the figures.
 func (s *Store) fsync(f *os.File) error {
 	start := time.Now()
-	err := syncData(f)
+	var err error
+	if s.opts.Fault != nil {
+		err = s.opts.Fault("fsync")
+	}
+	if err == nil {
+		err = syncData(f)
+	}
 	d := time.Since(start)
 	s.fsyncs.Add(1)
 	s.fsyncNanos.Add(uint64(d))
@@ -408,25 +522,172 @@ func (s *Store) fsync(f *os.File) error {
 	return err
 }
 
+// fail fails the store for good (ErrFailed). The caller holds mu.
 func (s *Store) fail(err error) error {
 	s.err = fmt.Errorf("%w: %s: %v", ErrFailed, s.opts.Dir, err)
-	s.opts.Log.Error().Err(err).Str("dir", s.opts.Dir).Msg("data directory write failed; nothing more is acknowledged")
+	s.opts.Log.Error().Err(err).Str("dir", s.opts.Dir).Msg("data directory fsync failed; nothing more is written or acknowledged")
+	s.wakeLocked()
 	return s.err
+}
+
+// unwritableLocked records a failed write that the background work retries
+// (see retryWrites), and logs the first of a run of them. The caller holds mu.
+func (s *Store) unwritableLocked(err error) error {
+	s.werr = fmt.Errorf("%w: %s: %w", ErrUnwritable, s.opts.Dir, err)
+	s.cause = err
+	s.writeFailures++
+	if s.failingSince.IsZero() {
+		s.failingSince = time.Now()
+		s.writable = make(chan struct{})
+		s.unwritable.Store(true)
+		s.opts.Log.Error().Err(err).Str("dir", s.opts.Dir).
+			Msg("data directory write failed: changes are refused until it can be written again; retrying in the background")
+	}
+	return s.werr
+}
+
+// retryWrites retries the writes a failure left, and reports whether the store
+// is writable now. It takes every lock, as rotate does, for it may replace
+// the log.
+func (s *Store) retryWrites() bool {
+	s.reserveMu.Lock()
+	defer s.reserveMu.Unlock()
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil || s.werr == nil {
+		return s.werr == nil && s.err == nil
+	}
+	// A log that took a failed write is never appended to again: it is
+	// cut back to its last good record, durably, so that recovery finds it
+	// whole when it is no longer the newest, and the next one takes over.
+	if s.torn {
+		if err := s.cutTorn(); err != nil {
+			if s.err == nil {
+				s.unwritableLocked(err)
+			}
+			return false
+		}
+	}
+	if s.w == nil {
+		if err := s.startLog(s.logNum + 1); err != nil {
+			s.unwritableLocked(err)
+			return false
+		}
+	}
+	var extra []byte
+	if s.wantCeiling > s.ceiling {
+		extra = appendReserve(nil, s.wantCeiling)
+	}
+	// Everything a reply waited for, in its order: the record that failed,
+	// then what was buffered since; fsynced, whatever the policy, so that
+	// what made the failure is known to be over.
+	s.werr = nil
+	if err := s.writeLocked(true, extra); err != nil {
+		return false
+	}
+	if s.wantCeiling > s.ceiling {
+		if err := s.writeCeiling(s.wantCeiling); err != nil {
+			s.unwritableLocked(err)
+			return false
+		}
+		s.ceiling = s.wantCeiling
+		s.reserved.Store(s.ceiling)
+	}
+	s.opts.Log.Info().Str("dir", s.opts.Dir).Stringer("failing_for", time.Since(s.failingSince)).
+		Uint64("write_failures", s.writeFailures).
+		Msg("data directory writable again: changes accepted")
+	s.cause = nil
+	s.failingSince = time.Time{}
+	s.lastResume = time.Now()
+	s.unwritable.Store(false)
+	s.wakeLocked()
+	return true
+}
+
+// cutTorn closes the current log, which took a failed write, and cuts it
+// back to its last good record, fsynced before any later log exists. One
+// with nothing good in it is kept as the current log, empty: a disk that
+// stays full must not leave a log per try. The caller holds mu. A failed
+// truncate is retried; a failed fsync fails the store for good.
+func (s *Store) cutTorn() error {
+	if s.f != nil {
+		s.f.Close() // its error is the failure's, already known
+		s.f, s.w = nil, nil
+	}
+	path := filepath.Join(s.opts.Dir, logName(s.logNum))
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(s.good); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return s.fail(err)
+	}
+	s.torn = false
+	if s.good == 0 {
+		s.f, s.w = f, record.NewWriter(s.logWriter(f))
+		return nil
+	}
+	f.Close()
+	s.logBase += s.good
+	s.good = 0
+	return nil
 }
 
 // startLog opens log number n for appending. The caller holds mu, or owns s
 // alone.
 func (s *Store) startLog(n uint64) error {
-	f, err := os.OpenFile(filepath.Join(s.opts.Dir, logName(n)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	path := filepath.Join(s.opts.Dir, logName(n))
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}
 	if err := syncDir(s.opts.Dir); err != nil {
 		f.Close()
+		os.Remove(path) // so that a retry can make it again
 		return err
 	}
-	s.f, s.w, s.logNum = f, record.NewWriter(f), n
+	s.f, s.w, s.logNum, s.good = f, record.NewWriter(s.logWriter(f)), n, 0
 	return nil
+}
+
+// writeCeiling replaces the TOKENS file, unless Options.Fault fails it.
+func (s *Store) writeCeiling(ceiling uint64) error {
+	if s.opts.Fault != nil {
+		if err := s.opts.Fault("tokens"); err != nil {
+			return err
+		}
+	}
+	return writeCeiling(s.opts.Dir, ceiling)
+}
+
+// logWriter is what a log's record writer writes to: f, or f behind
+// Options.Fault.
+func (s *Store) logWriter(f *os.File) io.Writer {
+	if s.opts.Fault == nil {
+		return f
+	}
+	return faultyWriter{f, s.opts.Fault}
+}
+
+// faultyWriter is Options.Fault's hold on a log's writes.
+type faultyWriter struct {
+	f     *os.File
+	fault func(op string) error
+}
+
+func (w faultyWriter) Write(p []byte) (int, error) {
+	if err := w.fault("write"); err != nil {
+		n, _ := w.f.Write(p[:len(p)/2])
+		return n, err
+	}
+	return w.f.Write(p)
 }
 
 // background commits what no reply has (an EPHEMERAL lease released by a
@@ -439,11 +700,25 @@ func (s *Store) background() {
 	lastSync := time.Now()
 	var retryAt time.Time // compaction, after a failure
 	var backoff time.Duration
+	var resumeAt time.Time // the next retry of a failed write
+	var resumeBackoff time.Duration
 	for {
 		select {
 		case <-s.stopC:
 			return
 		case <-tick.C:
+		}
+		if s.unwritable.Load() {
+			// Every tick at first, then less often, up to once a second.
+			if time.Now().Before(resumeAt) {
+				continue
+			}
+			if !s.retryWrites() {
+				resumeBackoff = min(max(2*resumeBackoff, 100*time.Millisecond), time.Second)
+				resumeAt = time.Now().Add(resumeBackoff)
+				continue
+			}
+			resumeBackoff = 0
 		}
 		s.Commit()
 		s.reserveAhead()
@@ -472,9 +747,9 @@ func (s *Store) syncWritten() {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
 	s.mu.Lock()
-	if s.err != nil || s.synced >= s.written {
+	if s.err != nil || s.werr != nil || s.synced >= s.written {
 		s.mu.Unlock()
-		return
+		return // a failure's retry fsyncs
 	}
 	f, written := s.f, s.written
 	s.mu.Unlock()
@@ -490,26 +765,38 @@ func (s *Store) syncWritten() {
 }
 
 // Close stops the background work, writes and fsyncs what is buffered, and
-// closes the directory. It is safe to call more than once.
+// closes the directory. A write failure still being retried gets one last
+// try; if that fails too, what it held is not written and Close returns the
+// failure. It is safe to call more than once.
 func (s *Store) Close() error {
 	s.mu.Lock()
-	closed := s.f == nil
+	closed := s.closed
 	s.mu.Unlock()
 	if closed {
 		return nil
 	}
 	s.stopBackground()
+	s.retryWrites()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closed = true
+	s.wakeLocked()
 	var err error
-	if s.err == nil {
+	switch {
+	case s.werr != nil:
+		err = s.werr
+	case s.err == nil:
 		err = s.writeLocked(true, nil)
 	}
-	if cerr := s.w.Close(); err == nil && cerr != nil {
-		err = cerr
+	if s.w != nil && !s.torn {
+		if cerr := s.w.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
 	}
-	if cerr := s.f.Close(); err == nil && cerr != nil {
-		err = cerr
+	if s.f != nil {
+		if cerr := s.f.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
 	}
 	s.f = nil
 	s.dirLock.Close()
@@ -539,7 +826,14 @@ type Stats struct {
 	FsyncTotal     time.Duration
 	LastFsync      time.Duration
 	TokenCeiling   uint64
-	Err            error
+	Err            error // the failure that stopped the store for good (ErrFailed)
+	// WriteErr is the write failure being retried (the OS's error, such
+	// as ENOSPC), nil while the directory is written; changes are refused
+	// meanwhile.
+	WriteErr      error
+	WriteFailures uint64    // failed writes since start, retries included
+	FailingSince  time.Time // when the current write failure began; zero for none
+	LastResume    time.Time // when writes last resumed after a failure; zero for never
 }
 
 // Stats returns the store's figures.
@@ -556,6 +850,10 @@ func (s *Store) Stats() Stats {
 		LastFsync:      time.Duration(s.lastFsync.Load()),
 		TokenCeiling:   s.ceiling,
 		Err:            s.err,
+		WriteErr:       s.cause,
+		WriteFailures:  s.writeFailures,
+		FailingSince:   s.failingSince,
+		LastResume:     s.lastResume,
 	}
 	st.LogBytes = s.logBase
 	if s.w != nil {

@@ -42,6 +42,7 @@ const (
 	CodeWrongPass = "WRONGPASS" // AUTH or HELLO ... AUTH for a user other than default (Redis's code)
 	CodeShutdown  = "SHUTDOWN"  // the server is stopping (SIGTERM): a parked WAIT ends with it
 	CodeOOM       = "OOM"       // the lock table holds --max-locks locks (Redis's code for maxmemory)
+	CodeMisconf   = "MISCONF"   // the data directory cannot be written: changes are refused (Redis's code)
 )
 
 // ErrorCodes documents every code, for COMMAND DOCS' neighbours and docs/commands.md.
@@ -53,6 +54,7 @@ var ErrorCodes = []struct{ Code, Meaning string }{
 	{CodeUnblocked, "Another connection ended this `ACQUIRE` or `MACQUIRE` ... `WAIT` with `CLIENT UNBLOCK id ERROR`; nothing was granted."},
 	{CodeWrongPass, "`AUTH` or `HELLO ... AUTH` named a user other than `default`; leasehold has no authentication, and accepts the default user with any password, as Redis's password-less default user."},
 	{CodeOOM, "The lock table holds `--max-locks` locks: a command that would make a new lock (`ACQUIRE` or `MACQUIRE` of a key not in the table, `CREATE`) is refused, `MACQUIRE` as a whole; commands on existing locks go on. Redis's code for a write refused at `maxmemory`, so clients treat it alike; retry once locks are released or expire."},
+	{CodeMisconf, "The data directory cannot be written (a full disk, an I/O error): commands that change the lock table are refused before they run, and a change that ran just before the failure was noticed gets this error instead of its reply, its outcome unknown (`STATUS` tells). `VERIFY`, `STATUS`, `LOCKS`, `INFO`, `PING` and subscriptions go on. The server retries the write in the background and accepts changes again by itself once it succeeds. Redis's code for writes refused after a failed save."},
 	{CodeShutdown, "The server is shutting down (SIGTERM or SIGINT): a parked `ACQUIRE` or `MACQUIRE` ... `WAIT` ends with this error and nothing was granted; retry against the server once it is back."},
 }
 
@@ -132,6 +134,22 @@ var (
 	// ERROR, Redis's text.
 	ErrUnblockReason = &Error{CodeErr, "CLIENT UNBLOCK reason should be TIMEOUT or ERROR"}
 )
+
+// MisconfError is the reply to a command that would change the lock table
+// while the data directory cannot be written; reason is the write's error,
+// such as "no space left on device".
+func MisconfError(reason string) *Error {
+	return &Error{CodeMisconf, "data directory write failed (" + quotePrintable([]byte(reason), 128) +
+		"); changes refused until it can be written; VERIFY, STATUS and reads still work"}
+}
+
+// MisconfUnknownError replaces the reply of a command that changed the lock
+// table before the data directory's write failure was noticed: the change
+// is in memory but not on disk, so it is not acknowledged.
+func MisconfUnknownError(reason string) *Error {
+	return &Error{CodeMisconf, "data directory write failed (" + quotePrintable([]byte(reason), 128) +
+		") after this command ran: its outcome is unknown (STATUS tells); changes refused until it can be written"}
+}
 
 // ArityError is Redis's reply to a command given the wrong number of arguments.
 func ArityError(cmd string) *Error {

@@ -539,10 +539,31 @@ func (s *Server) infoPersistence(b *strings.Builder) {
 	infoLine(b, "token_reserved_up_to", st.TokenCeiling)
 	infoLine(b, "restart_grace_ms", s.cfg.Persist.RestartGrace.Milliseconds())
 	status := "ok"
-	if st.Err != nil {
+	if st.Err != nil || st.WriteErr != nil {
 		status = "err"
 	}
 	infoLine(b, "aof_last_write_status", status)
+	infoLine(b, "persist_ok", boolInt(st.Err == nil && st.WriteErr == nil))
+	lastErr := ""
+	switch {
+	case st.Err != nil:
+		lastErr = st.Err.Error()
+	case st.WriteErr != nil:
+		lastErr = st.WriteErr.Error()
+	}
+	infoLine(b, "persist_error", strings.NewReplacer("\r", " ", "\n", " ").Replace(lastErr))
+	infoLine(b, "persist_write_failures", st.WriteFailures)
+	infoLine(b, "persist_failing_since", unixOrNone(st.FailingSince))
+	infoLine(b, "persist_last_resume_time", unixOrNone(st.LastResume))
+}
+
+// unixOrNone is t in Unix seconds, or -1 for the zero time, as Redis
+// reports times that never were.
+func unixOrNone(t time.Time) int64 {
+	if t.IsZero() {
+		return -1
+	}
+	return t.Unix()
 }
 
 func boolInt(b bool) int {

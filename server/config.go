@@ -108,4 +108,7 @@ type PersistConfig struct {
 	// TimeSource reads the machine's boot id and clocks, by which restored
 	// deadlines are converted; nil for the machine's own. Tests fake it.
 	TimeSource persist.TimeSource
+	// Fault, for tests only, fails the log's writes and fsyncs
+	// (persist.Options.Fault); nil otherwise.
+	Fault func(op string) error
 }

@@ -49,6 +49,7 @@ type conn struct {
 	parked                atomic.Pointer[blockState] // blocked, for CLIENT UNBLOCK on other goroutines
 	prefetchedTo          int64                      // stream offset up to which pipelined commands' keys were prefetched
 	ephemeral             map[lease]struct{}         // the EPHEMERAL leases tied to this connection (see ephemeralTies)
+	owesCommit            bool                       // a change was made since the last flush (misconf.go)
 	sub                   *subscription              // pub/sub channels and patterns, when listening
 
 	// Goroutine transport with subscriptions: a writer goroutine sends
@@ -78,13 +79,14 @@ func newConn(s *Server, remote, local string) *conn {
 // says), so that no reply acknowledges what a restart could forget, and then
 // writes their replies, which wait in wr, through the transport. If the
 // commit fails, the replies are dropped, the server stops (Server.fail), and
-// nothing is written on c again.
+// nothing is written on c again; a data directory that cannot be written is
+// not such a failure (see misconf.go).
 func (c *conn) flush() error {
 	c.unflushed = false
 	if c.sockErr != nil {
 		return c.sockErr
 	}
-	if err := c.srv.commitBeforeReply(); err != nil {
+	if err := c.commitBeforeReply(); err != nil {
 		c.sockErr = err
 		c.wr.SetBuffer(nil)
 		return err
@@ -192,7 +194,7 @@ func (c *conn) dispatch(args [][]byte) {
 		c.writeErr(err)
 		return
 	}
-	if err := c.srv.handlers[i](c, args); err != nil {
+	if err := c.handle(i, args); err != nil {
 		c.writeErr(err)
 	}
 }

@@ -90,6 +90,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 			CompactBytes: p.CompactBytes,
 			Log:          log,
 			TimeSource:   p.TimeSource,
+			Fault:        p.Fault,
 		})
 		if err != nil {
 			return nil, err
@@ -334,6 +335,11 @@ func (s *Server) Close() error {
 func (s *Server) shutdown() error {
 	start := time.Now()
 	deadline := start.Add(s.cfg.ShutdownTimeout)
+	if s.store != nil {
+		// A command waiting for a full disk to take a token reservation
+		// holds a shard lock the shutdown needs; its reply is refused.
+		s.store.EndWaits()
+	}
 	s.mu.Lock()
 	s.closed = true
 	close(s.closing) // goroutine transport: parked waits end, reads stop
@@ -407,23 +413,39 @@ func waitUntil(wg *sync.WaitGroup, deadline time.Time) bool {
 
 // commitBeforeReply makes the changes made so far durable, as the data
 // directory's fsync policy says, before a reply leaves the server: nothing
-// is acknowledged that a restart could forget. conn.flush calls it before
-// every write of replies, the event loop once per round for all its
-// connections (group commit), and the goroutine transport's message writer
-// before lock events.
+// is acknowledged that a restart could forget. conn.flush calls it (through
+// conn.commitBeforeReply) before every write of replies, the event loop
+// once per round for all its connections (group commit), and the goroutine
+// transport's message writer before lock events.
+//
+// While the data directory cannot be written (persist.ErrUnwritable: a
+// full disk, say) it returns nil: reads and lock events show the table as
+// it is in memory, and conn.commitBeforeReply refuses the replies of the
+// connections that changed it meanwhile. Any other failure stops the server.
 func (s *Server) commitBeforeReply() error {
+	if err := s.commit(); !errors.Is(err, persist.ErrUnwritable) {
+		return err
+	}
+	return nil
+}
+
+// commit is commitBeforeReply with persist.ErrUnwritable reported.
+func (s *Server) commit() error {
 	if s.store == nil || !s.store.Pending() {
 		return nil
 	}
 	err := s.store.Commit()
-	if err != nil {
+	if err != nil && !errors.Is(err, persist.ErrUnwritable) {
 		s.fail(err)
 	}
 	return err
 }
 
-// fail stops the server after the data directory failed: as Redis does, it
-// stops rather than acknowledge writes it cannot log.
+// fail stops the server after the data directory failed for good (a failed
+// fsync, persist.ErrFailed): as PostgreSQL does, it stops rather than
+// acknowledge writes whose fate on disk it cannot know. A failed write is
+// not that: the store retries it, and changes are refused meanwhile (see
+// misconf.go).
 func (s *Server) fail(err error) {
 	s.failOnce.Do(func() {
 		s.mu.Lock()
