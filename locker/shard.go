@@ -73,23 +73,23 @@ func (s *shard) makeCreated(i uint32, st lockSettings) {
 type shard struct {
 	mu sync.Mutex // guards every field below
 
-	seed     maphash.Seed            // the table's, to rehash a key being removed
-	index    keyIndex                // key hash -> entry index
-	entries  paged[entry]            // index 0 is the nil entry
-	free     []uint32                // released entry indices, reused first
-	top      uint32                  // entry indices below top have been handed out
+	seed    maphash.Seed // the table's, to rehash a key being removed
+	index   keyIndex     // key hash -> entry index
+	entries paged[entry] // index 0 is the nil entry
+	free    []uint32     // released entry indices, reused first
+	top     uint32       // entry indices below top have been handed out
 	// pageLive counts the live entries of each page of entries (entry 0
 	// counts, so that page 0 is never empty), pageGone for a page given back
 	// (see giveBackPages).
 	pageLive   []uint32
-	emptyPages int      // pages of entries held with no live entry
-	holes      []uint32 // pages of entries given back, reused before top grows; lowest last
-	shrinks    int      // times giveBackPages gave pages back, for tests
-	strings  arena                   // keys and owners
-	wheel    timerWheel              // lease deadlines; ids are entry indices
-	tick     int64                   // the wheel's tick, ns
-	settings map[uint32]lockSettings // created locks that have settings of their own
-	waiters  map[uint32]*waitQueue   // locks with requests waiting for them
+	emptyPages int                     // pages of entries held with no live entry
+	holes      []uint32                // pages of entries given back, reused before top grows; lowest last
+	shrinks    int                     // times giveBackPages gave pages back, for tests
+	strings    arena                   // keys and owners
+	wheel      timerWheel              // lease deadlines; ids are entry indices
+	tick       int64                   // the wheel's tick, ns
+	settings   map[uint32]lockSettings // created locks that have settings of their own
+	waiters    map[uint32]*waitQueue   // locks with requests waiting for them
 	// holderSets has the leases of read-held locks and semaphores.
 	holderSets map[uint32]*holderSet
 	waitSeq    uint64  // arrival order of waiters
