@@ -114,16 +114,24 @@ func (a *arena) release(ref uint32, n int) {
 }
 
 // shrinkMinPages is the fewest empty pages (of entries, or of an arena)
-// worth giving back; see shrink for the other half of the hysteresis.
+// given back at once after a drop; see shrinkNow for the whole hysteresis.
 const shrinkMinPages = 4
 
-// shrink gives every page with no slot in use back to the heap, once at
-// least shrinkMinPages and at least half of the pages held are empty, and
-// reports whether it did. The half keeps a steady load, whose pages are all
-// in use, from giving pages back and taking them again. It costs a pass over
-// the free lists and the pages.
-func (a *arena) shrink() bool {
-	if a.empty < shrinkMinPages || a.empty*2 < a.pagesHeld() {
+// shrinkNow says whether a set of pages, held of them empty, should give
+// its empty pages back: at once after a large drop, when at least
+// shrinkMinPages and half of those held are empty; or, settled, when the
+// caller has seen empty pages stay for a while (see shard.tidy). A steady
+// load, whose pages are in use, gives nothing back; a load that comes and
+// goes by a page gives it back at most once a quiet period, not every tick.
+func shrinkNow(empty, held int, settled bool) bool {
+	return empty > 0 && (settled || empty >= shrinkMinPages && empty*2 >= held)
+}
+
+// shrink gives every page with no slot in use back to the heap when
+// shrinkNow says so, and reports whether it did. It costs a pass over the
+// free lists and the pages.
+func (a *arena) shrink(settled bool) bool {
+	if !shrinkNow(a.empty, a.pagesHeld(), settled) {
 		return false
 	}
 	for c := range a.classes {

@@ -84,7 +84,8 @@ type shard struct {
 	pageLive   []uint32
 	emptyPages int                     // pages of entries held with no live entry
 	holes      []uint32                // pages of entries given back, reused before top grows; lowest last
-	shrinks    int                     // times giveBackPages gave pages back, for tests
+	quietTicks int                     // tidy calls in a row that found empty pages kept
+	shrinks    int                     // times tidy gave pages back, for tests
 	strings    arena                   // keys and owners
 	wheel      timerWheel              // lease deadlines; ids are entry indices
 	tick       int64                   // the wheel's tick, ns
@@ -437,12 +438,19 @@ var vacantEntries = make([]entry, 1<<pageBits)
 func (s *shard) tidy() {
 	s.index.migrateIdle()
 	s.index.shrinkIfSparse()
-	gave := s.giveBackPages()
-	if s.strings.shrink() {
+	if s.emptyPages > 0 || s.strings.empty > 0 {
+		s.quietTicks++
+	} else {
+		s.quietTicks = 0
+	}
+	settled := s.quietTicks >= quietTicks
+	gave := s.giveBackPages(settled)
+	if s.strings.shrink(settled) {
 		gave = true
 		s.counts.arenaBytes.Store(int64(s.strings.footprint()))
 	}
 	if gave {
+		s.quietTicks = 0
 		s.shrinks++
 		// Go's maps never shrink; empty ones that a burst grew (of waits,
 		// say) are replaced.
@@ -459,16 +467,20 @@ func (s *shard) tidy() {
 	s.counts.tableBytes.Store(int64(s.footprint()))
 }
 
+// quietTicks is how many reaper ticks in a row empty pages must stay before
+// tidy gives them back though they are fewer than a large drop leaves (see
+// shrinkNow): a second at the default tick.
+const quietTicks = 100
+
 // giveBackPages gives every page of entries with no live entry back to the
-// heap, once at least shrinkMinPages and half of the pages held are empty,
-// and reports whether it did; the arena's shrink explains the hysteresis.
+// heap when shrinkNow says so, and reports whether it did.
 // Entries never move, so that Scan's cursor and every index stay valid: a
 // page is given back only when all of it is unused, and a lock that lives
 // on keeps its page. Pages given back at the end lower top; the others are
 // holes, reused first, lowest first, so that new locks fill the table from
 // the bottom.
-func (s *shard) giveBackPages() bool {
-	if s.emptyPages < shrinkMinPages || s.emptyPages*2 < s.entryPagesHeld() {
+func (s *shard) giveBackPages(settled bool) bool {
+	if !shrinkNow(s.emptyPages, s.entryPagesHeld(), settled) {
 		return false
 	}
 	s.free = keepIf(s.free, func(i uint32) bool { return s.pageLive[i>>pageBits] != 0 })
