@@ -3,6 +3,7 @@ package locker
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"testing"
@@ -387,4 +388,108 @@ func TestQuietPagesGoBack(t *testing.T) {
 	}
 	reapUntil(t, tb, clock, 3, "the quiet pages given back", func() bool { return s.shape().entryPages == 1 })
 	checkVacant(t)
+}
+
+// TestShrinkRandomInvariants runs bursts of locks of every kind (exclusive,
+// shared, semaphore permits, waits, lock-delays, long keys and owners) that
+// come and go, with the reaper giving pages back between them, and checks
+// the table's invariants, that no page given back was written, and that
+// every lease granted for an hour still verifies.
+func TestShrinkRandomInvariants(t *testing.T) {
+	for seed := range uint64(3) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		tb, clock := newTestTable(t, func(c *Config) {
+			c.Shards = 2
+			c.LockDelay = time.Duration(seed%2) * 5 * time.Millisecond
+		})
+		type lease struct {
+			key string
+			tok uint64
+		}
+		var lasting []lease
+		var created []string // deleted once free, so that their pages can go
+		gaveBack := 0
+		for phase := range 20 {
+			var waits []*Wait
+			var waited []lease // released once their waits are cancelled
+			n := 2000 + rng.IntN(8000)
+			for j := range n {
+				key := fmt.Sprintf("p%d-%d", phase, j)
+				if rng.IntN(3) == 0 {
+					key = longKey(phase*100_000 + j)
+				}
+				owner := ""
+				if rng.IntN(2) == 0 {
+					owner = "owner-" + strconv.Itoa(rng.IntN(1000))
+				}
+				ttl := []time.Duration{2 * tb.Config().Tick, 50 * time.Millisecond, time.Hour}[rng.IntN(3)]
+				mode := Exclusive
+				switch rng.IntN(10) {
+				case 0:
+					mode = Shared
+				case 1:
+					if _, err := tb.Create([]byte(key), CreateOptions{Limit: 1 + rng.IntN(3)}); err != nil {
+						t.Fatal(err)
+					}
+					created = append(created, key)
+				}
+				tok, ok, err := tb.Acquire(&Request{Key: []byte(key), TTL: ttl, Owner: []byte(owner), Mode: mode})
+				if err != nil || !ok {
+					t.Fatalf("seed %d phase %d: Acquire(%q) = %v, %v", seed, phase, key, ok, err)
+				}
+				if ttl == time.Hour && phase == 0 && len(lasting) < 5 { // early, so that they pin few pages
+					lasting = append(lasting, lease{key, tok})
+				} else if ttl == time.Hour && mode == Exclusive && rng.IntN(10) == 0 {
+					w := &Wait{Notify: func(uint64) {}}
+					switch wtok, granted, err := tb.AcquireWait(&Request{Key: []byte(key), TTL: time.Second}, w); {
+					case err != nil:
+						t.Fatal(err)
+					case granted: // a semaphore's spare permit
+						tb.Release([]byte(key), wtok)
+					default:
+						waits = append(waits, w)
+					}
+					waited = append(waited, lease{key, tok})
+				} else if ttl == time.Hour {
+					tb.Release([]byte(key), tok)
+				}
+			}
+			for _, w := range waits {
+				tb.CancelWait(w)
+			}
+			for _, l := range waited {
+				if !tb.Release([]byte(l.key), l.tok) {
+					t.Fatalf("Release of %s after its waits", l.key)
+				}
+			}
+			ticks := 1 + rng.IntN(30)
+			if rng.IntN(4) == 0 {
+				ticks = quietTicks + 5
+			}
+			for range ticks {
+				clock.Advance(tb.Config().Tick * time.Duration(1+rng.IntN(10)))
+				tb.ExpireDue()
+			}
+			created = slices.DeleteFunc(created, func(k string) bool {
+				deleted, err := tb.Delete([]byte(k))
+				return deleted || err == nil
+			})
+			checkTableInvariants(t, tb, fmt.Sprintf("seed %d phase %d", seed, phase))
+			checkVacant(t)
+			for _, l := range lasting {
+				if !tb.Verify([]byte(l.key), l.tok) {
+					t.Fatalf("seed %d phase %d: %s lost its lease", seed, phase, l.key)
+				}
+			}
+		}
+		for _, s := range tb.shards {
+			gaveBack += s.shape().shrinks
+		}
+		if gaveBack == 0 {
+			for _, s := range tb.shards {
+				t.Logf("%+v locks %d empty %d live %v", s.shape(), s.counts.locks.Load(), s.emptyPages, s.pageLive)
+			}
+			t.Fatalf("seed %d: no page was given back: the test tested nothing", seed)
+		}
+	}
 }
