@@ -12,8 +12,8 @@ import (
 
 // The memory watch is a goroutine the Server owns (started by Serve, ended
 // by Close): every memorySampleEvery it reads the Go heap in use, publishes
-// it for --maxmemory's check and INFO, and hands memory that the lock table
-// gave back to the OS. Commands only load an atomic; nothing on a command's
+// whether it is over --maxmemory, and hands memory that the lock table gave
+// back to the OS. (INFO takes a reading of its own.) Commands only load an atomic; nothing on a command's
 // path reads the runtime's statistics, and nothing here holds a shard lock.
 const (
 	memorySampleEvery = 100 * time.Millisecond
@@ -38,7 +38,6 @@ const (
 // the OS.
 type memoryGuard struct {
 	limit    uint64        // Config.MaxMemory; 0 for none
-	used     atomic.Uint64 // the last reading, bytes
 	over     atomic.Bool   // used > limit > 0: commands that make locks or leases are refused
 	refusals atomic.Uint64 // commands refused with protocol.ErrMaxMemory
 	returns  atomic.Uint64 // times the heap's free pages were returned to the OS
@@ -125,7 +124,6 @@ func (s *Server) sampleMemory(now time.Time) {
 		runtime.GC()
 		used = m.read()
 	}
-	m.used.Store(used)
 	if over := m.limit > 0 && used > m.limit; over != m.over.Load() {
 		m.over.Store(over) // written on a change only: every command reads it
 		if over {
