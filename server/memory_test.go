@@ -124,7 +124,7 @@ func TestMaxMemoryRealHeap(t *testing.T) {
 // the Go heap returns it to the OS: a burst must not pin its peak for the
 // life of the process. It asserts what came back, never how fast.
 func TestMemoryReturnedAfterMassExpiry(t *testing.T) {
-	const n = 200_000 // a table of some 22 MB: over returnMin, the least fall returned at once
+	const n = 200_000              // a table of some 22 MB: over returnMin, the least fall returned at once
 	clock := &locker.ManualClock{} // the leases expire when the test says, however slow the load
 	ts := startServer(t, withManualClock(clock))
 	rdb := ts.client()
