@@ -51,7 +51,7 @@ const commandTimeout = 20 * time.Second
 var serveFlagNames = []string{
 	"addr", "shards", "max-ttl", "max-key-len", "require-create", "log-level", "log-format",
 	"idle-timeout", "max-bulk-len", "max-query-buffer", "max-clients", "tick", "io-loops", "lock-delay",
-	"max-locks",
+	"max-locks", "maxmemory",
 	"data-dir", "fsync", "restart-grace", "repair", "allow-clock-before-epoch", "shutdown-timeout",
 }
 
@@ -376,6 +376,7 @@ func TestBadArgumentsFail(t *testing.T) {
 		{"extra argument", nil, []string{anyPort, "extra"}, `unknown command "extra"`},
 		{"serve with extra argument", nil, []string{"serve", anyPort, "extra"}, `unexpected argument "extra"`},
 		{"unknown flag", nil, []string{anyPort, "--bogus"}, "flag provided but not defined: --bogus"},
+		{"maxmemory with an unknown unit", nil, []string{anyPort, "--maxmemory", "5tb"}, "maxmemory"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

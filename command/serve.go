@@ -1,9 +1,12 @@
 package command
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +27,7 @@ func serveFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "max-ttl", Value: def.Locker.MaxTTL, EnvVars: env("MAX_TTL"), Usage: "longest lease or default ttl a client may ask for"},
 		&cli.IntFlag{Name: "max-key-len", Value: def.Locker.MaxKeyLen, EnvVars: env("MAX_KEY_LEN"), Usage: fmt.Sprintf("longest lock name or owner id in bytes (at most %d)", locker.MaxKeyLenLimit)},
 		&cli.IntFlag{Name: "max-locks", Value: def.Locker.MaxLocks, EnvVars: env("MAX_LOCKS"), Usage: "most locks in the table, made by ACQUIRE or CREATE; past it a new lock gets -OOM while existing locks work on (0: no bound)"},
+		&cli.StringFlag{Name: "maxmemory", Value: strconv.FormatInt(def.MaxMemory, 10), EnvVars: env("MAXMEMORY"), Usage: "most Go heap in use, in bytes or with Redis's units (512mb, 2gb; 1k is 1000, 1kb 1024); past it ACQUIRE, MACQUIRE and CREATE get -OOM while VERIFY, RELEASE, EXTEND, DELETE and reads work on (0: no bound)"},
 		&cli.DurationFlag{Name: "lock-delay", Value: def.Locker.LockDelay, EnvVars: env("LOCK_DELAY"), Usage: "after a lease expires (not when released), keep the lock ungrantable this long; CREATE ... LOCKDELAY overrides"},
 		&cli.BoolFlag{Name: "require-create", EnvVars: env("REQUIRE_CREATE"), Usage: "ACQUIRE of an unknown lock fails instead of creating it"},
 		&cli.DurationFlag{Name: "tick", Value: def.Locker.Tick, EnvVars: env("TICK"), Usage: "expiry timer wheel resolution"},
@@ -85,6 +89,9 @@ func serve(c *cli.Context) error {
 	cfg.Locker.RequireCreate = flag(c, "require-create").Bool("require-create")
 	cfg.Locker.LockDelay = dur("lock-delay")
 	cfg.Locker.MaxLocks = num("max-locks")
+	if cfg.MaxMemory, err = parseMemory(str("maxmemory")); err != nil {
+		return usageError("invalid value %q for flag -maxmemory: %v", str("maxmemory"), err)
+	}
 	cfg.Locker.Tick = dur("tick")
 	cfg.Locker.FirstToken, err = bootToken(log, str("data-dir"), flag(c, "allow-clock-before-epoch").Bool("allow-clock-before-epoch"))
 	if err != nil {
@@ -162,4 +169,36 @@ func newLogger(w *os.File, level, format string) (zerolog.Logger, error) {
 		return zerolog.Logger{}, fmt.Errorf("log format %q: want json or console", format)
 	}
 	return zerolog.New(out).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+// errMemoryForm is why --maxmemory refused its value.
+var errMemoryForm = errors.New("want bytes (536870912) or a number with a unit: b, k, kb, m, mb, g, gb (512mb)")
+
+// parseMemory reads --maxmemory: a number of bytes, bare or with one of
+// Redis's units, as Redis reads maxmemory (memtoull): k, m and g are powers
+// of 1000, kb, mb and gb of 1024, in any case.
+func parseMemory(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mul    int64
+	}{
+		// Longest first, so that "kb" is not read as "k" and a "b".
+		{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30},
+		{"k", 1000}, {"m", 1000 * 1000}, {"g", 1000 * 1000 * 1000}, {"b", 1},
+	}
+	num, mul := strings.ToLower(s), int64(1)
+	for _, u := range units {
+		if rest, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, mul = rest, u.mul
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || strings.HasPrefix(num, "+") {
+		return 0, errMemoryForm
+	}
+	if n > math.MaxInt64/mul {
+		return 0, fmt.Errorf("%q is more than %d bytes", s, int64(math.MaxInt64))
+	}
+	return n * mul, nil
 }

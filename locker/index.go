@@ -127,6 +127,35 @@ func (x *keyIndex) migrateIdle() {
 	}
 }
 
+// shrinkIfSparse starts moving the index into a smaller table when it is
+// less than 1/8 full, as Redis's dict shrinks, and reports whether it did.
+// The move is incremental, as a grow's: inserts, removes and migrateIdle
+// carry it on. The new table is sized to stay at most 1/4 full even if every
+// step of the move is an insert (each moves migrateSlots old slots, so there
+// are at most len/migrateSlots of them), so no grow is needed before the move
+// ends; growing again takes three times as many entries (3/4 full), and that
+// gap keeps a steady load from shrinking and growing in turn. A large index
+// gets small in a few such steps.
+func (x *keyIndex) shrinkIfSparse() bool {
+	if x.old != nil || len(x.slots) <= indexMinSlots || x.count*8 >= len(x.slots) {
+		return false
+	}
+	n := indexMinSlots
+	for n < 4*(x.count+len(x.slots)/migrateSlots) {
+		n *= 2
+	}
+	if n >= len(x.slots) {
+		return false
+	}
+	x.old = x.slots
+	x.slots = make([]indexSlot, n)
+	x.migrate()
+	return true
+}
+
+// bytes is the memory the index holds, a table being moved from included.
+func (x *keyIndex) bytes() int { return (cap(x.slots) + cap(x.old)) * 8 }
+
 // remove deletes entry, stored under hash h. In the new table it shifts
 // later members of its probe run back, so that no tombstone is left behind;
 // in the old one it leaves a tombstone.

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/maphash"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // entry is one lock: 64 bytes, one cache line, no pointers. A key of up to
@@ -71,16 +73,24 @@ func (s *shard) makeCreated(i uint32, st lockSettings) {
 type shard struct {
 	mu sync.Mutex // guards every field below
 
-	seed     maphash.Seed            // the table's, to rehash a key being removed
-	index    keyIndex                // key hash -> entry index
-	entries  paged[entry]            // index 0 is the nil entry
-	free     []uint32                // released entry indices, reused first
-	top      uint32                  // entry indices below top have been handed out
-	strings  arena                   // keys and owners
-	wheel    timerWheel              // lease deadlines; ids are entry indices
-	tick     int64                   // the wheel's tick, ns
-	settings map[uint32]lockSettings // created locks that have settings of their own
-	waiters  map[uint32]*waitQueue   // locks with requests waiting for them
+	seed    maphash.Seed // the table's, to rehash a key being removed
+	index   keyIndex     // key hash -> entry index
+	entries paged[entry] // index 0 is the nil entry
+	free    []uint32     // released entry indices, reused first
+	top     uint32       // entry indices below top have been handed out
+	// pageLive counts the live entries of each page of entries (entry 0
+	// counts, so that page 0 is never empty), pageGone for a page given back
+	// (see giveBackPages).
+	pageLive   []uint32
+	emptyPages int                     // pages of entries held with no live entry
+	holes      []uint32                // pages of entries given back, reused before top grows; lowest last
+	quietTicks int                     // tidy calls in a row that found empty pages kept
+	shrinks    int                     // times tidy gave pages back, for tests
+	strings    arena                   // keys and owners
+	wheel      timerWheel              // lease deadlines; ids are entry indices
+	tick       int64                   // the wheel's tick, ns
+	settings   map[uint32]lockSettings // created locks that have settings of their own
+	waiters    map[uint32]*waitQueue   // locks with requests waiting for them
 	// holderSets has the leases of read-held locks and semaphores.
 	holderSets map[uint32]*holderSet
 	waitSeq    uint64  // arrival order of waiters
@@ -105,6 +115,7 @@ type shard struct {
 
 type shardCounts struct {
 	locks, held, arenaBytes                      atomic.Int64
+	tableBytes                                   atomic.Int64 // see footprint; refreshed by tidy and when a page is added
 	granted, renewed, released, expired, delayed atomic.Uint64
 	waits, waitGrants, waitCancels               atomic.Uint64
 }
@@ -123,6 +134,7 @@ func newShard(seed maphash.Seed, firstToken uint64, now, tick, lockDelay int64, 
 	}
 	s.wheel = newTimerWheel(now/tick, s)
 	s.entries.grow(0)
+	s.pageLive = []uint32{1} // entry 0
 	return s
 }
 
@@ -179,15 +191,13 @@ func (s *shard) insert(h uint32, key []byte) uint32 {
 		i = s.free[n-1]
 		s.free = s.free[:n-1]
 	} else {
-		i = s.top
-		if i == tombstone {
-			// The index marks vacated slots with this number; 2^32 entries
-			// in one shard is some 256 GiB of them.
-			panic("locker: a shard is out of entry numbers")
-		}
-		s.top++
-		s.entries.grow(i)
+		i = s.newEntry()
 	}
+	p := i >> pageBits
+	if s.pageLive[p] == 0 {
+		s.emptyPages--
+	}
+	s.pageLive[p]++
 	e := s.at(i)
 	*e = entry{keyLen: uint16(len(key)), flags: flagLive}
 	if len(key) <= inlineKeyMax {
@@ -197,6 +207,39 @@ func (s *shard) insert(h uint32, key []byte) uint32 {
 	}
 	s.index.insert(h, i)
 	s.counts.locks.Add(1)
+	return i
+}
+
+// newEntry hands out an entry index when the free list is empty: the first
+// of a page given back, whose others go to the free list, or else top.
+func (s *shard) newEntry() uint32 {
+	var i uint32
+	if n := len(s.holes); n > 0 {
+		p := s.holes[n-1]
+		s.holes = s.holes[:n-1]
+		s.entries.restore(p)
+		s.pageLive[p] = 0
+		i = p << pageBits
+		for j := i + 1<<pageBits - 1; j > i; j-- { // the lowest is reused first
+			s.free = append(s.free, j)
+		}
+	} else {
+		i = s.top
+		if i == tombstone {
+			// The index marks vacated slots with this number; 2^32 entries
+			// in one shard is some 256 GiB of them.
+			panic("locker: a shard is out of entry numbers")
+		}
+		s.top++
+		s.entries.grow(i)
+		if int(i>>pageBits) == len(s.pageLive) {
+			s.pageLive = append(s.pageLive, 0)
+		} else {
+			return i // a page already counted
+		}
+	}
+	s.emptyPages++ // until insert counts i
+	s.counts.tableBytes.Store(int64(s.footprint()))
 	return i
 }
 
@@ -213,6 +256,11 @@ func (s *shard) remove(i uint32) {
 	}
 	*e = entry{}
 	s.free = append(s.free, i)
+	p := i >> pageBits
+	s.pageLive[p]--
+	if s.pageLive[p] == 0 {
+		s.emptyPages++
+	}
 	s.counts.locks.Add(-1)
 	if s.bound != nil {
 		s.bound.locks.Add(-1)
@@ -372,3 +420,99 @@ func (s *shard) expireDue(upTo, now int64) (expired int, done bool) {
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// vacantEntries is what a page of entries given back reads as: entries that
+// are not live, as a walk by index (Scan, Dump) expects. Nothing writes to
+// it: only live entries are written, and no index of a page given back is
+// handed out before newEntry restores the page.
+var vacantEntries = make([]entry, 1<<pageBits)
+
+// tidy is the reaper's housekeeping for the shard, after each expiry pass
+// that reached the present: it carries a pending index move on, and gives
+// back to the heap what a burst of locks left behind once they are gone:
+// pages of entries and of the arena that no lock uses any more, and the
+// index's slots (by steps, see shrinkIfSparse). Each step costs a pass over
+// the shard's free lists and pages at most, and happens only after a large
+// drop (see shrinkMinPages), never on a command's path. What it gives back
+// reaches the OS only once the Go heap returns it (the server's job).
+func (s *shard) tidy() {
+	s.index.migrateIdle()
+	s.index.shrinkIfSparse()
+	if s.emptyPages > 0 || s.strings.empty > 0 {
+		s.quietTicks++
+	} else {
+		s.quietTicks = 0
+	}
+	settled := s.quietTicks >= quietTicks
+	gave := s.giveBackPages(settled)
+	if s.strings.shrink(settled) {
+		gave = true
+		s.counts.arenaBytes.Store(int64(s.strings.footprint()))
+	}
+	if gave {
+		s.quietTicks = 0
+		s.shrinks++
+		// Go's maps never shrink; empty ones that a burst grew (of waits,
+		// say) are replaced.
+		if len(s.settings) == 0 {
+			s.settings = make(map[uint32]lockSettings)
+		}
+		if len(s.waiters) == 0 {
+			s.waiters = make(map[uint32]*waitQueue)
+		}
+		if len(s.holderSets) == 0 {
+			s.holderSets = make(map[uint32]*holderSet)
+		}
+	}
+	s.counts.tableBytes.Store(int64(s.footprint()))
+}
+
+// quietTicks is how many reaper ticks in a row empty pages must stay before
+// tidy gives them back though they are fewer than a large drop leaves (see
+// shrinkNow): a second at the default tick.
+const quietTicks = 100
+
+// giveBackPages gives every page of entries with no live entry back to the
+// heap when shrinkNow says so, and reports whether it did.
+// Entries never move, so that Scan's cursor and every index stay valid: a
+// page is given back only when all of it is unused, and a lock that lives
+// on keeps its page. Pages given back at the end lower top; the others are
+// holes, reused first, lowest first, so that new locks fill the table from
+// the bottom.
+func (s *shard) giveBackPages(settled bool) bool {
+	if !shrinkNow(s.emptyPages, s.entryPagesHeld(), settled) {
+		return false
+	}
+	s.free = keepIf(s.free, func(i uint32) bool { return s.pageLive[i>>pageBits] != 0 })
+	for p, n := range s.pageLive {
+		if n == 0 {
+			s.entries.drop(uint32(p), vacantEntries)
+			s.pageLive[p] = pageGone
+			s.holes = append(s.holes, uint32(p))
+		}
+	}
+	s.emptyPages = 0
+	last := uint32(len(s.pageLive))
+	for last > 1 && s.pageLive[last-1] == pageGone {
+		last--
+	}
+	if int(last) < len(s.pageLive) {
+		s.entries.truncate(last)
+		s.pageLive = s.pageLive[:last]
+		s.top = min(s.top, last<<pageBits)
+		s.holes = keepIf(s.holes, func(p uint32) bool { return p < last })
+	}
+	slices.Sort(s.holes)
+	slices.Reverse(s.holes) // the lowest is reused first
+	return true
+}
+
+// entryPagesHeld is the number of pages of entries the shard holds memory for.
+func (s *shard) entryPagesHeld() int { return len(s.entries.pages) - len(s.holes) }
+
+// footprint is the bytes the shard's own structures hold from the heap:
+// entries, free list, index and arena.
+func (s *shard) footprint() int {
+	return s.entryPagesHeld()<<pageBits*int(unsafe.Sizeof(entry{})) + cap(s.free)*4 +
+		s.index.bytes() + s.strings.footprint() + s.strings.listBytes()
+}

@@ -130,7 +130,7 @@ func (t *Table) ExpireDue() int {
 			s.mu.Lock()
 			expired, done = s.expireDue(upTo, max(upTo, int64(t.cfg.Clock.Now())))
 			if done {
-				s.index.migrateIdle()
+				s.tidy()
 			}
 			t.unlock(s)
 			n += expired
@@ -704,6 +704,10 @@ type Stats struct {
 	Waits, WaitGrants, WaitCancels uint64
 	// ArenaBytes is the memory held for keys and owners.
 	ArenaBytes int
+	// TableBytes is the memory the table's own structures hold: entries,
+	// index, arenas and free lists, as of the reaper's last tick. It falls
+	// when the reaper gives back what a burst of locks left behind.
+	TableBytes int
 	// TableFullRefusals counts calls refused with ErrTableFull.
 	TableFullRefusals uint64
 }
@@ -717,6 +721,7 @@ func (t *Table) Stats() Stats {
 		st.Locks += int(c.locks.Load())
 		st.Held += int(c.held.Load())
 		st.ArenaBytes += int(c.arenaBytes.Load())
+		st.TableBytes += int(c.tableBytes.Load())
 		st.Granted += c.granted.Load()
 		st.Renewed += c.renewed.Load()
 		st.Released += c.released.Load()

@@ -41,7 +41,7 @@ const (
 	CodeUnblocked = "UNBLOCKED" // a WAIT ended by CLIENT UNBLOCK ... ERROR (Redis's code)
 	CodeWrongPass = "WRONGPASS" // AUTH or HELLO ... AUTH for a user other than default (Redis's code)
 	CodeShutdown  = "SHUTDOWN"  // the server is stopping (SIGTERM): a parked WAIT ends with it
-	CodeOOM       = "OOM"       // the lock table holds --max-locks locks (Redis's code for maxmemory)
+	CodeOOM       = "OOM"       // the lock table holds --max-locks locks, or the heap is over --maxmemory (Redis's code for maxmemory)
 	CodeMisconf   = "MISCONF"   // the data directory cannot be written: changes are refused (Redis's code)
 )
 
@@ -53,7 +53,7 @@ var ErrorCodes = []struct{ Code, Meaning string }{
 	{CodeNoProto, "`HELLO` asked for a protocol version this server does not speak (only RESP2); clients fall back to RESP2."},
 	{CodeUnblocked, "Another connection ended this `ACQUIRE` or `MACQUIRE` ... `WAIT` with `CLIENT UNBLOCK id ERROR`; nothing was granted."},
 	{CodeWrongPass, "`AUTH` or `HELLO ... AUTH` named a user other than `default`; leasehold has no authentication, and accepts the default user with any password, as Redis's password-less default user."},
-	{CodeOOM, "The lock table holds `--max-locks` locks: a command that would make a new lock (`ACQUIRE` or `MACQUIRE` of a key not in the table, `CREATE`) is refused, `MACQUIRE` as a whole; commands on existing locks go on. Redis's code for a write refused at `maxmemory`, so clients treat it alike; retry once locks are released or expire."},
+	{CodeOOM, "The lock table holds `--max-locks` locks: a command that would make a new lock (`ACQUIRE` or `MACQUIRE` of a key not in the table, `CREATE`) is refused, `MACQUIRE` as a whole; commands on existing locks go on. Or the memory in use is over `--maxmemory` (`OOM command not allowed when used memory > 'maxmemory'.`, Redis's text): every `ACQUIRE`, `MACQUIRE` and `CREATE` is refused, while `VERIFY`, `RELEASE`, `EXTEND`, `DELETE` and reads go on. Redis's code for a write refused at `maxmemory`, so clients treat it alike; retry once locks are released or expire."},
 	{CodeMisconf, "The data directory cannot be written (a full disk, an I/O error): commands that change the lock table are refused before they run, and a change that ran just before the failure was noticed gets this error instead of its reply, its outcome unknown (`STATUS` tells). `VERIFY`, `STATUS`, `LOCKS`, `INFO`, `PING` and subscriptions go on. The server retries the write in the background and accepts changes again by itself once it succeeds. Redis's code for writes refused after a failed save."},
 	{CodeShutdown, "The server is shutting down (SIGTERM or SIGINT): a parked `ACQUIRE` or `MACQUIRE` ... `WAIT` ends with this error and nothing was granted; retry against the server once it is back."},
 }
@@ -112,6 +112,9 @@ var (
 	// ErrInternal is what a client sees for an error nobody mapped; the
 	// server logs the original.
 	ErrInternal = &Error{CodeErr, "internal error"}
+	// ErrMaxMemory is the reply to a command that would make a lock or a
+	// lease while the memory in use is over --maxmemory, Redis's text.
+	ErrMaxMemory = &Error{CodeOOM, "command not allowed when used memory > 'maxmemory'."}
 	// ErrMaxClients is written to a connection beyond the server's
 	// max-clients before it is closed, Redis's text.
 	ErrMaxClients = &Error{CodeErr, "max number of clients reached"}

@@ -464,8 +464,13 @@ func (s *Server) infoClients(b *strings.Builder) {
 func (s *Server) infoMemory(b *strings.Builder) {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	infoLine(b, "used_memory", m.HeapAlloc)
+	infoLine(b, "used_memory", s.mem.read()) // the reading --maxmemory is checked against: m.HeapAlloc
 	infoLine(b, "used_memory_sys", m.Sys)
+	infoLine(b, "heap_released", m.HeapReleased)
+	infoLine(b, "maxmemory", s.mem.limit)
+	infoLine(b, "maxmemory_policy", "noeviction")
+	infoLine(b, "maxmemory_refusals", s.mem.refusals.Load())
+	infoLine(b, "memory_returns_to_os", s.mem.returns.Load())
 	infoLine(b, "gc_cycles", m.NumGC)
 	infoLine(b, "gc_pause_total_ns", m.PauseTotalNs)
 }
@@ -499,6 +504,7 @@ func (s *Server) infoLocks(b *strings.Builder) {
 	infoLine(b, "wait_timeouts", s.stats.waitTimeouts.Load())
 	infoLine(b, "wait_cancels", st.WaitCancels)
 	infoLine(b, "key_arena_bytes", st.ArenaBytes)
+	infoLine(b, "lock_table_bytes", st.TableBytes)
 	infoLine(b, "shards", cfg.Shards)
 	infoLine(b, "wheel_tick_ms", cfg.Tick.Milliseconds())
 	infoLine(b, "max_ttl_ms", cfg.MaxTTL.Milliseconds())

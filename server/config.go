@@ -42,6 +42,11 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Version is reported by INFO and HELLO.
 	Version string
+	// MaxMemory bounds the Go heap in use, in bytes, as Redis's maxmemory
+	// with its noeviction policy: while over it, commands that would make a
+	// lock or a lease (ACQUIRE, MACQUIRE, CREATE) get -OOM, and every other
+	// command goes on. The heap is sampled every 100 ms. 0 for no bound.
+	MaxMemory int64
 }
 
 // DefaultConfig returns a Config with every default set. The bulk length
@@ -77,6 +82,9 @@ func (c Config) Validate() error {
 	}
 	if c.IdleTimeout < 0 {
 		return errors.New("server: idle timeout must not be negative")
+	}
+	if c.MaxMemory < 0 {
+		return fmt.Errorf("server: maxmemory must not be negative (0 for no bound), got %d", c.MaxMemory)
 	}
 	if c.ShutdownTimeout <= 0 {
 		return fmt.Errorf("server: shutdown timeout must be positive, got %s", c.ShutdownTimeout)

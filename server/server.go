@@ -29,6 +29,7 @@ type Server struct {
 	handlers []handler // by index in protocol.Commands
 	started  time.Time
 	maxConns int // cfg.MaxClients fitted to the open-file limit by New (fitMaxClients)
+	mem      memoryGuard
 	// afterSubscribeFlush, for tests only, runs on a SUBSCRIBE's connection
 	// once its confirmation is written: where an event once went missing.
 	afterSubscribeFlush atomic.Pointer[func()]
@@ -118,7 +119,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 				Msg("the restored lock table holds more than max-locks: new locks are refused until it is back under it")
 		}
 	}
-	return &Server{
+	s := &Server{
 		store:    store,
 		hub:      hub,
 		cfg:      cfg,
@@ -129,7 +130,10 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		maxConns: maxConns,
 		conns:    make(map[uint64]*conn),
 		closing:  make(chan struct{}),
-	}, nil
+		mem:      memoryGuard{limit: uint64(cfg.MaxMemory), read: heapInUse},
+	}
+	s.guardMemory(s.handlers)
+	return s, nil
 }
 
 // Listen binds the configured address. Addr reports the bound address after.
@@ -176,6 +180,9 @@ func (s *Server) Serve() error {
 	}
 	if err := s.table.Start(); err != nil {
 		return ErrServerClosed
+	}
+	if err := s.startMemoryWatch(); err != nil {
+		return err
 	}
 	s.logStart(ln.Addr())
 	var backoff time.Duration
@@ -522,6 +529,7 @@ func (s *Server) logStart(addr net.Addr) {
 		Stringer("max_ttl", c.Locker.MaxTTL).
 		Int("max_key_len", c.Locker.MaxKeyLen).
 		Int("max_locks", c.Locker.MaxLocks). // 0: no bound
+		Int64("maxmemory", c.MaxMemory).     // 0: no bound
 		Bool("require_create", c.Locker.RequireCreate).
 		Stringer("lock_delay", c.Locker.LockDelay).
 		Int("max_clients", s.maxConns).
