@@ -215,6 +215,53 @@ func (r *Reader) ReadCommand() ([][]byte, error) {
 	}
 }
 
+// ReadAhead reads once from rd into the buffer without parsing, for a
+// caller that may not run commands now (a server whose replies wait for the
+// client to read them) but must keep taking the client's input, or a client
+// that writes everything before it reads would wait on the server for ever
+// while the server waits on it. ReadCommand later returns the commands as if
+// they had been read then.
+//
+// It returns ErrWouldBlock when the source has nothing now, nil after a read,
+// and once the buffered input (the pending command and every complete one
+// behind it) exceeds MaxQueryBuffer, the query buffer limit's
+// *ProtocolError, after which the Reader must not be used again: the whole
+// buffer is bounded as Redis's client-query-buffer-limit bounds its query
+// buffer. A read error, io.EOF included, is returned as it is and kept for
+// ReadCommand to report after the buffered commands.
+func (r *Reader) ReadAhead() error {
+	if r.err != nil {
+		return r.err
+	}
+	if r.rerr != nil {
+		return r.rerr
+	}
+	if int64(r.end-r.cmd) > r.limits.MaxQueryBuffer {
+		r.err = errReaderQueryLimit()
+		return r.err
+	}
+	n := r.end
+	if err := r.fill(); err != nil {
+		r.err = err
+		return err
+	}
+	if r.blocked {
+		r.blocked = false
+		return ErrWouldBlock
+	}
+	if r.rerr != nil {
+		return r.rerr
+	}
+	if r.end == n {
+		return ErrWouldBlock
+	}
+	return nil
+}
+
+// Buffered returns the number of input bytes read but not yet returned as
+// commands.
+func (r *Reader) Buffered() int { return r.end - r.cmd }
+
 // Lookahead returns the bytes buffered after the command ReadCommand last
 // returned, which may hold whole commands the client pipelined behind it,
 // and the stream offset where they start (a count of bytes since the
