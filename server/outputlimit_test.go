@@ -58,7 +58,9 @@ func TestParseOutputLimits(t *testing.T) {
 }
 
 func TestOutputLimitsInInfoAndConfig(t *testing.T) {
-	ts := startServer(t, func(c *Config) { c.OutputLimits.Normal = OutputLimit{Hard: 1 << 20, Soft: 1 << 19, SoftFor: 30 * time.Second} })
+	ts := startServer(t, func(c *Config) {
+		c.OutputLimits.Normal = OutputLimit{Hard: 1 << 20, Soft: 1 << 19, SoftFor: 30 * time.Second}
+	})
 	rdb := ts.client()
 	want := "normal 1048576 524288 30 pubsub 33554432 8388608 60"
 	got := do(t, rdb, "CONFIG", "GET", "client-output-buffer-limit").Slice()
