@@ -96,13 +96,15 @@ func (c *conn) stopReading() { c.nc.SetReadDeadline(time.Now()) }
 type lockedWriter struct{ c *conn }
 
 func (w lockedWriter) Write(p []byte) (int, error) {
+	pubsub := w.c.subscriptions() > 0 // on the goroutine that changes them
 	w.c.wmu.Lock()
 	defer w.c.wmu.Unlock()
-	return w.c.writeSocket(p)
+	return w.c.writeSocket(p, pubsub)
 }
 
-// writeSocket writes p to the goroutine transport's socket; the caller holds
-// wmu and has committed what p reports.
+// writeSocket writes p to the goroutine transport's socket, under the output
+// buffer limit of class normal or pubsub; the caller holds wmu and has
+// committed what p reports.
 //
 // The output buffer limits apply as far as a blocking write allows: p is
 // the connection's unsent output, so a p above the hard limit closes the
@@ -114,16 +116,16 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 // server as the server waits on it, until the idle timeout or a soft
 // limit's deadline, if any. Reading while writing would take a second
 // goroutine per connection, which this transport does not pay for.)
-func (c *conn) writeSocket(p []byte) (int, error) {
+func (c *conn) writeSocket(p []byte, pubsub bool) (int, error) {
 	size := int64(len(p))
 	c.srv.notePeakOutput(size)
-	var lim OutputLimit
-	if size > 0 {
-		lim = c.outputLimit()
+	lim := c.srv.cfg.OutputLimits.Normal
+	if pubsub {
+		lim = c.srv.cfg.OutputLimits.PubSub
 	}
 	bound, soft := overOutputLimit(lim, size, 0, 0)
 	if bound != "" { // hard, or soft with no time allowed
-		c.outputLimitReached(bound, size, lim, c.subscriptions() > 0)
+		c.outputLimitReached(bound, size, lim, pubsub)
 		c.nc.Close()
 		return 0, errOutputLimit
 	}
@@ -143,7 +145,7 @@ func (c *conn) writeSocket(p []byte) (int, error) {
 	}
 	n, err := c.nc.Write(p)
 	if err != nil && c.softDeadline && errors.Is(err, os.ErrDeadlineExceeded) {
-		c.outputLimitReached("soft", size-int64(n), lim, c.subscriptions() > 0)
+		c.outputLimitReached("soft", size-int64(n), lim, pubsub)
 	}
 	return n, err
 }
@@ -188,7 +190,7 @@ func (c *conn) writeMessages() error {
 	if err := c.srv.commitBeforeReply(); err != nil {
 		return err
 	}
-	_, err := c.writeSocket(out)
+	_, err := c.writeSocket(out, true)
 	return err
 }
 

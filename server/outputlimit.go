@@ -155,7 +155,7 @@ func parseMemory(s string) (int64, error) {
 var errOutputLimit = errors.New("server: client output buffer limit reached")
 
 // outputLimit returns the limits of c's class. Its caller runs c's
-// commands (or writes its messages, under wmu).
+// commands: the subscriptions that decide the class change only there.
 func (c *conn) outputLimit() OutputLimit {
 	if c.subscriptions() > 0 {
 		return c.srv.cfg.OutputLimits.PubSub
