@@ -177,8 +177,8 @@ func (l *ioLoop) run() {
 		if len(l.waitTimers) > 0 {
 			wake(l.waitTimers[0].deadline)
 		}
-		if len(l.overSoft) > 0 {
-			wake(l.nextSoftDeadline())
+		if next, ok := l.nextSoftDeadline(); ok {
+			wake(next)
 		}
 		// Connections with commands left in their buffers run this round:
 		// look for events without waiting.
@@ -453,15 +453,16 @@ func (l *ioLoop) checkSoftLimits() {
 	l.overSoft = kept
 }
 
-// nextSoftDeadline returns when the first soft limit of overSoft expires.
-func (l *ioLoop) nextSoftDeadline() int64 {
-	next := int64(math.MaxInt64)
+// nextSoftDeadline returns when the first soft limit of overSoft expires,
+// if any runs.
+func (l *ioLoop) nextSoftDeadline() (int64, bool) {
+	next, ok := int64(math.MaxInt64), false
 	for _, c := range l.overSoft {
-		if c.softSince != 0 {
-			next = min(next, c.softSince+int64(c.outputLimit().SoftFor))
+		if c.fd >= 0 && c.softSince != 0 {
+			next, ok = min(next, c.softSince+int64(c.outputLimit().SoftFor)), true
 		}
 	}
-	return next
+	return next, ok
 }
 
 // expireWaits ends the waits whose deadline has passed.
