@@ -262,6 +262,10 @@ func (r *Reader) ReadAhead() error {
 // commands.
 func (r *Reader) Buffered() int { return r.end - r.cmd }
 
+// Consumed returns the number of input bytes returned as commands (or
+// skipped, as blank lines are) since the connection opened.
+func (r *Reader) Consumed() int64 { return r.base + int64(r.cmd) }
+
 // Lookahead returns the bytes buffered after the command ReadCommand last
 // returned, which may hold whole commands the client pipelined behind it,
 // and the stream offset where they start (a count of bytes since the

@@ -462,6 +462,7 @@ func (s *Server) infoClients(b *strings.Builder) {
 	infoLine(b, "client_output_buffer_limit", s.cfg.OutputLimits)
 	infoLine(b, "client_output_pause_bytes", outputPause)
 	infoLine(b, "client_round_commands", roundCommands)
+	infoLine(b, "client_round_input_bytes", roundInputBytes)
 	infoLine(b, "client_output_buffer_peak", s.stats.outputPeak.Load())
 }
 

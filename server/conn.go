@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"io"
+	"math"
 	"net"
 	"os"
 	"runtime/debug"
@@ -115,21 +116,23 @@ func (c *conn) recoverPanic(r any) {
 // the unsent output (replies not yet flushed, and on the event loop the
 // bytes the socket has refused) reaches outputPause, so that a client that
 // does not read cannot make the server build its replies without bound; and
-// on the event loop after roundCommands commands, so that one connection's
-// pipeline does not hold up the loop's other connections. Its caller
+// on the event loop after roundCommands commands or roundInputBytes of
+// input, so that one connection's pipeline does not hold up the loop's
+// other connections. Its caller
 // flushes, and runs it again once the output has drained (see
 // ioLoop.continueLater).
 func (c *conn) runCommands() (open bool) {
 	c.yielded = false
-	budget := roundCommands
+	budget, inputEnd := roundCommands, c.rd.Consumed()+roundInputBytes
 	if c.loop == nil {
-		budget = -1 // goroutines take turns through the Go scheduler
+		// Goroutines take turns through the Go scheduler.
+		budget, inputEnd = -1, math.MaxInt64
 	}
 	for !c.quit {
 		if c.blocked != nil {
 			return true
 		}
-		if budget == 0 || c.outputFull() {
+		if budget == 0 || c.rd.Consumed() >= inputEnd || c.outputFull() {
 			c.yielded = true
 			return true
 		}

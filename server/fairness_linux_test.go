@@ -50,50 +50,70 @@ func commandsProcessed(t *testing.T, rdb doer) int {
 }
 
 // TestPipelineYieldsToOtherClients is the report's 1M pipelined PINGs, made
-// deterministic: two clients wait for a lock each, one with a pipeline of
-// PINGs behind its ACQUIRE, the other with an INFO behind its own, and one
-// write releases both locks, the pipeline's first. The loop used to run the
-// whole pipeline before it served the other client, which waited for every
-// PING; now it runs roundCommands of them and serves the other client, and
-// the rest of the pipeline, left in the reader's buffer where no epoll event
-// reports it, still runs (the loop's ready list).
+// deterministic: two clients wait for a lock each, one with a pipeline
+// behind its ACQUIRE, the other with an INFO behind its own, and one write
+// releases both locks, the pipeline's first. The loop used to run the whole
+// pipeline before it served the other client; now it runs a round's worth
+// (roundCommands cheap commands, or roundInputBytes of large ones) and
+// serves the other client, and the rest of the pipeline, left in the
+// reader's buffer where no epoll event reports it, still runs (the loop's
+// ready list).
 func TestPipelineYieldsToOtherClients(t *testing.T) {
-	ts := startServer(t, oneLoop(t))
-	rdb := ts.client()
-	// Within one read of the server's, so that nothing is left in the
-	// socket once the first round has read it.
-	const pings = 2500
-	tok1 := do(t, rdb, "ACQUIRE", "gate1", 60000).Token()
-	tok2 := do(t, rdb, "ACQUIRE", "gate2", 60000).Token()
-	attacker, bystander := ts.dial(), ts.dial()
-	attacker.send("ACQUIRE gate1 60000 WAIT 30000\r\n" + strings.Repeat("PING\r\n", pings))
-	bystander.send("ACQUIRE gate2 60000 WAIT 30000\r\nINFO stats\r\n")
-	eventually(t, 10*time.Second, "both clients waiting, their commands in the server's socket", func() bool {
-		return infoField(t, rdb, "clients", "blocked_clients") == "2" && unsent(t, attacker.Conn) == 0 && unsent(t, bystander.Conn) == 0
-	})
-	before := commandsProcessed(t, rdb)
-	holder := ts.dial()
-	holder.send(fmt.Sprintf("RELEASE gate1 %d\r\nRELEASE gate2 %d\r\n", tok1, tok2))
-	holder.expect(int64(1))
-	holder.expect(int64(1))
-
-	token(t, bystander)
-	info := bystander.reply().(string)
-	_, after, _ := strings.Cut(info, "total_commands_processed:")
-	total, err := strconv.Atoi(strings.Fields(after)[0])
-	if err != nil {
-		t.Fatalf("INFO: %q", info)
+	var mrelease strings.Builder
+	mrelease.WriteString("MRELEASE")
+	for i := range 300 {
+		fmt.Fprintf(&mrelease, " k%03d 1", i)
 	}
-	if ran := total - before - 3; ran > roundCommands { // less the RELEASEs and the INFO
-		t.Fatalf("the other client was served after %d of the pipeline's %d PINGs: want at most %d (roundCommands)", ran, pings, roundCommands)
-	}
+	mrelease.WriteString("\r\n")
+	for _, tc := range []struct {
+		name    string
+		command string // each answered with a line
+		reply   string
+		n       int // all in the server's socket buffer at once
+		most    int // that may run before the other client is served
+	}{
+		{"commands", "PING\r\n", "+PONG", 2500, roundCommands},
+		{"input bytes", mrelease.String(), ":0", 20, roundInputBytes/mrelease.Len() + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.most >= tc.n {
+				t.Fatalf("a pipeline of %d cannot show a bound of %d", tc.n, tc.most)
+			}
+			ts := startServer(t, oneLoop(t))
+			rdb := ts.client()
+			tok1 := do(t, rdb, "ACQUIRE", "gate1", 60000).Token()
+			tok2 := do(t, rdb, "ACQUIRE", "gate2", 60000).Token()
+			attacker, bystander := ts.dial(), ts.dial()
+			attacker.send("ACQUIRE gate1 60000 WAIT 30000\r\n" + strings.Repeat(tc.command, tc.n))
+			bystander.send("ACQUIRE gate2 60000 WAIT 30000\r\nINFO stats\r\n")
+			eventually(t, 10*time.Second, "both clients waiting, their commands in the server's socket", func() bool {
+				return infoField(t, rdb, "clients", "blocked_clients") == "2" && unsent(t, attacker.Conn) == 0 && unsent(t, bystander.Conn) == 0
+			})
+			before := commandsProcessed(t, rdb)
+			holder := ts.dial()
+			holder.send(fmt.Sprintf("RELEASE gate1 %d\r\nRELEASE gate2 %d\r\n", tok1, tok2))
+			holder.expect(int64(1))
+			holder.expect(int64(1))
 
-	token(t, attacker)
-	attacker.SetReadDeadline(time.Now().Add(30 * time.Second))
-	for i := range pings {
-		if got := attacker.line(); got != "+PONG" {
-			t.Fatalf("PING %d: %q", i, got)
-		}
+			token(t, bystander)
+			info := bystander.reply().(string)
+			_, after, _ := strings.Cut(info, "total_commands_processed:")
+			total, err := strconv.Atoi(strings.Fields(after)[0])
+			if err != nil {
+				t.Fatalf("INFO: %q", info)
+			}
+			if ran := total - before - 3; ran > tc.most { // less the RELEASEs and the INFO
+				t.Fatalf("the other client was served after %d of the pipeline's %d commands: want at most %d", ran, tc.n, tc.most)
+			}
+
+			token(t, attacker)
+			attacker.SetReadDeadline(time.Now().Add(30 * time.Second))
+			for i := range tc.n {
+				if got := attacker.line(); got != tc.reply {
+					t.Fatalf("command %d of the pipeline: %q, want %q", i, got, tc.reply)
+				}
+			}
+		})
 	}
 }
 

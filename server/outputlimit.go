@@ -12,19 +12,23 @@ import (
 	"github.com/tidwall/redcon"
 )
 
-// Two bounds keep one connection from stalling the others on an event loop
-// (see conn.runCommands): a round runs at most roundCommands of a
-// connection's commands, and stops early once the connection's unsent
-// output reaches outputPause. Both make a connection with more to do wait
-// for its next turn (the loop's ready list) instead of holding the loop.
+// Three bounds keep one connection from stalling the others on an event
+// loop (see conn.runCommands): a round runs at most roundCommands of a
+// connection's commands, or roundInputBytes of its input, and stops early
+// once the connection's unsent output reaches outputPause. Each makes a
+// connection with more to do wait for its next turn (the loop's ready list)
+// instead of holding the loop.
 const (
 	// roundCommands: a thousand cheap commands take a few hundred µs, so a
 	// client pipelining a million PINGs delays the others by that much per
-	// round rather than for its whole pipeline. Redis gets the same effect
-	// by reading at most 16 KiB of a client per event (PROTO_IOBUF_LEN),
-	// some 2700 PINGs. A pipeline of 16 (redis-benchmark -P 16) never
-	// reaches it.
+	// round rather than for its whole pipeline. A pipeline of 16
+	// (redis-benchmark -P 16) never reaches it.
 	roundCommands = 1024
+	// roundInputBytes bounds the commands whose cost follows their size
+	// (MRELEASE of a thousand pairs, long owners), as Redis bounds a round
+	// by reading at most 16 KiB of a client per event (PROTO_IOBUF_LEN).
+	// The command that crosses it still runs whole.
+	roundInputBytes = 16 << 10
 	// outputPause: a connection's commands run only while its unsent
 	// output (replies not yet flushed, and bytes the socket refused) is
 	// below this, so a client that does not read holds at most this plus

@@ -73,6 +73,7 @@ func TestOutputLimitsInInfoAndConfig(t *testing.T) {
 	for field, want := range map[string]string{
 		"client_output_pause_bytes": fmt.Sprint(outputPause),
 		"client_round_commands":     fmt.Sprint(roundCommands),
+		"client_round_input_bytes":  fmt.Sprint(roundInputBytes),
 	} {
 		if got := infoField(t, rdb, "clients", field); got != want {
 			t.Errorf("INFO %s: %s, want %s", field, got, want)
