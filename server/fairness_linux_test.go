@@ -4,9 +4,11 @@ package server
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -156,5 +158,36 @@ func TestClientWritingBeforeReadingDoesNotDeadlock(t *testing.T) {
 	}
 	if !bytes.Equal(got[:heavy*len(docs)], bytes.Repeat(docs, heavy)) || !bytes.Equal(got[heavy*len(docs):], want.Bytes()) {
 		t.Fatal("the replies arrived changed or out of order")
+	}
+}
+
+// TestReadAheadIsBoundedByQueryBuffer checks the bound on reading ahead: a
+// client whose replies wait, and that goes on sending, is closed once its
+// unread input passes the query buffer limit, as Redis closes it, rather
+// than making the server hold whatever it sends.
+func TestReadAheadIsBoundedByQueryBuffer(t *testing.T) {
+	const limit = 1 << 20
+	ts := startServer(t, oneLoop(t), func(c *Config) { c.Limits.MaxQueryBuffer = limit })
+	rdb := ts.client()
+	nc := ts.dialSmallRcvbuf(t)
+	if _, err := nc.Write([]byte(strings.Repeat("COMMAND DOCS\r\n", 1000))); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the server to hold output for the client", func() bool {
+		return outputPeak(t, rdb) >= outputPause
+	})
+	line := "ECHO " + strings.Repeat("x", 4000) + "\r\n"
+	in := []byte(strings.Repeat(line, 4*limit/len(line)))
+	nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	_, err := nc.Write(in)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("writing %d bytes: %v (the server stopped reading)", len(in), err)
+	}
+	eventually(t, 30*time.Second, "the client's disconnection", func() bool {
+		return infoField(t, rdb, "stats", "total_protocol_errors") == "1"
+	})
+	nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.Copy(io.Discard, nc); errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatal("the connection is still open")
 	}
 }
