@@ -47,7 +47,7 @@ type conn struct {
 	closeWhenFlushed      bool                       // event loop: close once pending is written (QUIT, protocol error)
 	flushQueued           bool                       // event loop: in the loop's flushLater
 	openAfterRound        bool                       // event loop: runCommands' verdict, for the deferred flush
-	yielded               bool                       // runCommands stopped at roundCommands or outputPause, with commands perhaps left
+	yielded               bool                       // runCommands stopped at a round's bound or outputPause, with commands perhaps left
 	readyQueued           bool                       // event loop: in the loop's ready list
 	servedRound           uint64                     // event loop: the last round that ran its commands
 	inputEnded            bool                       // event loop: reading ahead met the end of the input (or a read error)
@@ -118,9 +118,8 @@ func (c *conn) recoverPanic(r any) {
 // does not read cannot make the server build its replies without bound; and
 // on the event loop after roundCommands commands or roundInputBytes of
 // input, so that one connection's pipeline does not hold up the loop's
-// other connections. Its caller
-// flushes, and runs it again once the output has drained (see
-// ioLoop.continueLater).
+// other connections. Its caller flushes, and runs it again once the output
+// has drained (see ioLoop.continueLater).
 func (c *conn) runCommands() (open bool) {
 	c.yielded = false
 	budget, inputEnd := roundCommands, c.rd.Consumed()+roundInputBytes
