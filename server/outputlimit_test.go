@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tidwall/redcon"
 )
 
 func TestParseOutputLimits(t *testing.T) {
@@ -149,4 +151,22 @@ func TestOutputLimitDisconnectsSlowSubscriber(t *testing.T) {
 		t.Fatalf("pubsub_slow_subscribers_closed %s, want 1", got)
 	}
 	readUntilClosed(t, sub, 30*time.Second)
+}
+
+// TestBufferedReplies checks the one read of redcon's unexported buffer.
+func TestBufferedReplies(t *testing.T) {
+	var sink strings.Builder
+	w := redcon.NewWriter(&sink)
+	if n := bufferedReplies(w); n != 0 {
+		t.Fatalf("new writer: %d bytes", n)
+	}
+	w.WriteBulkString("hello")
+	w.WriteInt(42)
+	want := len("$5\r\nhello\r\n:42\r\n")
+	if n := bufferedReplies(w); n != want {
+		t.Fatalf("%d bytes buffered, want %d", n, want)
+	}
+	if err := w.Flush(); err != nil || bufferedReplies(w) != 0 || sink.Len() != want {
+		t.Fatalf("after Flush (%v): %d buffered, %d written", err, bufferedReplies(w), sink.Len())
+	}
 }
