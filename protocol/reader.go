@@ -129,7 +129,8 @@ type argSpan struct{ start, end int }
 //
 // The buffer holds the pending command from its first byte. Before each Read,
 // the unread tail is moved to the front, so every byte is moved at most once
-// by compaction and the buffer grows only for a command that does not fit.
+// by compaction and the buffer grows only for a command that does not fit,
+// or for input read ahead (ReadAhead).
 //
 // A Reader is not safe for concurrent use; the connection's goroutine owns it.
 type Reader struct {
@@ -525,9 +526,10 @@ func (r *Reader) fill() error {
 		r.cmd, r.end = 0, n
 	}
 	if r.end == len(r.buf) {
-		// A full buffer holds only the pending command, which parse has
-		// already refused if it exceeds MaxQueryBuffer, so the buffer never
-		// needs more than MaxQueryBuffer+1 bytes.
+		// A full buffer holds the pending command, which parse has already
+		// refused if it exceeds MaxQueryBuffer, or input read ahead, which
+		// ReadAhead refuses past MaxQueryBuffer: so the buffer never needs
+		// more than MaxQueryBuffer+1 bytes.
 		limit := r.limits.MaxQueryBuffer + 1
 		size := int64(len(r.buf)) * 2
 		if size > limit {
