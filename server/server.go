@@ -508,6 +508,7 @@ func (s *Server) logStart(addr net.Addr) {
 		Stringer("shutdown_timeout", c.ShutdownTimeout).
 		Int64("max_bulk_len", c.Limits.MaxBulkLen).
 		Int64("max_query_buffer", c.Limits.MaxQueryBuffer).
+		Stringer("client_output_buffer_limit", c.OutputLimits).
 		Uint64("first_token", c.Locker.FirstToken).
 		Int("gomaxprocs", runtime.GOMAXPROCS(0)).
 		Msg("leasehold listening")
