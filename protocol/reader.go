@@ -241,11 +241,22 @@ func (r *Reader) ReadAhead() error {
 		r.err = errReaderQueryLimit()
 		return r.err
 	}
-	n := r.end
-	if err := r.fill(); err != nil {
-		r.err = err
-		return err
+	// Room to read into, without fill's compaction before every read: that
+	// would move all the input read ahead so far each time, quadratic in a
+	// client that writes megabytes. Compact only what frees at least as much
+	// as it moves (or when the buffer cannot grow), else grow: each byte is
+	// then moved a bounded number of times.
+	if r.cmd == r.end || r.end == len(r.buf) && (r.cmd >= len(r.buf)/2 || int64(len(r.buf)) > r.limits.MaxQueryBuffer) {
+		r.compact()
 	}
+	if r.end == len(r.buf) {
+		if err := r.grow(); err != nil {
+			r.err = err
+			return err
+		}
+	}
+	n := r.end
+	r.readSource()
 	if r.blocked {
 		r.blocked = false
 		return ErrWouldBlock
@@ -512,6 +523,20 @@ func (r *Reader) finish(next int) {
 // fill makes room in the buffer and reads once from rd. A read error is kept
 // for ReadCommand to report after the bytes read with it are parsed.
 func (r *Reader) fill() error {
+	r.compact()
+	if r.end == len(r.buf) {
+		if err := r.grow(); err != nil {
+			return err
+		}
+	}
+	r.readSource()
+	return nil
+}
+
+// compact drops the bytes before the pending command: the unread tail moves
+// to the front, or, with nothing unread, the buffer starts over (shrinking
+// back if a huge command grew it).
+func (r *Reader) compact() {
 	if r.cmd == r.end {
 		if len(r.buf) > readerKeepBuf {
 			r.buf = make([]byte, readerBufSize)
@@ -525,45 +550,51 @@ func (r *Reader) fill() error {
 		r.scan -= r.cmd
 		r.cmd, r.end = 0, n
 	}
-	if r.end == len(r.buf) {
-		// A full buffer holds the pending command, which parse has already
-		// refused if it exceeds MaxQueryBuffer, or input read ahead, which
-		// ReadAhead refuses past MaxQueryBuffer: so the buffer never needs
-		// more than MaxQueryBuffer+1 bytes.
-		limit := r.limits.MaxQueryBuffer + 1
-		size := int64(len(r.buf)) * 2
-		if size > limit {
-			size = limit
-		}
-		if size <= int64(len(r.buf)) {
-			return errReaderQueryLimit() // unreachable; avoids a zero-length Read loop
-		}
-		buf := make([]byte, size)
-		copy(buf, r.buf[:r.end])
-		r.buf = buf
+}
+
+// grow doubles the full buffer, up to MaxQueryBuffer+1 bytes.
+func (r *Reader) grow() error {
+	// A full buffer holds the pending command, which parse has already
+	// refused if it exceeds MaxQueryBuffer, or input read ahead, which
+	// ReadAhead refuses past MaxQueryBuffer: so the buffer never needs
+	// more than MaxQueryBuffer+1 bytes.
+	limit := r.limits.MaxQueryBuffer + 1
+	size := int64(len(r.buf)) * 2
+	if size > limit {
+		size = limit
 	}
+	if size <= int64(len(r.buf)) {
+		return errReaderQueryLimit() // unreachable; avoids a zero-length Read loop
+	}
+	buf := make([]byte, size)
+	copy(buf, r.buf[:r.end])
+	r.buf = buf
+	return nil
+}
+
+// readSource reads once from rd into the free end of the buffer.
+func (r *Reader) readSource() {
 	for range readerMaxEmptyReads {
 		n, err := r.rd.Read(r.buf[r.end:])
 		if n < 0 || n > len(r.buf)-r.end {
 			// A broken io.Reader must not make the parser index out of range.
 			r.rerr = fmt.Errorf("protocol: reader returned invalid count %d", n)
-			return nil
+			return
 		}
 		r.end += n
 		if err == ErrWouldBlock {
 			r.blocked = n == 0
-			return nil
+			return
 		}
 		if err != nil {
 			r.rerr = err
-			return nil
+			return
 		}
 		if n > 0 {
-			return nil
+			return
 		}
 	}
 	r.rerr = io.ErrNoProgress
-	return nil
 }
 
 // splitInline splits the line buf[s:e] into arguments the way Redis's

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -48,6 +49,7 @@ type conn struct {
 	flushQueued           bool                       // event loop: in the loop's flushLater
 	openAfterRound        bool                       // event loop: runCommands' verdict, for the deferred flush
 	yielded               bool                       // runCommands stopped at a round's bound or outputPause, with commands perhaps left
+	ranSlow               bool                       // the command dispatch just ran is not flagged fast
 	readyQueued           bool                       // event loop: in the loop's ready list
 	servedRound           uint64                     // event loop: the last round that ran its commands
 	inputEnded            bool                       // event loop: reading ahead met the end of the input (or a read error)
@@ -127,6 +129,7 @@ func (c *conn) runCommands() (open bool) {
 		// Goroutines take turns through the Go scheduler.
 		budget, inputEnd = -1, math.MaxInt64
 	}
+	var started int64 // monotonic ns of the round's first look at the clock
 	for !c.quit {
 		if c.blocked != nil {
 			return true
@@ -150,8 +153,20 @@ func (c *conn) runCommands() (open bool) {
 				c.prefetchedTo = at + int64(c.prefetchKeys(ahead))
 			}
 		}
+		c.ranSlow = false
 		c.dispatch(args)
 		c.unflushed = true
+		if budget >= 0 && (c.ranSlow || budget%64 == 0) {
+			// The clock, read after a command not flagged fast and every
+			// 64 others, ends the round at roundTime; starting it lazily
+			// spares the common round of a few commands any clock read.
+			switch now := c.srv.monotonic(); {
+			case started == 0:
+				started = now
+			case now-started >= int64(roundTime):
+				budget = 0
+			}
+		}
 	}
 	return false
 }
@@ -199,9 +214,23 @@ func (c *conn) prefetchKeys(ahead []byte) int {
 	return spanned
 }
 
+// fastCommand marks the commands the command table flags "fast" (as Redis
+// flags those that take O(1) or O(log n)); runCommands reads the clock after
+// any other.
+var fastCommand = func() []bool {
+	fast := make([]bool, len(protocol.Commands))
+	for i, cmd := range protocol.Commands {
+		fast[i] = slices.Contains(cmd.Flags, "fast")
+	}
+	return fast
+}()
+
 // dispatch runs one command and buffers its reply.
 func (c *conn) dispatch(args [][]byte) {
 	i := protocol.LookupIndex(args[0])
+	if i >= 0 && !fastCommand[i] {
+		c.ranSlow = true
+	}
 	if i < 0 {
 		if protocol.IsCrossProtocol(args[0]) {
 			c.abortCrossProtocol(args[0])

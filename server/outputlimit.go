@@ -12,10 +12,10 @@ import (
 	"github.com/tidwall/redcon"
 )
 
-// Three bounds keep one connection from stalling the others on an event
+// Four bounds keep one connection from stalling the others on an event
 // loop (see conn.runCommands): a round runs at most roundCommands of a
-// connection's commands, or roundInputBytes of its input, and stops early
-// once the connection's unsent output reaches outputPause. Each makes a
+// connection's commands, roundInputBytes of its input, or roundTime, and
+// stops early once the connection's unsent output reaches outputPause. Each makes a
 // connection with more to do wait for its next turn (the loop's ready list)
 // instead of holding the loop.
 const (
@@ -29,6 +29,11 @@ const (
 	// by reading at most 16 KiB of a client per event (PROTO_IOBUF_LEN).
 	// The command that crosses it still runs whole.
 	roundInputBytes = 16 << 10
+	// roundTime bounds the commands that are cheap to send and slow to
+	// run (LOCKS with a costly MATCH, MACQUIRE and MRELEASE of a thousand
+	// keys: about a millisecond each at their bounds): a round ends once
+	// it has run this long, give or take a command, whatever its counts.
+	roundTime = time.Millisecond
 	// outputPause: a connection's commands run only while its unsent
 	// output (replies not yet flushed, and bytes the socket refused) is
 	// below this, so a client that does not read holds at most this plus
