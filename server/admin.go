@@ -463,6 +463,7 @@ func (s *Server) infoClients(b *strings.Builder) {
 	infoLine(b, "client_output_pause_bytes", outputPause)
 	infoLine(b, "client_round_commands", roundCommands)
 	infoLine(b, "client_round_input_bytes", roundInputBytes)
+	infoLine(b, "client_round_time_us", roundTime.Microseconds())
 	infoLine(b, "client_output_buffer_peak", s.stats.outputPeak.Load())
 }
 

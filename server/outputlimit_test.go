@@ -76,6 +76,7 @@ func TestOutputLimitsInInfoAndConfig(t *testing.T) {
 		"client_output_pause_bytes": fmt.Sprint(outputPause),
 		"client_round_commands":     fmt.Sprint(roundCommands),
 		"client_round_input_bytes":  fmt.Sprint(roundInputBytes),
+		"client_round_time_us":      fmt.Sprint(roundTime.Microseconds()),
 	} {
 		if got := infoField(t, rdb, "clients", field); got != want {
 			t.Errorf("INFO %s: %s, want %s", field, got, want)
