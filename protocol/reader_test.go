@@ -743,3 +743,31 @@ func TestReaderReadAhead(t *testing.T) {
 		t.Fatalf("ReadCommand after the limit: %v, want the limit's error", err)
 	}
 }
+
+// TestReaderReadAheadMovesLittle checks that reading ahead does not move the
+// input already read ahead on every read, as fill's compaction would: for a
+// client that writes megabytes before it reads, that was quadratic.
+func TestReaderReadAheadMovesLittle(t *testing.T) {
+	chunks := []string{"PING\r\nPING\r\n"}
+	for range 256 {
+		chunks = append(chunks, strings.Repeat("PING\r\n", 4096/6))
+	}
+	r := NewReader(&wouldBlockSource{chunks: chunks}, DefaultReaderLimits())
+	for {
+		if _, err := r.ReadCommand(); err == nil {
+			break
+		} else if err != ErrWouldBlock {
+			t.Fatal(err)
+		}
+	}
+	for range 10 * len(chunks) {
+		if err := r.ReadAhead(); err == io.EOF {
+			break
+		}
+	}
+	// The first PING was consumed; the rest grew the buffer without being
+	// moved to the front to drop those 6 bytes.
+	if r.base != 0 || r.Buffered() != 6+256*(4096/6)*6 {
+		t.Fatalf("base %d (bytes dropped by compaction), %d buffered", r.base, r.Buffered())
+	}
+}
