@@ -51,7 +51,7 @@ const commandTimeout = 20 * time.Second
 var serveFlagNames = []string{
 	"addr", "shards", "max-ttl", "max-key-len", "require-create", "log-level", "log-format",
 	"idle-timeout", "max-bulk-len", "max-query-buffer", "max-clients", "tick", "io-loops", "lock-delay",
-	"max-locks", "maxmemory",
+	"max-locks", "maxmemory", "client-output-buffer-limit",
 	"data-dir", "fsync", "restart-grace", "repair", "allow-clock-before-epoch", "shutdown-timeout",
 }
 

@@ -35,7 +35,8 @@ func serveFlags() []cli.Flag {
 		&cli.IntFlag{Name: "max-clients", Value: def.MaxClients, EnvVars: env("MAX_CLIENTS"), Usage: "most open connections"},
 		&cli.DurationFlag{Name: "idle-timeout", Value: def.IdleTimeout, EnvVars: env("IDLE_TIMEOUT"), Usage: "close connections silent this long (0: never)"},
 		&cli.Int64Flag{Name: "max-bulk-len", Value: def.Limits.MaxBulkLen, EnvVars: env("MAX_BULK_LEN"), Usage: "longest RESP bulk string in bytes"},
-		&cli.Int64Flag{Name: "max-query-buffer", Value: def.Limits.MaxQueryBuffer, EnvVars: env("MAX_QUERY_BUFFER"), Usage: "most bytes one pending command may occupy"},
+		&cli.Int64Flag{Name: "max-query-buffer", Value: def.Limits.MaxQueryBuffer, EnvVars: env("MAX_QUERY_BUFFER"), Usage: "most bytes one pending command may occupy, and most input read ahead while replies wait for a client"},
+		&cli.StringFlag{Name: "client-output-buffer-limit", Value: def.OutputLimits.String(), EnvVars: env("CLIENT_OUTPUT_BUFFER_LIMIT"), Usage: "as Redis's: '<class> <hard> <soft> <soft-seconds>' for class normal and/or pubsub, sizes in bytes or with kb, mb, gb; a client whose unread output passes hard, or stays above soft that long, is disconnected (0: no bound)"},
 		&cli.StringFlag{Name: "data-dir", EnvVars: env("DATA_DIR"), Usage: "keep locks, leases and the token sequence in this directory, across restarts and crashes (default: none, nothing touches disk)"},
 		&cli.StringFlag{Name: "fsync", Value: def.Persist.Fsync.String(), EnvVars: env("FSYNC"), Usage: "with --data-dir: always (a grant is on disk before its reply; concurrent grants share an fsync), everysec or no, as Redis's appendfsync"},
 		&cli.DurationFlag{Name: "restart-grace", EnvVars: env("RESTART_GRACE"), Usage: "with --data-dir: every lease still live at start runs at least this long after the start, so holders can renew"},
@@ -83,6 +84,9 @@ func serve(c *cli.Context) error {
 	cfg.ShutdownTimeout = dur("shutdown-timeout")
 	cfg.Limits.MaxBulkLen = num64("max-bulk-len")
 	cfg.Limits.MaxQueryBuffer = num64("max-query-buffer")
+	if cfg.OutputLimits, err = server.ParseOutputLimits(str("client-output-buffer-limit"), cfg.OutputLimits); err != nil {
+		return cannotStart(err)
+	}
 	cfg.Locker.Shards = num("shards")
 	cfg.Locker.MaxTTL = dur("max-ttl")
 	cfg.Locker.MaxKeyLen = num("max-key-len")

@@ -68,12 +68,14 @@ func TestStartupLine(t *testing.T) {
 		t.Fatal(buildErr)
 	}
 	version := versionOutput(t, binary)
-	lines, _ := serveOnce(t, "", "--io-loops", "0", "--max-clients", "77", "--max-ttl", "90m", "--lock-delay", "2s")
+	lines, _ := serveOnce(t, "", "--io-loops", "0", "--max-clients", "77", "--max-ttl", "90m", "--lock-delay", "2s",
+		"--client-output-buffer-limit", "normal 1mb 512kb 10")
 	want := map[string]any{
 		"version": version, "transport": "goroutine-per-connection", "io_loops": 0.0,
 		"data_dir": "", "max_clients": 77.0, "max_ttl": "1h30m0s", "lock_delay": "2s",
 		"require_create": false, "max_key_len": 1024.0, "max_bulk_len": 1048576.0,
 		"max_query_buffer": 67108864.0, "idle_timeout": "0s",
+		"client_output_buffer_limit": "normal 1048576 524288 10 pubsub 33554432 8388608 60",
 	}
 	checkFields(t, lineWith(lines, "leasehold listening"), want)
 	for _, absent := range []string{"fsync", "restart_grace", "repair"} {
@@ -199,6 +201,7 @@ func TestServeFailsToStart(t *testing.T) {
 		{"zero max ttl", nil, []string{anyPort, "--max-ttl", "0s"}, "json", "max ttl"},
 		{"zero max clients", nil, []string{anyPort, "--max-clients", "0"}, "json", "max clients"},
 		{"bad fsync policy", nil, []string{anyPort, "--data-dir", t.TempDir(), "--fsync", "sometimes"}, "json", "fsync policy"},
+		{"bad client output buffer limit", nil, []string{anyPort, "--client-output-buffer-limit", "replica 256mb 64mb 60"}, "json", "no replicas"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

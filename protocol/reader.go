@@ -129,7 +129,8 @@ type argSpan struct{ start, end int }
 //
 // The buffer holds the pending command from its first byte. Before each Read,
 // the unread tail is moved to the front, so every byte is moved at most once
-// by compaction and the buffer grows only for a command that does not fit.
+// by compaction and the buffer grows only for a command that does not fit,
+// or for input read ahead (ReadAhead).
 //
 // A Reader is not safe for concurrent use; the connection's goroutine owns it.
 type Reader struct {
@@ -214,6 +215,68 @@ func (r *Reader) ReadCommand() ([][]byte, error) {
 		}
 	}
 }
+
+// ReadAhead reads once from rd into the buffer without parsing, for a
+// caller that may not run commands now (a server whose replies wait for the
+// client to read them) but must keep taking the client's input, or a client
+// that writes everything before it reads would wait on the server for ever
+// while the server waits on it. ReadCommand later returns the commands as if
+// they had been read then.
+//
+// It returns ErrWouldBlock when the source has nothing now, nil after a read,
+// and once the buffered input (the pending command and every complete one
+// behind it) exceeds MaxQueryBuffer, the query buffer limit's
+// *ProtocolError, after which the Reader must not be used again: the whole
+// buffer is bounded as Redis's client-query-buffer-limit bounds its query
+// buffer. A read error, io.EOF included, is returned as it is and kept for
+// ReadCommand to report after the buffered commands.
+func (r *Reader) ReadAhead() error {
+	if r.err != nil {
+		return r.err
+	}
+	if r.rerr != nil {
+		return r.rerr
+	}
+	if int64(r.end-r.cmd) > r.limits.MaxQueryBuffer {
+		r.err = errReaderQueryLimit()
+		return r.err
+	}
+	// Room to read into, without fill's compaction before every read: that
+	// would move all the input read ahead so far each time, quadratic in a
+	// client that writes megabytes. Compact only what frees at least as much
+	// as it moves (or when the buffer cannot grow), else grow: each byte is
+	// then moved a bounded number of times.
+	if r.cmd == r.end || r.end == len(r.buf) && (r.cmd >= len(r.buf)/2 || int64(len(r.buf)) > r.limits.MaxQueryBuffer) {
+		r.compact()
+	}
+	if r.end == len(r.buf) {
+		if err := r.grow(); err != nil {
+			r.err = err
+			return err
+		}
+	}
+	n := r.end
+	r.readSource()
+	if r.blocked {
+		r.blocked = false
+		return ErrWouldBlock
+	}
+	if r.rerr != nil {
+		return r.rerr
+	}
+	if r.end == n {
+		return ErrWouldBlock
+	}
+	return nil
+}
+
+// Buffered returns the number of input bytes read but not yet returned as
+// commands.
+func (r *Reader) Buffered() int { return r.end - r.cmd }
+
+// Consumed returns the number of input bytes returned as commands (or
+// skipped, as blank lines are) since the connection opened.
+func (r *Reader) Consumed() int64 { return r.base + int64(r.cmd) }
 
 // Lookahead returns the bytes buffered after the command ReadCommand last
 // returned, which may hold whole commands the client pipelined behind it,
@@ -460,6 +523,20 @@ func (r *Reader) finish(next int) {
 // fill makes room in the buffer and reads once from rd. A read error is kept
 // for ReadCommand to report after the bytes read with it are parsed.
 func (r *Reader) fill() error {
+	r.compact()
+	if r.end == len(r.buf) {
+		if err := r.grow(); err != nil {
+			return err
+		}
+	}
+	r.readSource()
+	return nil
+}
+
+// compact drops the bytes before the pending command: the unread tail moves
+// to the front, or, with nothing unread, the buffer starts over (shrinking
+// back if a huge command grew it).
+func (r *Reader) compact() {
 	if r.cmd == r.end {
 		if len(r.buf) > readerKeepBuf {
 			r.buf = make([]byte, readerBufSize)
@@ -473,44 +550,51 @@ func (r *Reader) fill() error {
 		r.scan -= r.cmd
 		r.cmd, r.end = 0, n
 	}
-	if r.end == len(r.buf) {
-		// A full buffer holds only the pending command, which parse has
-		// already refused if it exceeds MaxQueryBuffer, so the buffer never
-		// needs more than MaxQueryBuffer+1 bytes.
-		limit := r.limits.MaxQueryBuffer + 1
-		size := int64(len(r.buf)) * 2
-		if size > limit {
-			size = limit
-		}
-		if size <= int64(len(r.buf)) {
-			return errReaderQueryLimit() // unreachable; avoids a zero-length Read loop
-		}
-		buf := make([]byte, size)
-		copy(buf, r.buf[:r.end])
-		r.buf = buf
+}
+
+// grow doubles the full buffer, up to MaxQueryBuffer+1 bytes.
+func (r *Reader) grow() error {
+	// A full buffer holds the pending command, which parse has already
+	// refused if it exceeds MaxQueryBuffer, or input read ahead, which
+	// ReadAhead refuses past MaxQueryBuffer: so the buffer never needs
+	// more than MaxQueryBuffer+1 bytes.
+	limit := r.limits.MaxQueryBuffer + 1
+	size := int64(len(r.buf)) * 2
+	if size > limit {
+		size = limit
 	}
+	if size <= int64(len(r.buf)) {
+		return errReaderQueryLimit() // unreachable; avoids a zero-length Read loop
+	}
+	buf := make([]byte, size)
+	copy(buf, r.buf[:r.end])
+	r.buf = buf
+	return nil
+}
+
+// readSource reads once from rd into the free end of the buffer.
+func (r *Reader) readSource() {
 	for range readerMaxEmptyReads {
 		n, err := r.rd.Read(r.buf[r.end:])
 		if n < 0 || n > len(r.buf)-r.end {
 			// A broken io.Reader must not make the parser index out of range.
 			r.rerr = fmt.Errorf("protocol: reader returned invalid count %d", n)
-			return nil
+			return
 		}
 		r.end += n
 		if err == ErrWouldBlock {
 			r.blocked = n == 0
-			return nil
+			return
 		}
 		if err != nil {
 			r.rerr = err
-			return nil
+			return
 		}
 		if n > 0 {
-			return nil
+			return
 		}
 	}
 	r.rerr = io.ErrNoProgress
-	return nil
 }
 
 // splitInline splits the line buf[s:e] into arguments the way Redis's

@@ -673,3 +673,101 @@ func TestReaderWouldBlockKeepsItsPlace(t *testing.T) {
 		t.Fatalf("only %d ErrWouldBlock returns for %d chunks", blocks, len(chunks))
 	}
 }
+
+// TestReaderReadAhead checks that input read ahead, without parsing, comes
+// out of ReadCommand as if read then, in order, with the end of the input
+// after it; and that the whole buffer is bounded by MaxQueryBuffer.
+func TestReaderReadAhead(t *testing.T) {
+	var stream strings.Builder
+	var want []string
+	for i := range 5000 { // well past the initial buffer
+		fmt.Fprintf(&stream, "*2\r\n$4\r\nECHO\r\n$%d\r\n%d\r\n", len(fmt.Sprint(i)), i)
+		want = append(want, fmt.Sprintf("ECHO %d", i))
+	}
+	var chunks []string
+	for s := stream.String(); s != ""; {
+		n := min(1000, len(s))
+		chunks = append(chunks, s[:n])
+		s = s[n:]
+	}
+	r := NewReader(&wouldBlockSource{chunks: chunks}, DefaultReaderLimits())
+	reads := 0
+	for {
+		err := r.ReadAhead()
+		if err == io.EOF {
+			break
+		}
+		if err != nil && err != ErrWouldBlock {
+			t.Fatal(err)
+		}
+		if reads++; reads > 10*len(chunks)+10 {
+			t.Fatal("ReadAhead never reached the end of the input")
+		}
+	}
+	if r.Buffered() != stream.Len() {
+		t.Fatalf("%d bytes buffered, want %d", r.Buffered(), stream.Len())
+	}
+	var got []string
+	for {
+		args, err := r.ReadCommand()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(bytes.Join(args, []byte(" "))))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %d commands, want %d (first difference near %d)", len(got), len(want), len(got))
+	}
+
+	// Complete commands count towards the limit too, once read ahead.
+	limits := smallReaderLimits()
+	r = NewReader(strings.NewReader(strings.Repeat("PING\r\n", 100)), limits)
+	var err error
+	for range 100 {
+		if err = r.ReadAhead(); err != nil {
+			break
+		}
+	}
+	var pe *ProtocolError
+	if !errors.As(err, &pe) || pe.Msg != msgQueryLimit {
+		t.Fatalf("ReadAhead past MaxQueryBuffer: %v, want %q", err, msgQueryLimit)
+	}
+	// One read fills at most the buffer, which starts at readerBufSize.
+	if r.Buffered() > max(int(limits.MaxQueryBuffer)+1, readerBufSize) {
+		t.Fatalf("buffered %d bytes with a limit of %d", r.Buffered(), limits.MaxQueryBuffer)
+	}
+	if _, err := r.ReadCommand(); !errors.As(err, &pe) {
+		t.Fatalf("ReadCommand after the limit: %v, want the limit's error", err)
+	}
+}
+
+// TestReaderReadAheadMovesLittle checks that reading ahead does not move the
+// input already read ahead on every read, as fill's compaction would: for a
+// client that writes megabytes before it reads, that was quadratic.
+func TestReaderReadAheadMovesLittle(t *testing.T) {
+	chunks := []string{"PING\r\nPING\r\n"}
+	for range 256 {
+		chunks = append(chunks, strings.Repeat("PING\r\n", 4096/6))
+	}
+	r := NewReader(&wouldBlockSource{chunks: chunks}, DefaultReaderLimits())
+	for {
+		if _, err := r.ReadCommand(); err == nil {
+			break
+		} else if err != ErrWouldBlock {
+			t.Fatal(err)
+		}
+	}
+	for range 10 * len(chunks) {
+		if err := r.ReadAhead(); err == io.EOF {
+			break
+		}
+	}
+	// The first PING was consumed; the rest grew the buffer without being
+	// moved to the front to drop those 6 bytes.
+	if r.base != 0 || r.Buffered() != 6+256*(4096/6)*6 {
+		t.Fatalf("base %d (bytes dropped by compaction), %d buffered", r.base, r.Buffered())
+	}
+}

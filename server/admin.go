@@ -459,6 +459,12 @@ func (s *Server) infoClients(b *strings.Builder) {
 	infoLine(b, "connected_clients", s.clientCount())
 	infoLine(b, "maxclients", s.maxConns)
 	infoLine(b, "blocked_clients", s.stats.blocked.Load())
+	infoLine(b, "client_output_buffer_limit", s.cfg.OutputLimits)
+	infoLine(b, "client_output_pause_bytes", outputPause)
+	infoLine(b, "client_round_commands", roundCommands)
+	infoLine(b, "client_round_input_bytes", roundInputBytes)
+	infoLine(b, "client_round_time_us", roundTime.Microseconds())
+	infoLine(b, "client_output_buffer_peak", s.stats.outputPeak.Load())
 }
 
 func (s *Server) infoMemory(b *strings.Builder) {
@@ -487,6 +493,7 @@ func (s *Server) infoStats(b *strings.Builder) {
 	infoLine(b, "pubsub_patterns", len(s.hub.patterns))
 	s.hub.mu.RUnlock()
 	infoLine(b, "pubsub_slow_subscribers_closed", s.hub.dropped.Load())
+	infoLine(b, "client_output_buffer_limit_disconnections", s.stats.outputLimitCloses.Load())
 }
 
 func (s *Server) infoLocks(b *strings.Builder) {
@@ -593,6 +600,7 @@ func (s *Server) configParams() [][2]string {
 		{"timeout", strconv.FormatInt(int64((cfg.IdleTimeout+time.Second-1)/time.Second), 10)},
 		{"proto-max-bulk-len", strconv.FormatInt(cfg.Limits.MaxBulkLen, 10)},
 		{"client-query-buffer-limit", strconv.FormatInt(cfg.Limits.MaxQueryBuffer, 10)},
+		{"client-output-buffer-limit", cfg.OutputLimits.String()},
 		{"max-ttl", strconv.FormatInt(cfg.Locker.MaxTTL.Milliseconds(), 10)},
 		{"lock-delay", strconv.FormatInt(cfg.Locker.LockDelay.Milliseconds(), 10)},
 		{"max-key-len", strconv.Itoa(cfg.Locker.MaxKeyLen)},

@@ -30,6 +30,9 @@ type Config struct {
 	IOLoops int
 	// Limits bound what one client can make the server buffer.
 	Limits protocol.ReaderLimits
+	// OutputLimits disconnect a client whose replies or messages pile up
+	// unread, as Redis's client-output-buffer-limit.
+	OutputLimits OutputLimits
 	// Locker configures the lock table.
 	Locker locker.Config
 	// Persist configures the data directory; without a Dir nothing touches
@@ -57,11 +60,12 @@ func DefaultConfig() Config {
 	limits.MaxBulkLen = 1 << 20
 	limits.MaxQueryBuffer = 64 << 20
 	return Config{
-		Addr:       fmt.Sprintf("127.0.0.1:%d", DefaultPort),
-		MaxClients: 10000,
-		IOLoops:    defaultIOLoops,
-		Limits:     limits,
-		Locker:     locker.DefaultConfig(),
+		Addr:         fmt.Sprintf("127.0.0.1:%d", DefaultPort),
+		MaxClients:   10000,
+		IOLoops:      defaultIOLoops,
+		Limits:       limits,
+		OutputLimits: DefaultOutputLimits(),
+		Locker:       locker.DefaultConfig(),
 		// Well inside the time a service manager gives before SIGKILL
 		// (Kubernetes: 30 s; systemd: 90 s).
 		ShutdownTimeout: 10 * time.Second,
@@ -90,6 +94,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("server: shutdown timeout must be positive, got %s", c.ShutdownTimeout)
 	}
 	if err := c.Limits.Validate(); err != nil {
+		return err
+	}
+	if err := c.OutputLimits.Validate(); err != nil {
 		return err
 	}
 	if c.Persist.RestartGrace < 0 || c.Persist.RestartGrace > c.Locker.MaxTTL {

@@ -3,9 +3,11 @@ package server
 import (
 	"errors"
 	"io"
+	"math"
 	"net"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -18,8 +20,9 @@ import (
 // conn is one client connection. Its commands run one at a time, either on a
 // goroutine of its own (blocking reads) or on the event loop that owns it
 // (non-blocking reads, see ioLoop): read a command, run it, buffer the reply.
-// Replies are flushed (flush: commit, then write) only once no further
-// command is buffered, so a pipeline is answered with one write.
+// Replies are flushed (flush: commit, then write) once no further command is
+// buffered, so a pipeline is answered with one write, or earlier once they
+// reach outputPause, so a pipeline of large replies is not built whole.
 type conn struct {
 	srv           *Server
 	id            uint64
@@ -45,6 +48,14 @@ type conn struct {
 	closeWhenFlushed      bool                       // event loop: close once pending is written (QUIT, protocol error)
 	flushQueued           bool                       // event loop: in the loop's flushLater
 	openAfterRound        bool                       // event loop: runCommands' verdict, for the deferred flush
+	yielded               bool                       // runCommands stopped at a round's bound or outputPause, with commands perhaps left
+	ranSlow               bool                       // the command dispatch just ran is not flagged fast
+	readyQueued           bool                       // event loop: in the loop's ready list
+	servedRound           uint64                     // event loop: the last round that ran its commands
+	inputEnded            bool                       // event loop: reading ahead met the end of the input (or a read error)
+	softSince             int64                      // event loop: monotonic ns since its unsent output is above its soft limit; 0 if not
+	softListed            bool                       // event loop: in the loop's overSoft
+	softDeadline          bool                       // goroutine transport: the socket's write deadline is the soft limit's
 	blocked               *blockState                // parked in ACQUIRE ... WAIT
 	parked                atomic.Pointer[blockState] // blocked, for CLIENT UNBLOCK on other goroutines
 	prefetchedTo          int64                      // stream offset up to which pipelined commands' keys were prefetched
@@ -63,6 +74,7 @@ type conn struct {
 	outScheduled     bool
 	outHeld          bool // see holdMessages
 	outDropped       bool
+	outSoftSince     int64         // monotonic ns since the outbox is above the pubsub soft limit; 0 if not
 	outSignal        chan struct{} // goroutine transport: wakes the message writer
 	outStop, outDone chan struct{}
 	watching         uint32 // event loop: the epoll events registered
@@ -104,14 +116,31 @@ func (c *conn) recoverPanic(r any) {
 }
 
 // runCommands runs commands until the reader would block, and reports
-// whether the connection stays open. On the event loop it also stops while
-// earlier replies are still waiting for the socket, so a client that does not
-// read cannot make the server buffer without bound.
+// whether the connection stays open. It also stops, setting c.yielded, once
+// the unsent output (replies not yet flushed, and on the event loop the
+// bytes the socket has refused) reaches outputPause, so that a client that
+// does not read cannot make the server build its replies without bound; and
+// on the event loop after roundCommands commands or roundInputBytes of
+// input, so that one connection's pipeline does not hold up the loop's
+// other connections. Its caller flushes, and runs it again once the output
+// has drained (see ioLoop.continueLater).
 func (c *conn) runCommands() (open bool) {
+	c.yielded = false
+	budget, inputEnd := roundCommands, c.rd.Consumed()+roundInputBytes
+	if c.loop == nil {
+		// Goroutines take turns through the Go scheduler.
+		budget, inputEnd = -1, math.MaxInt64
+	}
+	var started int64 // monotonic ns of the round's first look at the clock
 	for !c.quit {
-		if len(c.pending) > 0 || c.blocked != nil {
+		if c.blocked != nil {
 			return true
 		}
+		if budget == 0 || c.rd.Consumed() >= inputEnd || c.outputFull() {
+			c.yielded = true
+			return true
+		}
+		budget--
 		args, err := c.rd.ReadCommand()
 		if err == protocol.ErrWouldBlock {
 			return true
@@ -126,10 +155,27 @@ func (c *conn) runCommands() (open bool) {
 				c.prefetchedTo = at + int64(c.prefetchKeys(ahead))
 			}
 		}
+		c.ranSlow = false
 		c.dispatch(args)
 		c.unflushed = true
+		if budget >= 0 && (c.ranSlow || budget%64 == 0) {
+			// The clock, read after a command not flagged fast and every
+			// 64 others, ends the round at roundTime; starting it lazily
+			// spares the common round of a few commands any clock read.
+			switch now := c.srv.monotonic(); {
+			case started == 0:
+				started = now
+			case now-started >= int64(roundTime):
+				budget = 0
+			}
+		}
 	}
 	return false
+}
+
+// outputFull reports whether c's unsent output has reached outputPause.
+func (c *conn) outputFull() bool {
+	return bufferedReplies(c.wr)+len(c.pending) >= outputPause
 }
 
 func (c *conn) readFailed(err error) {
@@ -170,9 +216,23 @@ func (c *conn) prefetchKeys(ahead []byte) int {
 	return spanned
 }
 
+// fastCommand marks the commands the command table flags "fast" (as Redis
+// flags those that take O(1) or O(log n)); runCommands reads the clock after
+// any other.
+var fastCommand = func() []bool {
+	fast := make([]bool, len(protocol.Commands))
+	for i, cmd := range protocol.Commands {
+		fast[i] = slices.Contains(cmd.Flags, "fast")
+	}
+	return fast
+}()
+
 // dispatch runs one command and buffers its reply.
 func (c *conn) dispatch(args [][]byte) {
 	i := protocol.LookupIndex(args[0])
+	if i >= 0 && !fastCommand[i] {
+		c.ranSlow = true
+	}
 	if i < 0 {
 		if protocol.IsCrossProtocol(args[0]) {
 			c.abortCrossProtocol(args[0])

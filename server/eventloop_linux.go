@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"runtime"
 	"sync"
@@ -42,6 +43,13 @@ type ioLoop struct {
 
 	waitTimers waitTimers // parked connections' deadlines
 	flushLater []*conn    // served this round; their replies wait for the round's commit
+	// ready are the connections that stopped at roundCommands or
+	// outputPause with commands perhaps left in their reader's buffer, which
+	// no epoll event will report: the next round runs them (see
+	// continueLater). readySpare is the previous round's list, for reuse.
+	ready, readySpare []*conn
+	round             uint64  // counts the loop's rounds, for conn.servedRound
+	overSoft          []*conn // connections whose unsent output is above their soft limit
 
 	stopping  bool
 	deadline  time.Time // the shutdown's, once stopping
@@ -157,13 +165,26 @@ func (l *ioLoop) run() {
 		sweep = int(max(min(idle/4, time.Second), time.Millisecond) / time.Millisecond)
 	}
 	for !l.stopping {
+		l.round++
 		timeout := sweep
-		if len(l.waitTimers) > 0 {
-			// Wake for the earliest wait deadline, rounded up to a whole ms.
-			ms := int(min((l.waitTimers[0].deadline-l.srv.monotonic()+int64(time.Millisecond)-1)/int64(time.Millisecond), maxEpollWaitMs))
+		wake := func(deadline int64) {
+			// Wake for deadline, rounded up to a whole ms.
+			ms := int(min((deadline-l.srv.monotonic()+int64(time.Millisecond)-1)/int64(time.Millisecond), maxEpollWaitMs))
 			if ms = max(ms, 0); timeout < 0 || ms < timeout {
 				timeout = ms
 			}
+		}
+		if len(l.waitTimers) > 0 {
+			wake(l.waitTimers[0].deadline)
+		}
+		if next, ok := l.nextSoftDeadline(); ok {
+			wake(next)
+		}
+		// Connections with commands left in their buffers run this round:
+		// look for events without waiting.
+		due := l.takeReady()
+		if len(due) > 0 {
+			timeout = 0
 		}
 		n, err := unix.EpollWait(l.epfd, l.events, timeout)
 		if err != nil && err != unix.EINTR {
@@ -180,10 +201,14 @@ func (l *ioLoop) run() {
 				l.handle(c, ev.Events)
 			}
 		}
+		l.serveDue(due)
 		if len(l.waitTimers) > 0 {
 			l.expireWaits()
 		}
 		l.flushDeferred()
+		if len(l.overSoft) > 0 {
+			l.checkSoftLimits()
+		}
 		if sweep > 0 {
 			l.sweepIdle()
 		}
@@ -214,7 +239,9 @@ func (l *ioLoop) runTasks() {
 	}
 }
 
-// handle serves one readiness event of c.
+// handle serves one readiness event of c: it sends what it can of the
+// output the socket refused before, then runs c's commands if its output is
+// below outputPause, or else only reads its input ahead.
 func (l *ioLoop) handle(c *conn, events uint32) {
 	if c.blocked != nil && events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 		// A parked client hung up: it leaves the queue at once.
@@ -226,34 +253,100 @@ func (l *ioLoop) handle(c *conn, events uint32) {
 			l.closeConn(c)
 			return
 		}
-		if len(c.pending) > 0 {
-			return // still waiting for the client to read
-		}
-		if c.closeWhenFlushed {
+		if len(c.pending) == 0 && c.closeWhenFlushed {
 			l.closeConn(c) // QUIT or a protocol error: its replies are out
 			return
 		}
-		l.rewatch(c)
 	}
-	if len(c.pending) == 0 && c.blocked == nil && events&(unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR|unix.EPOLLRDHUP) != 0 {
+	switch {
+	case c.blocked != nil || c.closeWhenFlushed:
+	case c.outputFull():
+		if events&unix.EPOLLIN != 0 && !l.readAhead(c) {
+			return
+		}
+	default:
 		l.serveReadable(c)
+		return
 	}
+	l.rewatch(c)
 }
 
-// rewatch registers the events c needs now: writability while replies wait
-// for the socket, only hang-ups while it is parked, input otherwise.
+// readAhead takes c's input while its commands wait for its output to
+// drain, without running them: a client that writes all its commands before
+// it reads a reply would otherwise wait for the server to read, while the
+// server waited for it to read (Redis keeps reading too). The query buffer
+// limit bounds what it holds; a client past it is closed, as Redis closes
+// it. It reports false if it closed c.
+func (l *ioLoop) readAhead(c *conn) bool {
+	var pe *protocol.ProtocolError
+	switch err := c.rd.ReadAhead(); {
+	case err == nil, err == protocol.ErrWouldBlock:
+	case errors.As(err, &pe):
+		c.readFailed(err)
+		l.closeConn(c)
+		return false
+	default:
+		// The end of the input, or a read error: the reader reports it
+		// after the commands it has, which run once the output drains.
+		c.inputEnded = true
+	}
+	return true
+}
+
+// rewatch registers the events c needs now: writability while output waits
+// for the socket (and input, read ahead, unless the client is done
+// sending), only hang-ups while it is parked, input otherwise.
 func (l *ioLoop) rewatch(c *conn) {
 	want := uint32(unix.EPOLLIN | unix.EPOLLRDHUP)
 	switch {
 	case len(c.pending) > 0:
 		// Not EPOLLRDHUP: a client that half-closed may still read its
-		// replies, and a level-triggered RDHUP nobody consumes would spin.
+		// replies, and a level-triggered RDHUP nobody consumes would spin;
+		// for the same reason no EPOLLIN once the input has ended.
 		want = unix.EPOLLOUT
+		if c.blocked == nil && !c.closeWhenFlushed && !c.inputEnded {
+			want |= unix.EPOLLIN
+		}
 	case c.blocked != nil:
 		want = unix.EPOLLRDHUP
 	}
 	if want != c.watching {
 		l.watch(c, want)
+	}
+}
+
+// continueLater has the next round run c's commands again: it stopped at
+// roundCommands or outputPause, and may have commands in its reader's
+// buffer that no epoll event will report.
+func (l *ioLoop) continueLater(c *conn) {
+	if !c.readyQueued {
+		c.readyQueued = true
+		l.ready = append(l.ready, c)
+	}
+}
+
+// takeReady returns the connections continueLater queued, for this round
+// to run, and starts the next round's list.
+func (l *ioLoop) takeReady() []*conn {
+	due := l.ready
+	l.ready = l.readySpare[:0]
+	for _, c := range due {
+		c.readyQueued = false
+	}
+	l.readySpare = due
+	return due
+}
+
+// serveDue runs the commands of the connections takeReady returned, unless
+// one already had its turn this round, through an event, or has since
+// parked or filled its output, whose end resumes it instead.
+func (l *ioLoop) serveDue(due []*conn) {
+	for i, c := range due {
+		due[i] = nil
+		if c.fd < 0 || c.servedRound == l.round || c.blocked != nil || c.closeWhenFlushed || c.outputFull() {
+			continue
+		}
+		l.serveReadable(c)
 	}
 }
 
@@ -304,16 +397,72 @@ func (l *ioLoop) drainOutbox(c *conn) {
 	}
 	c.wr.WriteRaw(out)
 	c.flush() // the messages, and any replies waiting for the round's commit
-	switch {
-	case c.sockErr != nil:
+	if c.sockErr != nil {
 		l.closeConn(c)
-	case len(c.pending) > maxSubscriberBacklog:
-		l.srv.hub.dropped.Add(1)
-		c.log.Warn().Msg("subscriber too slow; closing its connection")
-		l.closeConn(c)
-	default:
+		return
+	}
+	if l.enforceOutputLimit(c) {
 		l.rewatch(c)
 	}
+}
+
+// enforceOutputLimit closes c if its unsent output has passed its class's
+// limit (see OutputLimits), and reports whether it is still open. An output
+// above the soft limit starts c's soft clock, which checkSoftLimits reads.
+func (l *ioLoop) enforceOutputLimit(c *conn) bool {
+	if len(c.pending) == 0 {
+		c.softSince = 0
+		return true
+	}
+	size := int64(len(c.pending))
+	l.srv.notePeakOutput(size)
+	lim := c.outputLimit()
+	now := l.srv.monotonic()
+	bound, above := overOutputLimit(lim, size, c.softSince, now)
+	if bound != "" {
+		c.outputLimitReached(bound, size, lim, c.subscriptions() > 0)
+		l.closeConn(c)
+		return false
+	}
+	switch {
+	case !above:
+		c.softSince = 0
+	case c.softSince == 0:
+		c.softSince = now
+		if !c.softListed {
+			c.softListed = true
+			l.overSoft = append(l.overSoft, c)
+		}
+	}
+	return true
+}
+
+// checkSoftLimits closes the connections that have stayed above their soft
+// output limit too long; they may send and read nothing meanwhile, so no
+// event of theirs would.
+func (l *ioLoop) checkSoftLimits() {
+	kept := l.overSoft[:0]
+	for _, c := range l.overSoft {
+		if c.fd >= 0 && c.softSince != 0 && l.enforceOutputLimit(c) && c.softSince != 0 {
+			kept = append(kept, c)
+		} else {
+			c.softListed = false
+		}
+	}
+	clear(l.overSoft[len(kept):])
+	l.overSoft = kept
+}
+
+// nextSoftDeadline returns when the first soft limit of overSoft expires,
+// if any runs.
+func (l *ioLoop) nextSoftDeadline() (int64, bool) {
+	next, ok := int64(math.MaxInt64), false
+	for _, c := range l.overSoft {
+		if c.fd >= 0 && c.softSince != 0 {
+			next, ok = min(next, c.softSince+int64(c.outputLimit().SoftFor)), true
+		}
+	}
+	return next, ok
 }
 
 // expireWaits ends the waits whose deadline has passed.
@@ -330,9 +479,10 @@ func (l *ioLoop) expireWaits() {
 	}
 }
 
-// serveReadable runs every command the socket has for now, then writes
-// the replies.
+// serveReadable runs the commands the socket has for now, up to the
+// round's bounds (see runCommands), then writes the replies.
 func (l *ioLoop) serveReadable(c *conn) {
+	c.servedRound = l.round
 	open := func() (open bool) {
 		defer func() {
 			if r := recover(); r != nil {
@@ -389,7 +539,14 @@ func (l *ioLoop) finishServe(c *conn, open bool) {
 		// send them, then close.
 		c.closeWhenFlushed = true
 	}
-	// Stop reading while replies wait for the client, or while it is parked.
+	if !l.enforceOutputLimit(c) {
+		return
+	}
+	if open && c.yielded && !c.outputFull() {
+		l.continueLater(c)
+	}
+	// Stop running commands while replies wait for the client, or while it
+	// is parked.
 	l.rewatch(c)
 }
 

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"errors"
 	"net"
+	"os"
 	"time"
 
 	"github.com/leasehold/leasehold/protocol"
@@ -94,20 +96,58 @@ func (c *conn) stopReading() { c.nc.SetReadDeadline(time.Now()) }
 type lockedWriter struct{ c *conn }
 
 func (w lockedWriter) Write(p []byte) (int, error) {
+	pubsub := w.c.subscriptions() > 0 // on the goroutine that changes them
 	w.c.wmu.Lock()
 	defer w.c.wmu.Unlock()
-	return w.c.writeSocket(p)
+	return w.c.writeSocket(p, pubsub)
 }
 
-// writeSocket writes p to the goroutine transport's socket; the caller holds
-// wmu and has committed what p reports.
-func (c *conn) writeSocket(p []byte) (int, error) {
-	if t := c.srv.cfg.IdleTimeout; t > 0 {
+// writeSocket writes p to the goroutine transport's socket, under the output
+// buffer limit of class normal or pubsub; the caller holds wmu and has
+// committed what p reports.
+//
+// The output buffer limits apply as far as a blocking write allows: p is
+// the connection's unsent output, so a p above the hard limit closes the
+// connection unwritten, and one above the soft limit must be taken by the
+// client within the soft time (a write deadline), or the connection closes.
+// (The event loop keeps reading a client's input while its output waits;
+// here the goroutine blocks in Write meanwhile, so a client that writes
+// more than the socket buffers hold before it reads a reply waits on the
+// server as the server waits on it, until the idle timeout or a soft
+// limit's deadline, if any. Reading while writing would take a second
+// goroutine per connection, which this transport does not pay for.)
+func (c *conn) writeSocket(p []byte, pubsub bool) (int, error) {
+	size := int64(len(p))
+	c.srv.notePeakOutput(size)
+	lim := c.srv.cfg.OutputLimits.Normal
+	if pubsub {
+		lim = c.srv.cfg.OutputLimits.PubSub
+	}
+	bound, soft := overOutputLimit(lim, size, 0, 0)
+	if bound != "" { // hard, or soft with no time allowed
+		c.outputLimitReached(bound, size, lim, pubsub)
+		c.nc.Close()
+		return 0, errOutputLimit
+	}
+	idle := c.srv.cfg.IdleTimeout
+	switch {
+	case soft && (idle == 0 || lim.SoftFor < idle):
+		c.nc.SetWriteDeadline(time.Now().Add(lim.SoftFor))
+		c.softDeadline = true
+	case idle > 0:
 		// A client that stops reading is as idle as one that stops
 		// sending: it must not hold a goroutine in Write for ever.
-		c.nc.SetWriteDeadline(time.Now().Add(t))
+		c.nc.SetWriteDeadline(time.Now().Add(idle))
+		c.softDeadline = false
+	case c.softDeadline:
+		c.nc.SetWriteDeadline(time.Time{})
+		c.softDeadline = false
 	}
-	return c.nc.Write(p)
+	n, err := c.nc.Write(p)
+	if err != nil && c.softDeadline && errors.Is(err, os.ErrDeadlineExceeded) {
+		c.outputLimitReached("soft", size-int64(n), lim, pubsub)
+	}
+	return n, err
 }
 
 // startDelivery starts the goroutine transport's message writer, owned by
@@ -150,7 +190,7 @@ func (c *conn) writeMessages() error {
 	if err := c.srv.commitBeforeReply(); err != nil {
 		return err
 	}
-	_, err := c.writeSocket(out)
+	_, err := c.writeSocket(out, true)
 	return err
 }
 

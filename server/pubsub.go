@@ -16,11 +16,6 @@ import (
 // __lock__:<key>, as Redis names keyspace channels __keyspace@0__:<key>.
 const EventChannelPrefix = "__lock__:"
 
-// maxSubscriberBacklog is how many bytes of messages a subscriber may leave
-// unread before it is disconnected, as Redis's client-output-buffer-limit
-// for pubsub does: a slow reader must not make the server buffer forever.
-const maxSubscriberBacklog = 32 << 20
-
 // hub routes lock events to subscribed connections. It is the lock table's
 // EventSink: with no subscriber, Active is false and the table builds no
 // event at all.
@@ -414,17 +409,33 @@ type outFrame struct {
 // deliver queues a message frame for c without blocking the publisher: it
 // goes to c's outbox, and one drain is scheduled on whoever writes for c (its
 // event loop, or its message writer goroutine), however many messages pile
-// up meanwhile. A subscriber whose outbox passes maxSubscriberBacklog is
-// disconnected instead.
+// up meanwhile. A subscriber whose outbox passes its output limit
+// (OutputLimits.PubSub) is disconnected instead: at once above the hard
+// limit, and above the soft one once it has stayed there for the soft time
+// (the event loop also counts the bytes its socket refused, see
+// enforceOutputLimit; the goroutine transport's writer, the bytes it is
+// writing, see writeSocket).
 func (c *conn) deliver(name string, pattern bool, frame []byte) {
 	c.outMu.Lock()
-	if c.outBytes+len(frame) > maxSubscriberBacklog {
+	lim := c.srv.cfg.OutputLimits.PubSub
+	size := int64(c.outBytes + len(frame))
+	var now int64
+	if lim.Soft > 0 && size > lim.Soft {
+		now = c.srv.monotonic()
+	}
+	bound, above := overOutputLimit(lim, size, c.outSoftSince, now)
+	switch {
+	case !above:
+		c.outSoftSince = 0
+	case c.outSoftSince == 0:
+		c.outSoftSince = now
+	}
+	if bound != "" {
 		overflow := !c.outDropped
 		c.outDropped = true
 		c.outMu.Unlock()
 		if overflow {
-			c.srv.hub.dropped.Add(1)
-			c.log.Warn().Msg("subscriber too slow; closing its connection")
+			c.outputLimitReached(bound, size, lim, true)
 			if l := c.loop; l != nil {
 				l.post(func() { l.closeConn(c) })
 			} else {
@@ -505,7 +516,7 @@ func (c *conn) takeOutbox() []byte {
 		return nil
 	}
 	frames := c.outbox
-	c.outbox, c.outBytes, c.outScheduled = nil, 0, false
+	c.outbox, c.outBytes, c.outScheduled, c.outSoftSince = nil, 0, false, 0
 	c.outMu.Unlock()
 	var out []byte
 	for _, f := range frames {

@@ -62,6 +62,8 @@ type serverStats struct {
 	commandsOfClosed    atomic.Uint64 // commands counted by connections already gone
 	blocked             atomic.Int64  // connections parked in ACQUIRE ... WAIT
 	waitTimeouts        atomic.Uint64 // waits that ended without the lock
+	outputLimitCloses   atomic.Uint64 // connections closed by their client output buffer limit
+	outputPeak          atomic.Int64  // the most unsent output a connection has had, in bytes
 }
 
 // New validates cfg and builds a server with an empty lock table. It opens no
@@ -537,6 +539,7 @@ func (s *Server) logStart(addr net.Addr) {
 		Stringer("shutdown_timeout", c.ShutdownTimeout).
 		Int64("max_bulk_len", c.Limits.MaxBulkLen).
 		Int64("max_query_buffer", c.Limits.MaxQueryBuffer).
+		Stringer("client_output_buffer_limit", c.OutputLimits).
 		Uint64("first_token", c.Locker.FirstToken).
 		Int("gomaxprocs", runtime.GOMAXPROCS(0)).
 		Msg("leasehold listening")
