@@ -96,7 +96,7 @@ var attacks = []attack{
 		run: func(t testing.TB, addr string) {
 			nc := dialAttacker(t, addr)
 			pattern := "*" + strings.Repeat("[a-z]", 50) + "b"
-			const n = 300
+			const n = 100
 			done := drainReplies(nc, 2*n) // a cursor's array and its names' array
 			writeBounded(t, nc, strings.Repeat("LOCKS 0 MATCH "+pattern+" COUNT 100000\r\n", n))
 			<-done
