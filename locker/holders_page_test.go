@@ -275,7 +275,7 @@ func TestHoldersPageEndsAtAMegabyteOfOwners(t *testing.T) {
 			bytes += len(h.Owner)
 			got = append(got, h.Token)
 		}
-		if bytes-ownerLen >= holderPageBytes {
+		if bytes-ownerLen >= HolderPageBytes {
 			t.Fatalf("a page of %d holders, %d bytes of owners", len(page), bytes)
 		}
 		if next == 0 {
@@ -283,7 +283,7 @@ func TestHoldersPageEndsAtAMegabyteOfOwners(t *testing.T) {
 		}
 		cursor = next
 	}
-	perPage := (holderPageBytes + ownerLen - 1) / ownerLen // the one that passes the megabyte ends it
+	perPage := (HolderPageBytes + ownerLen - 1) / ownerLen // the one that passes the megabyte ends it
 	if want := (n + perPage - 1) / perPage; pages != want || !slices.Equal(got, toks) {
 		t.Fatalf("%d pages of %d holders, want %d of %d", pages, len(got), want, n)
 	}

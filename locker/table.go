@@ -467,10 +467,10 @@ type Status struct {
 // the default MaxKeyLen.
 const StatusHolders = 100
 
-// holderPageBytes ends a page of Holders early once the owners it lists
+// HolderPageBytes ends a page of Holders early once the owners it lists
 // pass it: a page becomes one reply, and a count of holders alone would let
 // a large MaxKeyLen make it tens of megabytes.
-const holderPageBytes = 1 << 20
+const HolderPageBytes = 1 << 20
 
 // Holder is one live lease of a lock.
 type Holder struct {
@@ -577,7 +577,7 @@ func (t *Table) Holders(key []byte, cursor uint64, count int, dst []Holder) (nex
 
 // holderPage appends the live leases of entry i's holder set whose tokens
 // come after cursor, looking at no more than count items and stopping after
-// the one whose owner takes the page past holderPageBytes, and returns the
+// the one whose owner takes the page past HolderPageBytes, and returns the
 // cursor to go on from: the last token looked at, or 0 when none is left.
 // The set is in token order, so the page starts where a binary search puts
 // it, and the work is bounded by count whatever the set's size.
@@ -598,7 +598,7 @@ func (s *shard) holderPage(i uint32, cursor uint64, count int, now int64, dst []
 			continue
 		}
 		dst = append(dst, Holder{Token: h.token, Owner: h.owner, TTL: time.Duration(h.deadline - now), Shared: shared})
-		if bytes += len(h.owner); bytes >= holderPageBytes {
+		if bytes += len(h.owner); bytes >= HolderPageBytes {
 			end = n + k + 1
 			break
 		}

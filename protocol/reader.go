@@ -14,7 +14,10 @@ type ReaderLimits struct {
 	// MaxInlineLen is the longest inline command line and the longest '*' or
 	// '$' header line, in bytes (Redis: 64 KiB, PROTO_INLINE_MAX_SIZE).
 	MaxInlineLen int
-	// MaxMultibulk is the largest '*' count accepted (Redis: 1024*1024).
+	// MaxMultibulk is the largest '*' count accepted. Redis before 7.0
+	// refused counts above 1024*1024; Redis 7 takes up to INT_MAX from an
+	// authenticated client. The count allocates nothing up front: the query
+	// buffer limit bounds what a command's arguments occupy.
 	MaxMultibulk int
 	// MaxBulkLen is the largest '$' length accepted (Redis: proto-max-bulk-len).
 	MaxBulkLen int64
@@ -25,7 +28,8 @@ type ReaderLimits struct {
 	MaxQueryBuffer int64
 }
 
-// DefaultReaderLimits returns the limits Redis applies to a normal client.
+// DefaultReaderLimits returns limits close to Redis's for a normal client
+// (see MaxMultibulk for the one that differs).
 func DefaultReaderLimits() ReaderLimits {
 	return ReaderLimits{
 		MaxInlineLen:   64 << 10,

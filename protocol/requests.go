@@ -80,8 +80,8 @@ type LocksRequest struct {
 // DefaultLocksCount is LOCKS's COUNT when none is given, as SCAN's.
 const DefaultLocksCount = 10
 
-// maxLocksCount bounds COUNT so that one call holds a shard lock briefly.
-const maxLocksCount = 100000
+// MaxLocksCount bounds COUNT so that one call holds a shard lock briefly.
+const MaxLocksCount = 100000
 
 // MaxPatternLen bounds a glob pattern from a client (LOCKS ... MATCH,
 // PSUBSCRIBE), in bytes. Matching one name costs up to the pattern's length
@@ -330,7 +330,7 @@ func ParseLocks(args [][]byte) (LocksRequest, error) {
 			if !ok {
 				return req, ErrNotInteger
 			}
-			if n < 1 || n > maxLocksCount {
+			if n < 1 || n > MaxLocksCount {
 				return req, ErrSyntax // Redis answers a COUNT below 1 so
 			}
 			req.Count = int(n)

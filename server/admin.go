@@ -410,6 +410,7 @@ var infoSections = []struct {
 	{"stats", (*Server).infoStats},
 	{"locks", (*Server).infoLocks},
 	{"persistence", (*Server).infoPersistence},
+	{"limits", (*Server).infoLimits},
 }
 
 func handleInfo(c *conn, args [][]byte) error {
@@ -601,6 +602,9 @@ func (s *Server) configParams() [][2]string {
 		{"proto-max-bulk-len", strconv.FormatInt(cfg.Limits.MaxBulkLen, 10)},
 		{"client-query-buffer-limit", strconv.FormatInt(cfg.Limits.MaxQueryBuffer, 10)},
 		{"client-output-buffer-limit", cfg.OutputLimits.String()},
+		{"maxmemory", strconv.FormatUint(s.mem.limit, 10)},
+		{"maxmemory-policy", "noeviction"},
+		{"max-locks", strconv.Itoa(cfg.Locker.MaxLocks)},
 		{"max-ttl", strconv.FormatInt(cfg.Locker.MaxTTL.Milliseconds(), 10)},
 		{"lock-delay", strconv.FormatInt(cfg.Locker.LockDelay.Milliseconds(), 10)},
 		{"max-key-len", strconv.Itoa(cfg.Locker.MaxKeyLen)},

@@ -479,8 +479,12 @@ func TestConfig(t *testing.T) {
 		t.Errorf("CONFIG GET * = %v", all)
 	}
 	maxes := do(t, rdb, "CONFIG", "GET", "max-*").Fields()
-	if len(maxes) != 2 || maxes["max-ttl"] == "" || maxes["max-key-len"] == "" {
+	if len(maxes) != 3 || maxes["max-ttl"] == "" || maxes["max-key-len"] == "" || maxes["max-locks"] != "0" {
 		t.Errorf("CONFIG GET max-* = %v", maxes)
+	}
+	// What Redis tools ask about memory.
+	if got := do(t, rdb, "CONFIG", "GET", "maxmemory*").Fields(); len(got) != 2 || got["maxmemory"] != "0" || got["maxmemory-policy"] != "noeviction" {
+		t.Errorf("CONFIG GET maxmemory* = %v", got)
 	}
 	if got := do(t, rdb, "CONFIG", "GET", "MAXCLIENTS", "save").Fields(); len(got) != 2 || got["maxclients"] != "10000" {
 		t.Errorf("CONFIG GET MAXCLIENTS save = %v", got)
