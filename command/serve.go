@@ -1,10 +1,8 @@
 package command
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -93,7 +91,7 @@ func serve(c *cli.Context) error {
 	cfg.Locker.RequireCreate = flag(c, "require-create").Bool("require-create")
 	cfg.Locker.LockDelay = dur("lock-delay")
 	cfg.Locker.MaxLocks = num("max-locks")
-	if cfg.MaxMemory, err = parseMemory(str("maxmemory")); err != nil {
+	if cfg.MaxMemory, err = server.ParseMemory(str("maxmemory")); err != nil {
 		return usageError("invalid value %q for flag -maxmemory: %v", str("maxmemory"), err)
 	}
 	cfg.Locker.Tick = dur("tick")
@@ -173,36 +171,4 @@ func newLogger(w *os.File, level, format string) (zerolog.Logger, error) {
 		return zerolog.Logger{}, fmt.Errorf("log format %q: want json or console", format)
 	}
 	return zerolog.New(out).Level(lvl).With().Timestamp().Logger(), nil
-}
-
-// errMemoryForm is why --maxmemory refused its value.
-var errMemoryForm = errors.New("want bytes (536870912) or a number with a unit: b, k, kb, m, mb, g, gb (512mb)")
-
-// parseMemory reads --maxmemory: a number of bytes, bare or with one of
-// Redis's units, as Redis reads maxmemory (memtoull): k, m and g are powers
-// of 1000, kb, mb and gb of 1024, in any case.
-func parseMemory(s string) (int64, error) {
-	units := []struct {
-		suffix string
-		mul    int64
-	}{
-		// Longest first, so that "kb" is not read as "k" and a "b".
-		{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30},
-		{"k", 1000}, {"m", 1000 * 1000}, {"g", 1000 * 1000 * 1000}, {"b", 1},
-	}
-	num, mul := strings.ToLower(s), int64(1)
-	for _, u := range units {
-		if rest, ok := strings.CutSuffix(num, u.suffix); ok {
-			num, mul = rest, u.mul
-			break
-		}
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n < 0 || strings.HasPrefix(num, "+") {
-		return 0, errMemoryForm
-	}
-	if n > math.MaxInt64/mul {
-		return 0, fmt.Errorf("%q is more than %d bytes", s, int64(math.MaxInt64))
-	}
-	return n * mul, nil
 }

@@ -122,13 +122,13 @@ func ParseOutputLimits(s string, base OutputLimits) (OutputLimits, error) {
 		default:
 			return base, fmt.Errorf("client output buffer limit: unknown class %q: want normal or pubsub", f[0])
 		}
-		hard, err := parseMemory(f[1])
+		hard, err := ParseMemory(f[1])
 		if err != nil {
-			return base, err
+			return base, fmt.Errorf("client output buffer limit: hard size %q: %w", f[1], err)
 		}
-		soft, err := parseMemory(f[2])
+		soft, err := ParseMemory(f[2])
 		if err != nil {
-			return base, err
+			return base, fmt.Errorf("client output buffer limit: soft size %q: %w", f[2], err)
 		}
 		secs, err := strconv.ParseInt(f[3], 10, 32)
 		if err != nil || secs < 0 {
@@ -137,27 +137,6 @@ func ParseOutputLimits(s string, base OutputLimits) (OutputLimits, error) {
 		*lim = OutputLimit{Hard: hard, Soft: soft, SoftFor: time.Duration(secs) * time.Second}
 	}
 	return base, nil
-}
-
-// parseMemory reads a size as Redis's memtoull does: a number of bytes,
-// optionally followed by k, kb, m, mb, g or gb in any case.
-func parseMemory(s string) (int64, error) {
-	units := []struct {
-		suffix string
-		mul    int64
-	}{{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}, {"k", 1e3}, {"m", 1e6}, {"g", 1e9}, {"b", 1}}
-	num, mul := strings.ToLower(s), int64(1)
-	for _, u := range units {
-		if n, ok := strings.CutSuffix(num, u.suffix); ok {
-			num, mul = n, u.mul
-			break
-		}
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n < 0 || n > (1<<62)/mul {
-		return 0, fmt.Errorf("client output buffer limit: size %q: want bytes, or a number with k, kb, m, mb, g or gb", s)
-	}
-	return n * mul, nil
 }
 
 // errOutputLimit ends a connection whose output passed its class's limit.

@@ -1,8 +1,8 @@
-package command
+package server
 
 import "testing"
 
-// TestParseMemory reads --maxmemory as Redis reads maxmemory: k, m and g
+// TestParseMemory reads sizes as Redis reads maxmemory: k, m and g
 // are powers of 1000, kb, mb and gb of 1024, in any case.
 func TestParseMemory(t *testing.T) {
 	for _, tc := range []struct {
@@ -13,13 +13,13 @@ func TestParseMemory(t *testing.T) {
 		{"512mb", 512 << 20}, {"512m", 512_000_000}, {"2gb", 2 << 30}, {"2G", 2_000_000_000},
 		{"8589934592", 8 << 30},
 	} {
-		if got, err := parseMemory(tc.in); err != nil || got != tc.want {
-			t.Errorf("parseMemory(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
+		if got, err := ParseMemory(tc.in); err != nil || got != tc.want {
+			t.Errorf("ParseMemory(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
 		}
 	}
 	for _, bad := range []string{"", "mb", "-1", "+5", "1.5gb", "5tb", "1 mb", "9999999999gb", "1bb"} {
-		if got, err := parseMemory(bad); err == nil {
-			t.Errorf("parseMemory(%q) = %d; want an error", bad, got)
+		if got, err := ParseMemory(bad); err == nil {
+			t.Errorf("ParseMemory(%q) = %d; want an error", bad, got)
 		}
 	}
 }
