@@ -229,7 +229,7 @@ func TestClockDirectoryWithoutMarks(t *testing.T) {
 	var rec []byte
 	rec = appendReserve(rec, 1<<20)
 	rec = appendChange(rec, &locker.Change{Kind: locker.ChangeGrant, Key: []byte("old"), Token: 5}, wall.Add(time.Hour).UnixNano())
-	writeLog(t, filepath.Join(dir, logName(1)), rec)
+	writeRecords(t, filepath.Join(dir, logName(1)), rec)
 
 	h.pass(10 * time.Minute)
 	s := open(t, dir, nil, sessionOpts{host: h})
@@ -300,25 +300,5 @@ func readRecordBodies(t *testing.T, path string) [][]byte {
 			t.Fatalf("%s: %v", path, err)
 		}
 		out = append(out, b)
-	}
-}
-
-func writeLog(t *testing.T, path string, recs ...[]byte) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := record.NewWriter(f)
-	for _, r := range recs {
-		if _, err := w.WriteRecord(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
 	}
 }

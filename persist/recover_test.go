@@ -468,7 +468,7 @@ func TestStaleFilesRemoved(t *testing.T) {
 	}
 }
 
-// writeLogFile writes records to a new file at path.
+// writeRecords writes records to a new file at path.
 func writeRecords(t *testing.T, path string, recs ...[]byte) {
 	t.Helper()
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
