@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -126,32 +127,142 @@ func TestOutputLimitDisconnectsNonReadingClient(t *testing.T) {
 	}
 }
 
-// TestOutputLimitDisconnectsSlowSubscriber checks the pubsub class, which
-// took the place of a fixed 32 MiB backlog: a subscriber that stops reading
-// is disconnected once its messages pass the configured hard limit.
-func TestOutputLimitDisconnectsSlowSubscriber(t *testing.T) {
-	ts := startServer(t, func(c *Config) { c.OutputLimits.PubSub = OutputLimit{Hard: 64 << 10} })
-	rdb := ts.client()
-	sub := ts.dial()
-	sub.send("PSUBSCRIBE __lock__:*\r\n")
-	sub.reply()
-	owner := strings.Repeat("o", 1000) // events of a kilobyte each
-	for round := 0; infoField(t, rdb, "stats", "client_output_buffer_limit_disconnections") != "1"; round++ {
-		if round == 100 { // 20 MB of events
-			t.Fatal("the subscriber that does not read is still connected")
-		}
-		pipe := rdb.Pipeline()
-		for i := range 200 {
-			pipe.Do(ctx(t), "ACQUIRE", fmt.Sprintf("k%d-%d", round, i), 60000, "OWNER", owner)
-		}
-		if _, err := pipe.Exec(ctx(t)); err != nil {
-			t.Fatal(err)
-		}
+// TestOutputLimitSlowSubscriber checks the pubsub class, which took the
+// place of a fixed 32 MiB backlog. A subscriber that stops reading is
+// disconnected once its unsent messages pass the hard limit, or once they
+// have stayed above the soft limit for the soft time (as in Redis, while
+// messages keep coming). One that goes above the soft limit and then reads
+// in time stays connected and gets every message, in order. The soft times
+// are below Redis's whole seconds, which only its syntax requires.
+func TestOutputLimitSlowSubscriber(t *testing.T) {
+	tests := []struct {
+		name  string
+		lim   OutputLimit
+		reads bool // the subscriber reads once its messages are above the limit
+	}{
+		{"hard", OutputLimit{Hard: 64 << 10}, false},
+		{"soft", OutputLimit{Soft: 64 << 10, SoftFor: 500 * time.Millisecond}, false},
+		{"soft, then reads", OutputLimit{Soft: 64 << 10, SoftFor: time.Second}, true},
 	}
-	if got := infoField(t, rdb, "stats", "pubsub_slow_subscribers_closed"); got != "1" {
-		t.Fatalf("pubsub_slow_subscribers_closed %s, want 1", got)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ts := startServer(t, func(c *Config) { c.OutputLimits.PubSub = tt.lim })
+			rdb := ts.client()
+			stat := func(field string) string { return infoField(t, rdb, "stats", field) }
+			sub := ts.dial()
+			sub.send("CLIENT ID\r\nPSUBSCRIBE __lock__:*\r\n")
+			id := sub.reply().(int64)
+			sub.reply()
+			owner := strings.Repeat("o", 1000) // events of a kilobyte each
+			published := 0
+			publish := func(n int) {
+				t.Helper()
+				pipe := rdb.Pipeline()
+				for range n {
+					pipe.Do(ctx(t), "ACQUIRE", fmt.Sprintf("k%d", published), 60000, "OWNER", owner)
+					published++
+				}
+				if _, err := pipe.Exec(ctx(t)); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			// The subscriber reads nothing until the server holds more of
+			// its messages than the limit (not the socket's buffers, which
+			// take megabytes first): disconnected at once above the hard
+			// limit, above the soft one once the soft clock runs.
+			over := func() bool {
+				switch {
+				case tt.lim.Hard > 0:
+					return stat("client_output_buffer_limit_disconnections") == "1"
+				case ts.cfg.IOLoops == 0:
+					// The goroutine transport's writer is blocked on the
+					// socket while these wait (its peak is any write's size).
+					return int64(ts.queuedMessages(id)) > tt.lim.Soft
+				}
+				// The event loop's peak is what the socket refused.
+				peak, err := strconv.ParseInt(infoField(t, rdb, "clients", "client_output_buffer_peak"), 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return peak > tt.lim.Soft
+			}
+			for !over() {
+				if published >= 20<<10 { // 20 MB of events
+					t.Fatal("the subscriber that does not read never held more than the limit")
+				}
+				publish(200)
+			}
+			overAt := time.Now()
+
+			if !tt.reads {
+				// Messages keep coming, a few at a time, until the soft
+				// time runs out.
+				eventually(t, 30*time.Second, "the subscriber's disconnection", func() bool {
+					if stat("client_output_buffer_limit_disconnections") != "0" {
+						return true
+					}
+					publish(10)
+					return false
+				})
+				readUntilClosed(t, sub, 30*time.Second)
+				for _, field := range []string{"client_output_buffer_limit_disconnections", "pubsub_slow_subscribers_closed"} {
+					if got := stat(field); got != "1" {
+						t.Errorf("%s %s, want 1", field, got)
+					}
+				}
+				do(t, rdb, "PING").Str("PONG")
+				return
+			}
+
+			// It reads now, back below the soft limit within the soft time,
+			// and is still connected once the soft time has passed.
+			sub.SetReadDeadline(time.Now().Add(30 * time.Second))
+			read := 0
+			readAll := func() {
+				t.Helper()
+				for ; read < published; read++ {
+					got := nextMessage(t, sub)
+					if len(got) != 4 || got[0] != "pmessage" || got[2] != fmt.Sprintf("__lock__:k%d", read) {
+						t.Fatalf("message %d of %d: %.80q, want the event of k%d", read, published, got, read)
+					}
+				}
+			}
+			readAll()
+			// Not a wait for something to happen: the soft time must pass
+			// (its clock started before overAt).
+			time.Sleep(time.Until(overAt.Add(tt.lim.SoftFor)))
+			publish(200)
+			readAll()
+			sub.send("PING\r\n")
+			if got := nextMessage(t, sub); len(got) != 2 || got[0] != "pong" {
+				t.Fatalf("PING while subscribed: %#v", got)
+			}
+			for _, field := range []string{"client_output_buffer_limit_disconnections", "pubsub_slow_subscribers_closed"} {
+				if got := stat(field); got != "0" {
+					t.Errorf("%s %s, want 0", field, got)
+				}
+			}
+			t.Logf("%d events, %d before the subscriber read", published, published-200)
+		})
 	}
-	readUntilClosed(t, sub, 30*time.Second)
+}
+
+// queuedMessages returns the bytes of pub/sub messages queued for the
+// connection with CLIENT ID id that its writer has not taken yet: the
+// goroutine transport's wait there while its writer is blocked on the
+// socket (an event loop takes them at once, into the connection's unsent
+// output).
+func (ts *testServer) queuedMessages(id int64) int {
+	ts.mu.Lock()
+	c := ts.conns[uint64(id)]
+	ts.mu.Unlock()
+	if c == nil {
+		return 0
+	}
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	return c.outBytes
 }
 
 // TestBufferedReplies checks the one read of redcon's unexported buffer.
