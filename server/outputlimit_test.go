@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -244,6 +245,34 @@ func TestOutputLimitSlowSubscriber(t *testing.T) {
 				}
 			}
 			t.Logf("%d events, %d before the subscriber read", published, published-200)
+		})
+	}
+}
+
+// TestWriteSocketSoftLimitCloses checks the goroutine transport's writer at
+// the soft limit: output above it that the client does not take within the
+// soft time ends the connection, as the hard limit does, whichever goroutine
+// writes it. The message writer (class pubsub) has nobody after it to close
+// the socket: the connection's own goroutine waits in Read on a subscriber
+// that sends nothing.
+func TestWriteSocketSoftLimitCloses(t *testing.T) {
+	for _, pubsub := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pubsub=%v", pubsub), func(t *testing.T) {
+			lim := OutputLimit{Soft: 1 << 10, SoftFor: 100 * time.Millisecond}
+			ts := startServer(t, func(c *Config) { c.OutputLimits = OutputLimits{Normal: lim, PubSub: lim} })
+			server, client := net.Pipe() // unbuffered: a write waits for the client to read
+			t.Cleanup(func() { server.Close(); client.Close() })
+			c := newGoroutineConn(ts.Server, server)
+			if _, err := c.writeSocket(make([]byte, lim.Soft+1), pubsub); !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("write above the soft limit nobody reads: %v, want the soft time's deadline", err)
+			}
+			client.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := client.Read(make([]byte, 1)); errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatal("the connection is still open after its soft time ran out")
+			}
+			if got := ts.stats.outputLimitCloses.Load(); got != 1 {
+				t.Fatalf("%d disconnections counted, want 1", got)
+			}
 		})
 	}
 }
