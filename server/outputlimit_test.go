@@ -152,7 +152,10 @@ func TestOutputLimitSlowSubscriber(t *testing.T) {
 			stat := func(field string) string { return infoField(t, rdb, "stats", field) }
 			sub := ts.dial()
 			sub.send("CLIENT ID\r\nPSUBSCRIBE __lock__:*\r\n")
-			id, _ := sub.reply().(int64)
+			id, ok := sub.reply().(int64)
+			if !ok {
+				t.Fatal("CLIENT ID did not answer an integer")
+			}
 			sub.reply()
 			owner := strings.Repeat("o", 1000) // events of a kilobyte each
 			published := 0
