@@ -146,6 +146,9 @@ func (c *conn) writeSocket(p []byte, pubsub bool) (int, error) {
 	n, err := c.nc.Write(p)
 	if err != nil && c.softDeadline && errors.Is(err, os.ErrDeadlineExceeded) {
 		c.outputLimitReached("soft", size-int64(n), lim, pubsub)
+		// As at the hard limit: the message writer stops here, and nobody
+		// else would close the socket of a subscriber that sends nothing.
+		c.nc.Close()
 	}
 	return n, err
 }

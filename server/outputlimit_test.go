@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -126,32 +127,178 @@ func TestOutputLimitDisconnectsNonReadingClient(t *testing.T) {
 	}
 }
 
-// TestOutputLimitDisconnectsSlowSubscriber checks the pubsub class, which
-// took the place of a fixed 32 MiB backlog: a subscriber that stops reading
-// is disconnected once its messages pass the configured hard limit.
-func TestOutputLimitDisconnectsSlowSubscriber(t *testing.T) {
-	ts := startServer(t, func(c *Config) { c.OutputLimits.PubSub = OutputLimit{Hard: 64 << 10} })
-	rdb := ts.client()
-	sub := ts.dial()
-	sub.send("PSUBSCRIBE __lock__:*\r\n")
-	sub.reply()
-	owner := strings.Repeat("o", 1000) // events of a kilobyte each
-	for round := 0; infoField(t, rdb, "stats", "client_output_buffer_limit_disconnections") != "1"; round++ {
-		if round == 100 { // 20 MB of events
-			t.Fatal("the subscriber that does not read is still connected")
+// TestOutputLimitSlowSubscriber checks the pubsub class, which took the
+// place of a fixed 32 MiB backlog. A subscriber that stops reading is
+// disconnected once its unsent messages pass the hard limit, or once they
+// have stayed above the soft limit for the soft time (as in Redis, while
+// messages keep coming). One that goes above the soft limit and then reads
+// in time stays connected and gets every message, in order, however often
+// it does so. The soft times are below Redis's whole seconds, which only
+// its syntax requires.
+func TestOutputLimitSlowSubscriber(t *testing.T) {
+	tests := []struct {
+		name  string
+		lim   OutputLimit
+		reads bool // the subscriber reads each time its messages are above the limit
+	}{
+		{"hard", OutputLimit{Hard: 64 << 10}, false},
+		{"soft", OutputLimit{Soft: 64 << 10, SoftFor: 500 * time.Millisecond}, false},
+		{"soft, then reads", OutputLimit{Soft: 64 << 10, SoftFor: time.Second}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ts := startServer(t, func(c *Config) { c.OutputLimits.PubSub = tt.lim })
+			rdb := ts.client()
+			stat := func(field string) string { return infoField(t, rdb, "stats", field) }
+			sub := ts.dial()
+			sub.send("CLIENT ID\r\nPSUBSCRIBE __lock__:*\r\n")
+			id, ok := sub.reply().(int64)
+			if !ok {
+				t.Fatal("CLIENT ID did not answer an integer")
+			}
+			sub.reply()
+			owner := strings.Repeat("o", 1000) // events of a kilobyte each
+			published := 0
+			publish := func(n int) {
+				t.Helper()
+				pipe := rdb.Pipeline()
+				for range n {
+					pipe.Do(ctx(t), "ACQUIRE", fmt.Sprintf("k%d", published), 60000, "OWNER", owner)
+					published++
+				}
+				if _, err := pipe.Exec(ctx(t)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// fill publishes, the subscriber reading nothing, until the
+			// server holds more of its messages than the limit (the
+			// socket's buffers take megabytes first): disconnected at once
+			// above the hard limit, above the soft one once the soft clock
+			// runs.
+			fill := func() {
+				t.Helper()
+				over := func() bool {
+					if tt.lim.Hard > 0 {
+						return stat("client_output_buffer_limit_disconnections") == "1"
+					}
+					return ts.unsentMessages(t, id) > tt.lim.Soft
+				}
+				for start := published; !over(); publish(200) {
+					if published-start >= 20<<10 { // 20 MB of events
+						t.Fatal("the subscriber that does not read never held more than the limit")
+					}
+				}
+			}
+
+			if !tt.reads {
+				fill()
+				// Messages keep coming, a few at a time, until the soft
+				// time runs out.
+				eventually(t, 30*time.Second, "the subscriber's disconnection", func() bool {
+					if stat("client_output_buffer_limit_disconnections") != "0" {
+						return true
+					}
+					publish(10)
+					return false
+				})
+				readUntilClosed(t, sub, 30*time.Second)
+				for _, field := range []string{"client_output_buffer_limit_disconnections", "pubsub_slow_subscribers_closed"} {
+					if got := stat(field); got != "1" {
+						t.Errorf("%s %s, want 1", field, got)
+					}
+				}
+				do(t, rdb, "PING").Str("PONG")
+				return
+			}
+
+			// Each time, it reads in time, back below the soft limit. The
+			// second time comes once the soft time has passed since the
+			// first ended: a soft clock (or a write deadline) left running
+			// would end the connection then.
+			sub.SetReadDeadline(time.Now().Add(30 * time.Second))
+			read := 0
+			for round := range 2 {
+				if round > 0 {
+					// Not a wait for something to happen: the soft time
+					// must pass.
+					time.Sleep(tt.lim.SoftFor)
+				}
+				fill()
+				for ; read < published; read++ {
+					got := nextMessage(t, sub)
+					if len(got) != 4 || got[0] != "pmessage" || got[2] != fmt.Sprintf("__lock__:k%d", read) {
+						t.Fatalf("message %d of %d: %.80q, want the event of k%d", read, published, got, read)
+					}
+				}
+			}
+			sub.send("PING\r\n")
+			if got := nextMessage(t, sub); len(got) != 2 || got[0] != "pong" {
+				t.Fatalf("PING while subscribed: %#v", got)
+			}
+			for _, field := range []string{"client_output_buffer_limit_disconnections", "pubsub_slow_subscribers_closed"} {
+				if got := stat(field); got != "0" {
+					t.Errorf("%s %s, want 0", field, got)
+				}
+			}
+		})
+	}
+}
+
+// TestWriteSocketSoftLimitCloses checks the goroutine transport's writer at
+// the soft limit: output above it that the client does not take within the
+// soft time ends the connection, as the hard limit does, whichever goroutine
+// writes it. The message writer (class pubsub) has nobody after it to close
+// the socket: the connection's own goroutine waits in Read on a subscriber
+// that sends nothing.
+func TestWriteSocketSoftLimitCloses(t *testing.T) {
+	for _, pubsub := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pubsub=%v", pubsub), func(t *testing.T) {
+			lim := OutputLimit{Soft: 1 << 10, SoftFor: 100 * time.Millisecond}
+			ts := startServer(t, func(c *Config) { c.OutputLimits = OutputLimits{Normal: lim, PubSub: lim} })
+			server, client := net.Pipe() // unbuffered: a write waits for the client to read
+			t.Cleanup(func() { server.Close(); client.Close() })
+			c := newGoroutineConn(ts.Server, server)
+			if _, err := c.writeSocket(make([]byte, lim.Soft+1), pubsub); !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("write above the soft limit nobody reads: %v, want the soft time's deadline", err)
+			}
+			client.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := client.Read(make([]byte, 1)); errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatal("the connection is still open after its soft time ran out")
+			}
+			if got := ts.stats.outputLimitCloses.Load(); got != 1 {
+				t.Fatalf("%d disconnections counted, want 1", got)
+			}
+		})
+	}
+}
+
+// unsentMessages returns the bytes of messages the server holds for the
+// connection with CLIENT ID id: those queued for its writer, and on an event
+// loop the output its socket refused (read on the loop, which owns it). The
+// goroutine transport's writer may hold one write more, blocked on the
+// socket.
+func (ts *testServer) unsentMessages(t testing.TB, id int64) int64 {
+	t.Helper()
+	c := ts.connByID(uint64(id))
+	if c == nil {
+		t.Fatalf("connection %d has been closed", id)
+	}
+	c.outMu.Lock()
+	n := c.outBytes
+	c.outMu.Unlock()
+	if c.loop != nil {
+		refused := make(chan int, 1)
+		if !c.loop.post(func() { refused <- len(c.pending) }) {
+			t.Fatal("the event loop has stopped")
 		}
-		pipe := rdb.Pipeline()
-		for i := range 200 {
-			pipe.Do(ctx(t), "ACQUIRE", fmt.Sprintf("k%d-%d", round, i), 60000, "OWNER", owner)
-		}
-		if _, err := pipe.Exec(ctx(t)); err != nil {
-			t.Fatal(err)
+		select {
+		case r := <-refused:
+			n += r
+		case <-time.After(30 * time.Second):
+			t.Fatal("the event loop did not answer in 30 s")
 		}
 	}
-	if got := infoField(t, rdb, "stats", "pubsub_slow_subscribers_closed"); got != "1" {
-		t.Fatalf("pubsub_slow_subscribers_closed %s, want 1", got)
-	}
-	readUntilClosed(t, sub, 30*time.Second)
+	return int64(n)
 }
 
 // TestBufferedReplies checks the one read of redcon's unexported buffer.
