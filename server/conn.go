@@ -91,7 +91,7 @@ type conn struct {
 	outHeld          bool // see holdMessages
 	outDropped       bool
 	outSoftSince     int64         // monotonic ns since the outbox is above the pubsub soft limit; 0 if not
-	outSignal        chan struct{} // goroutine transport: wakes the message writer
+	outSignal        chan struct{} // goroutine transport: wakes the writer goroutine (see startDelivery)
 	outStop, outDone chan struct{}
 	watching         uint32 // event loop: the epoll events registered
 }

@@ -180,7 +180,7 @@ func (c *conn) stopReading() { c.nc.SetReadDeadline(time.Now()) }
 
 // lockedWriter is the goroutine transport's socket writer, under the
 // connection's replies (conn.flush, which has committed before): they and
-// the message writer's frames take turns.
+// a subscriber's messages take turns (see writeSocket).
 type lockedWriter struct{ c *conn }
 
 func (w lockedWriter) Write(p []byte) (int, error) {
