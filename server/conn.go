@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/protocol"
@@ -52,10 +54,11 @@ type conn struct {
 	ranSlow               bool                       // the command dispatch just ran is not flagged fast
 	readyQueued           bool                       // event loop: in the loop's ready list
 	servedRound           uint64                     // event loop: the last round that ran its commands
-	inputEnded            bool                       // event loop: reading ahead met the end of the input (or a read error)
+	inputEnded            bool                       // reading ahead met the end of the input (or a read error)
+	readingAhead          bool                       // goroutine transport: the output is at outputPause, commands wait (see readAheadWhileFull)
+	readWoken             bool                       // goroutine transport: the writer goroutine ended a Read by a past deadline
 	softSince             int64                      // event loop: monotonic ns since its unsent output is above its soft limit; 0 if not
 	softListed            bool                       // event loop: in the loop's overSoft
-	softDeadline          bool                       // goroutine transport: the socket's write deadline is the soft limit's
 	blocked               *blockState                // parked in ACQUIRE ... WAIT
 	parked                atomic.Pointer[blockState] // blocked, for CLIENT UNBLOCK on other goroutines
 	prefetchedTo          int64                      // stream offset up to which pipelined commands' keys were prefetched
@@ -63,9 +66,22 @@ type conn struct {
 	owesCommit            bool                       // a change was made since the last flush (misconf.go)
 	sub                   *subscription              // pub/sub channels and patterns, when listening
 
-	// Goroutine transport with subscriptions: a writer goroutine sends
-	// messages, and wmu orders its writes with the connection's own.
-	wmu   sync.Mutex
+	// Goroutine transport: a writer goroutine writes what the socket did
+	// not take at once, and a subscriber's messages; wmu orders its writes
+	// with the connection's own (see writeSocket) and guards the fields
+	// below it but raw (set once) and unsent (read without it).
+	wmu            sync.Mutex
+	raw            syscall.RawConn // nc's, for writeSocket's non-blocking write; nil if nc has none
+	outQueue       []byte          // output for the writer goroutine
+	outPubSub      bool            // outQueue's output limit class
+	outErr         error           // the socket failed, or the output limit closed it: write nothing more
+	wakeReader     bool            // the connection's goroutine reads ahead in Read: end it once the output drains
+	writeSoftSince time.Time       // since when unsent is above the soft output limit; zero if not
+	deadlineArmed  bool            // the socket has a write deadline
+	softArmed      bool            // it is the soft output limit's
+	unsent         atomic.Int64    // outQueue and the bytes the writer is writing; changed under wmu
+	outDrained     sync.Cond       // on wmu: unsent went down, or outErr was set
+
 	subMu sync.Mutex // guards sub (see subscription)
 	// Pub/sub messages on their way (see deliver); guarded by outMu.
 	outMu            sync.Mutex
@@ -75,7 +91,7 @@ type conn struct {
 	outHeld          bool // see holdMessages
 	outDropped       bool
 	outSoftSince     int64         // monotonic ns since the outbox is above the pubsub soft limit; 0 if not
-	outSignal        chan struct{} // goroutine transport: wakes the message writer
+	outSignal        chan struct{} // goroutine transport: wakes the writer goroutine (see startDelivery)
 	outStop, outDone chan struct{}
 	watching         uint32 // event loop: the epoll events registered
 }
@@ -175,7 +191,7 @@ func (c *conn) runCommands() (open bool) {
 
 // outputFull reports whether c's unsent output has reached outputPause.
 func (c *conn) outputFull() bool {
-	return bufferedReplies(c.wr)+len(c.pending) >= outputPause
+	return int64(bufferedReplies(c.wr)+len(c.pending))+c.unsent.Load() >= outputPause
 }
 
 func (c *conn) readFailed(err error) {

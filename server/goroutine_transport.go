@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/leasehold/leasehold/protocol"
@@ -13,13 +14,20 @@ import (
 // The goroutine transport (Config.IOLoops 0, and systems without epoll):
 // each connection is served by a goroutine of its own that the Server owns,
 // with blocking reads through Go's netpoller. Its loop is redcon's: read,
-// run, flush. A connection that subscribes gets a second goroutine, its
-// message writer, since messages arrive while the first blocks in Read.
+// run, flush. A connection gets a second goroutine, its writer, once it
+// subscribes (messages arrive while the first blocks in Read) or once the
+// socket does not take a write whole (the first goes on reading meanwhile,
+// see writeSocket); a client that reads its replies as they come costs one
+// goroutine, one read and one write per command.
 
 // newGoroutineConn serves nc with blocking reads on a goroutine of its own.
 func newGoroutineConn(s *Server, nc net.Conn) *conn {
 	c := newConn(s, nc.RemoteAddr().String(), nc.LocalAddr().String())
 	c.nc = nc
+	if sc, ok := nc.(syscall.Conn); ok {
+		c.raw, _ = sc.SyscallConn()
+	}
+	c.outDrained.L = &c.wmu
 	c.wr = redcon.NewWriter(lockedWriter{c})
 	c.rd = protocol.NewReader(blockingReader{c}, s.cfg.Limits)
 	return c
@@ -27,13 +35,22 @@ func newGoroutineConn(s *Server, nc net.Conn) *conn {
 
 // serve runs the goroutine transport until the connection ends: it runs the
 // commands the reader has, flushes their replies (commit, then write) once
-// no further command is buffered, and then blocks for more.
+// no further command is buffered, and then blocks for more. While its
+// output the socket has refused (the writer goroutine's, see writeSocket)
+// is at outputPause, it runs no command and reads the client's input ahead
+// instead, as the event loop does.
 func (c *conn) serve() {
 	c.log.Debug().Msg("connected")
+	finish := true // write what is queued before closing
 	defer func() {
-		c.recoverPanic(recover())
+		if r := recover(); r != nil {
+			c.recoverPanic(r)
+		} else if finish {
+			c.waitOutput(0)
+		}
 		c.nc.Close()
 		c.unsubscribeAll()
+		c.stopDelivery()
 		c.releaseEphemeral()
 		c.log.Debug().Uint64("commands", c.commands.Load()).Msg("disconnected")
 	}()
@@ -49,13 +66,59 @@ func (c *conn) serve() {
 		if !open {
 			return
 		}
+		if c.outputFull() && !c.readAheadWhileFull() {
+			finish = false
+			return
+		}
 	}
+}
+
+// readAheadWhileFull takes the client's input without running it while
+// the output waits for the writer goroutine at outputPause, up to the query
+// buffer limit, and returns once the output has drained below it (the
+// writer wakes a Read blocked meanwhile, see blockingReader). It reports
+// false if the connection must close at once: its input passed the query
+// buffer limit (closed as Redis closes it, and as the event loop does), or
+// its output could not be written.
+func (c *conn) readAheadWhileFull() bool {
+	c.readingAhead = true
+	defer func() { c.readingAhead = false }()
+	for c.outputFull() {
+		if c.inputEnded {
+			// The input ended (or failed, or the idle timeout or a
+			// shutdown stopped it): the reader reports it after the
+			// commands it has, which run once the output drains.
+			if c.waitOutput(outputPause-1) != nil {
+				return false
+			}
+			continue
+		}
+		var pe *protocol.ProtocolError
+		switch err := c.rd.ReadAhead(); {
+		case err == nil, err == protocol.ErrWouldBlock:
+		case errors.As(err, &pe):
+			c.readFailed(err)
+			return false
+		default:
+			c.inputEnded = true
+		}
+		c.wmu.Lock()
+		failed := c.outErr != nil
+		c.wmu.Unlock()
+		if failed {
+			return false
+		}
+	}
+	return true
 }
 
 // blockingReader is the goroutine transport's source. While replies wait to
 // be flushed it reports ErrWouldBlock, so that the reader hands control back
 // to serve, which flushes them before this blocks on the socket; then it
-// arms the idle timeout and reads.
+// arms the idle timeout and reads. While it reads ahead (the output is at
+// outputPause) the writer goroutine may end its Read, once the output has
+// drained, by a deadline in the past: that is ErrWouldBlock too, "look
+// again", and neither an idle timeout nor a shutdown.
 type blockingReader struct{ c *conn }
 
 func (r blockingReader) Read(p []byte) (int, error) {
@@ -71,6 +134,18 @@ func (r blockingReader) Read(p []byte) (int, error) {
 		} else {
 			c.nc.SetReadDeadline(time.Now().Add(t))
 		}
+	} else if c.readWoken {
+		c.nc.SetReadDeadline(time.Time{}) // the writer's wake-up is spent
+	}
+	c.readWoken = false
+	if c.readingAhead {
+		c.wmu.Lock()
+		if c.outErr != nil || c.unsent.Load() < outputPause {
+			c.wmu.Unlock()
+			return 0, protocol.ErrWouldBlock
+		}
+		c.wakeReader = true
+		c.wmu.Unlock()
 	}
 	// Checked after the deadline is set: stopReading's deadline, set after
 	// closing is closed, cannot be overwritten unseen.
@@ -79,7 +154,20 @@ func (r blockingReader) Read(p []byte) (int, error) {
 		return 0, net.ErrClosed
 	default:
 	}
-	return c.nc.Read(p)
+	n, err := c.nc.Read(p)
+	if c.readingAhead {
+		c.wmu.Lock()
+		c.readWoken = !c.wakeReader // the writer took the wake-up: it set a deadline
+		c.wakeReader = false
+		c.wmu.Unlock()
+		if c.readWoken && errors.Is(err, os.ErrDeadlineExceeded) {
+			if n > 0 {
+				return n, nil
+			}
+			return 0, protocol.ErrWouldBlock
+		}
+	}
+	return n, err
 }
 
 // stopReading is the server's shutdown of a goroutine-transport connection,
@@ -92,72 +180,178 @@ func (c *conn) stopReading() { c.nc.SetReadDeadline(time.Now()) }
 
 // lockedWriter is the goroutine transport's socket writer, under the
 // connection's replies (conn.flush, which has committed before): they and
-// the message writer's frames take turns.
+// a subscriber's messages take turns (see writeSocket).
 type lockedWriter struct{ c *conn }
 
 func (w lockedWriter) Write(p []byte) (int, error) {
 	pubsub := w.c.subscriptions() > 0 // on the goroutine that changes them
 	w.c.wmu.Lock()
 	defer w.c.wmu.Unlock()
-	return w.c.writeSocket(p, pubsub)
+	if err := w.c.writeSocket(p, pubsub); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
-// writeSocket writes p to the goroutine transport's socket, under the output
+// writeSocket sends p on the goroutine transport's socket, under the output
 // buffer limit of class normal or pubsub; the caller holds wmu and has
-// committed what p reports.
+// committed what p reports. It never blocks: with nothing queued before p
+// it makes one non-blocking write, and it queues what the socket does not
+// take (all of p, if output is queued already) for the writer goroutine,
+// started then if it is not running (see startDelivery). So a connection's
+// goroutine never waits on its client: a client that writes all its
+// commands before it reads a reply is read ahead meanwhile (see serve).
 //
-// The output buffer limits apply as far as a blocking write allows: p is
-// the connection's unsent output, so a p above the hard limit closes the
-// connection unwritten, and one above the soft limit must be taken by the
-// client within the soft time (a write deadline), or the connection closes.
-// (The event loop keeps reading a client's input while its output waits;
-// here the goroutine blocks in Write meanwhile, so a client that writes
-// more than the socket buffers hold before it reads a reply waits on the
-// server as the server waits on it, until the idle timeout or a soft
-// limit's deadline, if any. Reading while writing would take a second
-// goroutine per connection, which this transport does not pay for.)
-func (c *conn) writeSocket(p []byte, pubsub bool) (int, error) {
-	size := int64(len(p))
+// The output buffer limits apply to the unsent output, p included: above
+// the hard limit the connection closes with p unwritten, and above the soft
+// one the client must take the writer's write within the soft time (a write
+// deadline), or the connection closes.
+func (c *conn) writeSocket(p []byte, pubsub bool) error {
+	if c.outErr != nil {
+		return c.outErr
+	}
+	unsent := c.unsent.Load()
+	size := unsent + int64(len(p))
 	c.srv.notePeakOutput(size)
 	lim := c.srv.cfg.OutputLimits.Normal
 	if pubsub {
 		lim = c.srv.cfg.OutputLimits.PubSub
 	}
-	bound, soft := overOutputLimit(lim, size, 0, 0)
-	if bound != "" { // hard, or soft with no time allowed
+	if bound, _ := overOutputLimit(lim, size, 0, 0); bound != "" { // hard, or soft with no time allowed
 		c.outputLimitReached(bound, size, lim, pubsub)
+		c.outErr = errOutputLimit
+		c.outDrained.Broadcast()
 		c.nc.Close()
-		return 0, errOutputLimit
+		return errOutputLimit
 	}
-	idle := c.srv.cfg.IdleTimeout
-	switch {
-	case soft && (idle == 0 || lim.SoftFor < idle):
-		c.nc.SetWriteDeadline(time.Now().Add(lim.SoftFor))
-		c.softDeadline = true
-	case idle > 0:
-		// A client that stops reading is as idle as one that stops
-		// sending: it must not hold a goroutine in Write for ever.
-		c.nc.SetWriteDeadline(time.Now().Add(idle))
-		c.softDeadline = false
-	case c.softDeadline:
-		c.nc.SetWriteDeadline(time.Time{})
-		c.softDeadline = false
+	if unsent == 0 && c.raw != nil {
+		n, err := writeNow(c.raw, p)
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			c.outErr = err
+			c.outDrained.Broadcast()
+			return err
+		}
+		p = p[n:]
+		if len(p) == 0 {
+			return nil
+		}
 	}
-	n, err := c.nc.Write(p)
-	if err != nil && c.softDeadline && errors.Is(err, os.ErrDeadlineExceeded) {
-		c.outputLimitReached("soft", size-int64(n), lim, pubsub)
-		// As at the hard limit: the message writer stops here, and nobody
-		// else would close the socket of a subscriber that sends nothing.
-		c.nc.Close()
+	c.outQueue = append(c.outQueue, p...)
+	c.outPubSub = pubsub
+	if queued := c.unsent.Add(int64(len(p))); lim.Soft > 0 && queued > lim.Soft && c.writeSoftSince.IsZero() {
+		// Above the soft limit from now: the writer's write in progress, if
+		// any, gets the soft deadline too.
+		c.writeSoftSince = time.Now()
+		c.armWriteDeadline(lim)
 	}
-	return n, err
+	c.startDelivery()
+	c.wakeMessageWriter()
+	return nil
 }
 
-// startDelivery starts the goroutine transport's message writer, owned by
-// the connection: messages arrive from other goroutines while the
-// connection's own goroutine waits in Read.
+// writeQueued is the writer goroutine's part of writeSocket: it writes the
+// queued output, blocking, with a write deadline (the soft output limit's
+// time, or the idle timeout: a client that stops reading is as idle as one
+// that stops sending), and wakes the connection's goroutine once the
+// output has drained below outputPause. A failed write closes the
+// connection; its goroutine finds out (outErr) at its next write or look.
+func (c *conn) writeQueued() error {
+	for {
+		c.wmu.Lock()
+		out, pubsub, err := c.outQueue, c.outPubSub, c.outErr
+		c.outQueue = nil
+		lim := c.srv.cfg.OutputLimits.Normal
+		if pubsub {
+			lim = c.srv.cfg.OutputLimits.PubSub
+		}
+		if err == nil && len(out) > 0 {
+			c.armWriteDeadline(lim)
+		}
+		c.wmu.Unlock()
+		if err != nil || len(out) == 0 {
+			return err
+		}
+		n, err := c.nc.Write(out)
+		c.wmu.Lock()
+		left := c.unsent.Add(-int64(n))
+		if c.wakeReader && left < outputPause {
+			c.wakeReader = false
+			c.nc.SetReadDeadline(time.Now())
+		}
+		if left <= lim.Soft {
+			c.writeSoftSince = time.Time{}
+		}
+		softExpired := c.softArmed && errors.Is(err, os.ErrDeadlineExceeded)
+		if err == nil && left == 0 && c.deadlineArmed {
+			// writeSocket's non-blocking write must not meet it expired.
+			c.nc.SetWriteDeadline(time.Time{})
+			c.deadlineArmed, c.softArmed = false, false
+		}
+		c.outDrained.Broadcast()
+		c.wmu.Unlock()
+		if err != nil {
+			if softExpired {
+				c.outputLimitReached("soft", left, lim, pubsub)
+			}
+			c.log.Debug().Err(err).Msg("write failed")
+			return err
+		}
+	}
+}
+
+// armWriteDeadline sets the writer goroutine's write deadline, under wmu:
+// the soft output limit's, once the unsent output has stayed above it for
+// the soft time, or the idle timeout's (a client that stops reading is as
+// idle as one that stops sending), whichever comes first.
+func (c *conn) armWriteDeadline(lim OutputLimit) {
+	var at time.Time
+	if idle := c.srv.cfg.IdleTimeout; idle > 0 {
+		at = time.Now().Add(idle)
+	}
+	soft := false
+	if !c.writeSoftSince.IsZero() {
+		if s := c.writeSoftSince.Add(lim.SoftFor); at.IsZero() || s.Before(at) {
+			at, soft = s, true
+		}
+	}
+	if at.IsZero() && !c.deadlineArmed {
+		return
+	}
+	c.nc.SetWriteDeadline(at)
+	c.deadlineArmed, c.softArmed = !at.IsZero(), soft
+}
+
+// failOutput ends the writer goroutine's connection after err: nothing
+// more is written, and its goroutine, in Read or waitOutput, finds out.
+func (c *conn) failOutput(err error) {
+	c.wmu.Lock()
+	if c.outErr == nil {
+		c.outErr = err
+	}
+	c.outDrained.Broadcast()
+	c.wmu.Unlock()
+	c.nc.Close()
+}
+
+// waitOutput waits until the writer goroutine has at most limit bytes
+// left to write, or has failed (its error).
+func (c *conn) waitOutput(limit int64) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	for c.outErr == nil && c.unsent.Load() > limit {
+		c.outDrained.Wait()
+	}
+	return c.outErr
+}
+
+// startDelivery starts the goroutine transport's writer goroutine, owned by
+// the connection, if it is not running: it writes the output the socket
+// did not take at once (see writeSocket), and the messages of a
+// subscribed connection, which arrive from other goroutines while the
+// connection's own goroutine waits in Read. It runs on the connection's
+// goroutine, and stopDelivery stops it when the connection closes.
 func (c *conn) startDelivery() {
-	if c.loop != nil {
+	if c.loop != nil || c.outStop != nil {
 		return
 	}
 	c.outSignal = make(chan struct{}, 1)
@@ -168,7 +362,12 @@ func (c *conn) startDelivery() {
 		for {
 			select {
 			case <-c.outSignal:
-				if err := c.writeMessages(); err != nil {
+				err := c.writeMessages()
+				if err == nil {
+					err = c.writeQueued()
+				}
+				if err != nil {
+					c.failOutput(err)
 					return
 				}
 			case <-c.outStop:
@@ -193,11 +392,10 @@ func (c *conn) writeMessages() error {
 	if err := c.srv.commitBeforeReply(); err != nil {
 		return err
 	}
-	_, err := c.writeSocket(out, true)
-	return err
+	return c.writeSocket(out, true)
 }
 
-// wakeMessageWriter tells the message writer that messages wait.
+// wakeMessageWriter tells the writer goroutine that output waits.
 func (c *conn) wakeMessageWriter() {
 	select {
 	case c.outSignal <- struct{}{}:
@@ -205,7 +403,7 @@ func (c *conn) wakeMessageWriter() {
 	}
 }
 
-// stopDelivery stops the message writer and waits for it.
+// stopDelivery stops the writer goroutine and waits for it.
 func (c *conn) stopDelivery() {
 	if c.outStop == nil {
 		return
