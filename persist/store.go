@@ -134,6 +134,7 @@ type Store struct {
 	snapSize  int64
 	lastSnap  time.Time
 	snaps     int
+	bgStopped bool   // stopBackground has run
 	markLog   uint64 // the log the last time mark went into; 0 for none yet
 	lastMark  int64  // the table's clock at that mark
 
@@ -803,11 +804,13 @@ func (s *Store) Close() error {
 	return err
 }
 
-// stopBackground stops the background work Load started, if it did, and
-// waits for it to end: the first step of Close, and of the tests' crash.
+// stopBackground stops the background work Load started, if it did and it
+// has not been stopped, and waits for it to end: the first step of Close,
+// and of the tests' crash.
 func (s *Store) stopBackground() {
 	s.mu.Lock()
-	started := s.table != nil
+	started := s.table != nil && !s.bgStopped
+	s.bgStopped = true
 	s.mu.Unlock()
 	if started {
 		close(s.stopC)
