@@ -26,7 +26,20 @@ type ReaderLimits struct {
 	// client-query-buffer-limit). Inline commands are bounded by MaxInlineLen
 	// instead, which is why it may not exceed this.
 	MaxQueryBuffer int64
+	// PreAuth holds a new Reader to Redis's limits for a client that has
+	// not authenticated, PreAuthMaxMultibulk and PreAuthMaxBulkLen, until
+	// Authenticated is called, so that a stranger cannot make the server
+	// allocate. A server that requires a password sets it.
+	PreAuth bool
 }
+
+// Redis's limits for a client that has not authenticated (networking.c):
+// above them the client gets "unauthenticated multibulk length" or
+// "unauthenticated bulk length" and is disconnected.
+const (
+	PreAuthMaxMultibulk       = 10
+	PreAuthMaxBulkLen   int64 = 16384
+)
 
 // DefaultReaderLimits returns limits close to Redis's for a normal client
 // (see MaxMultibulk for the one that differs).
@@ -87,6 +100,8 @@ const (
 	msgQueryLimit     = "query buffer limit exceeded"
 	msgBulkNotCRLF    = "expected CRLF after bulk data"
 	msgExpectedDollar = "expected '$', got '%s'"
+	msgUnauthMbulk    = "unauthenticated multibulk length"
+	msgUnauthBulk     = "unauthenticated bulk length"
 )
 
 const (
@@ -142,6 +157,12 @@ type Reader struct {
 	limits ReaderLimits
 	window int // limits.MaxInlineLen+1: bytes searched for a line end before the line is too long
 
+	// The '*' count and '$' length in force: limits' own, or the tighter
+	// pre-auth ones until Authenticated (preAuth).
+	maxMultibulk int
+	maxBulkLen   int64
+	preAuth      bool
+
 	buf  []byte
 	base int64 // the stream offset of buf[0]: bytes dropped from the front so far
 	cmd  int   // start of the pending command in buf
@@ -177,7 +198,20 @@ func NewReader(rd io.Reader, limits ReaderLimits) *Reader {
 		return r
 	}
 	r.window = limits.MaxInlineLen + 1
+	r.maxMultibulk, r.maxBulkLen = limits.MaxMultibulk, limits.MaxBulkLen
+	if limits.PreAuth {
+		r.preAuth = true
+		r.maxMultibulk = min(r.maxMultibulk, PreAuthMaxMultibulk)
+		r.maxBulkLen = min(r.maxBulkLen, PreAuthMaxBulkLen)
+	}
 	return r
+}
+
+// Authenticated lifts the pre-auth limits (ReaderLimits.PreAuth) from the
+// next command on: the client has authenticated.
+func (r *Reader) Authenticated() {
+	r.preAuth = false
+	r.maxMultibulk, r.maxBulkLen = r.limits.MaxMultibulk, r.limits.MaxBulkLen
 }
 
 // ReadCommand returns the next non-empty command's arguments (args[0] is the
@@ -342,7 +376,10 @@ func (r *Reader) parse() (bool, error) {
 			if !ok {
 				return false, err
 			}
-			if n > int64(r.limits.MaxMultibulk) {
+			if n > int64(r.maxMultibulk) {
+				if r.preAuth && n <= int64(r.limits.MaxMultibulk) {
+					return false, r.fail(next, msgUnauthMbulk)
+				}
 				return false, r.fail(next, msgBadMultibulk)
 			}
 			if r.over(next) {
@@ -362,7 +399,10 @@ func (r *Reader) parse() (bool, error) {
 			if !ok {
 				return false, err
 			}
-			if n < 0 || n > r.limits.MaxBulkLen {
+			if n < 0 || n > r.maxBulkLen {
+				if r.preAuth && n >= 0 && n <= r.limits.MaxBulkLen {
+					return false, r.fail(next, msgUnauthBulk)
+				}
 				return false, r.fail(next, msgBadBulkLen)
 			}
 			r.blen = n
