@@ -39,6 +39,12 @@ type ReaderLimits struct {
 const (
 	PreAuthMaxMultibulk       = 10
 	PreAuthMaxBulkLen   int64 = 16384
+	// PreAuthMaxReadAhead bounds the input ReadAhead buffers for a client
+	// that has not authenticated, in place of MaxQueryBuffer: a stranger
+	// pipelining commands it does not read the replies of cannot make the
+	// server hold more. Redis has no such bound; honest clients send AUTH
+	// and wait for its reply.
+	PreAuthMaxReadAhead int64 = 1 << 20
 )
 
 // DefaultReaderLimits returns limits close to Redis's for a normal client
@@ -161,6 +167,7 @@ type Reader struct {
 	// pre-auth ones until Authenticated (preAuth).
 	maxMultibulk int
 	maxBulkLen   int64
+	maxAhead     int64 // ReadAhead's bound: MaxQueryBuffer, or PreAuthMaxReadAhead
 	preAuth      bool
 
 	buf  []byte
@@ -198,11 +205,12 @@ func NewReader(rd io.Reader, limits ReaderLimits) *Reader {
 		return r
 	}
 	r.window = limits.MaxInlineLen + 1
-	r.maxMultibulk, r.maxBulkLen = limits.MaxMultibulk, limits.MaxBulkLen
+	r.maxMultibulk, r.maxBulkLen, r.maxAhead = limits.MaxMultibulk, limits.MaxBulkLen, limits.MaxQueryBuffer
 	if limits.PreAuth {
 		r.preAuth = true
 		r.maxMultibulk = min(r.maxMultibulk, PreAuthMaxMultibulk)
 		r.maxBulkLen = min(r.maxBulkLen, PreAuthMaxBulkLen)
+		r.maxAhead = min(r.maxAhead, PreAuthMaxReadAhead)
 	}
 	return r
 }
@@ -211,7 +219,7 @@ func NewReader(rd io.Reader, limits ReaderLimits) *Reader {
 // next command on: the client has authenticated.
 func (r *Reader) Authenticated() {
 	r.preAuth = false
-	r.maxMultibulk, r.maxBulkLen = r.limits.MaxMultibulk, r.limits.MaxBulkLen
+	r.maxMultibulk, r.maxBulkLen, r.maxAhead = r.limits.MaxMultibulk, r.limits.MaxBulkLen, r.limits.MaxQueryBuffer
 }
 
 // ReadCommand returns the next non-empty command's arguments (args[0] is the
@@ -263,7 +271,8 @@ func (r *Reader) ReadCommand() ([][]byte, error) {
 //
 // It returns ErrWouldBlock when the source has nothing now, nil after a read,
 // and once the buffered input (the pending command and every complete one
-// behind it) exceeds MaxQueryBuffer, the query buffer limit's
+// behind it) exceeds MaxQueryBuffer (PreAuthMaxReadAhead before
+// Authenticated, with ReaderLimits.PreAuth), the query buffer limit's
 // *ProtocolError, after which the Reader must not be used again: the whole
 // buffer is bounded as Redis's client-query-buffer-limit bounds its query
 // buffer. A read error, io.EOF included, is returned as it is and kept for
@@ -275,7 +284,7 @@ func (r *Reader) ReadAhead() error {
 	if r.rerr != nil {
 		return r.rerr
 	}
-	if int64(r.end-r.cmd) > r.limits.MaxQueryBuffer {
+	if int64(r.end-r.cmd) > r.maxAhead {
 		r.err = errReaderQueryLimit()
 		return r.err
 	}

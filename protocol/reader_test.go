@@ -794,6 +794,41 @@ func TestReaderReadAhead(t *testing.T) {
 	}
 }
 
+// TestReaderReadAheadPreAuth checks that a client that has not
+// authenticated can have at most PreAuthMaxReadAhead bytes read ahead, and
+// that Authenticated restores MaxQueryBuffer.
+func TestReaderReadAheadPreAuth(t *testing.T) {
+	input := strings.Repeat("PING\r\n", int(2*PreAuthMaxReadAhead)/6)
+	readAhead := func(r *Reader) error {
+		for range 10000 {
+			if err := r.ReadAhead(); err != nil {
+				return err
+			}
+		}
+		t.Fatal("ReadAhead never stopped")
+		return nil
+	}
+	limits := DefaultReaderLimits()
+	limits.PreAuth = true
+	r := NewReader(strings.NewReader(input), limits)
+	var pe *ProtocolError
+	if err := readAhead(r); !errors.As(err, &pe) || pe.Msg != msgQueryLimit {
+		t.Fatalf("ReadAhead before AUTH: %v, want %q", err, msgQueryLimit)
+	}
+	if r.Buffered() > 2*int(PreAuthMaxReadAhead) {
+		t.Fatalf("buffered %d bytes before AUTH, bound %d", r.Buffered(), PreAuthMaxReadAhead)
+	}
+
+	r = NewReader(strings.NewReader(input), limits)
+	r.Authenticated()
+	if err := readAhead(r); err != io.EOF {
+		t.Fatalf("ReadAhead after AUTH: %v, want the whole input and io.EOF", err)
+	}
+	if r.Buffered() != len(input) {
+		t.Fatalf("buffered %d of %d bytes", r.Buffered(), len(input))
+	}
+}
+
 // TestReaderReadAheadMovesLittle checks that reading ahead does not move the
 // input already read ahead on every read, as fill's compaction would: for a
 // client that writes megabytes before it reads, that was quadratic.
