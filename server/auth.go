@@ -118,8 +118,10 @@ func (c *conn) authenticated() bool { return c.authed || !c.srv.auth.required }
 // limits on c's input; a failure is counted and logged, and leaves c as it
 // was (authenticated or not), as in Redis.
 func (c *conn) authenticate(user, password []byte) error {
-	ok := c.srv.auth.check(user, password)
-	if !c.srv.auth.required {
+	var ok bool
+	if c.srv.auth.required {
+		ok = c.srv.auth.check(user, password)
+	} else {
 		ok = bytes.Equal(user, []byte("default"))
 	}
 	if !ok {
