@@ -319,10 +319,14 @@ func TestAuthFailuresLogged(t *testing.T) {
 	for range n {
 		burst.WriteString(resp("AUTH", "mallory", "guess"))
 	}
+	start := time.Now()
 	rc.send(burst.String())
 	for range n {
 		rc.expectErr("WRONGPASS")
 	}
+	// One line a second at most: on a loaded machine the burst may span
+	// more than one.
+	maxLines := 1 + int(time.Since(start)/authFailureWarnEvery)
 	lines := 0
 	for _, l := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(l, "authentication failed") {
@@ -332,8 +336,8 @@ func TestAuthFailuresLogged(t *testing.T) {
 			}
 		}
 	}
-	if lines != 1 {
-		t.Fatalf("%d log lines for a burst of %d failures, want 1:\n%s", lines, n, logs.String())
+	if lines < 1 || lines > maxLines {
+		t.Fatalf("%d log lines for a burst of %d failures, want 1 to %d:\n%s", lines, n, maxLines, logs.String())
 	}
 	if got := ts.auth.failures.Load(); got != n {
 		t.Fatalf("failures counted = %d, want %d", got, n)
