@@ -107,7 +107,13 @@ type lockServer struct {
 
 func startServer(t *testing.T) *lockServer {
 	t.Helper()
-	ts := lockserver.Start(t)
+	return startServerWith(t)
+}
+
+// startServerWith is startServer on a configuration adjust changes.
+func startServerWith(t *testing.T, adjust ...func(*server.Config)) *lockServer {
+	t.Helper()
+	ts := lockserver.Start(t, adjust...)
 	host, port, err := net.SplitHostPort(ts.Addr)
 	if err != nil {
 		t.Fatal(err)

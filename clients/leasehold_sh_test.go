@@ -14,6 +14,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/server"
 )
 
 // These tests run bash scripts that source scripts/leasehold.sh, against a
@@ -521,6 +522,44 @@ echo "status $rc"
 			// control ignore SIGINT: with_lock's SIGTERM is what stops it.
 			expect(t, p, 0, "started\ngot TERM\ncaller got the signal\nstatus 42\n")
 			sh.checkFree("sig")
+		})
+	}
+}
+
+// TestLeaseholdShPassword runs the functions against a server with a
+// password, which they take from LEASEHOLD_PASSWORD or REDISCLI_AUTH and
+// hand to redis-cli in its environment.
+func TestLeaseholdShPassword(t *testing.T) {
+	t.Parallel()
+	const pw = "s3cret"
+	sh := newShell(t)
+	sh.ts = startServerWith(t, func(c *server.Config) { c.RequirePass = pw })
+	script := `
+st() { "$@" && echo "status 0" || echo "status $?"; }
+tok=$(leasehold_acquire k 30000) && echo "token $tok"
+st leasehold_release k "$tok"
+`
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"LEASEHOLD_PASSWORD", []string{"LEASEHOLD_PASSWORD=" + pw}, "token {n}\nstatus 0\n"},
+		{"REDISCLI_AUTH", []string{"REDISCLI_AUTH=" + pw}, "token {n}\nstatus 0\n"},
+		{"user", []string{"LEASEHOLD_PASSWORD=" + pw, "LEASEHOLD_USER=default"}, "token {n}\nstatus 0\n"},
+		{"wrong user", []string{"LEASEHOLD_PASSWORD=" + pw, "LEASEHOLD_USER=bob"}, ""},
+		{"none", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := sh.run(script, tc.env...)
+			if tc.want == "" {
+				expect(t, p, 0, "status 2\n") // the ACQUIRE failed too
+				if !strings.Contains(p.stderr.String(), "NOAUTH Authentication required.") {
+					t.Errorf("stderr lacks NOAUTH: %s", p)
+				}
+				return
+			}
+			expect(t, p, 0, tc.want)
 		})
 	}
 }

@@ -53,6 +53,7 @@ var serveFlagNames = []string{
 	"idle-timeout", "max-bulk-len", "max-query-buffer", "max-clients", "tick", "io-loops", "lock-delay",
 	"max-locks", "maxmemory", "client-output-buffer-limit",
 	"data-dir", "fsync", "restart-grace", "repair", "allow-clock-before-epoch", "shutdown-timeout",
+	"requirepass", "requirepass-file", "protected-mode",
 }
 
 // run runs the binary to completion, bounded by commandTimeout.
@@ -377,6 +378,7 @@ func TestBadArgumentsFail(t *testing.T) {
 		{"serve with extra argument", nil, []string{"serve", anyPort, "extra"}, `unexpected argument "extra"`},
 		{"unknown flag", nil, []string{anyPort, "--bogus"}, "flag provided but not defined: --bogus"},
 		{"maxmemory with an unknown unit", nil, []string{anyPort, "--maxmemory", "5tb"}, "maxmemory"},
+		{"protected mode neither yes nor no", nil, []string{anyPort, "--protected-mode", "off"}, "protected-mode"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

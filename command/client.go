@@ -33,12 +33,41 @@ func acquireFlags() []cli.Flag {
 	}
 }
 
-// clientCommands are the commands that talk to a server.
+// clientCommands are the commands that talk to a server; each takes
+// --user (clientFlagUser).
 func clientCommands() []*cli.Command {
-	return []*cli.Command{
+	cmds := []*cli.Command{
 		runCommand(), acquireCommand(), verifyCommand(), releaseCommand(), extendCommand(), statusCommand(),
 		createCommand(), deleteCommand(), locksCommand(), infoCommand(),
 	}
+	for _, cmd := range cmds {
+		cmd.Flags = append(cmd.Flags, clientFlagUser())
+	}
+	return cmds
+}
+
+// The environment variables a client command reads its password from, in
+// this order: there is no --password flag, since a command line is
+// visible to every user of the machine. REDISCLI_AUTH is redis-cli's.
+var passwordEnv = []string{"LEASEHOLD_PASSWORD", "REDISCLI_AUTH"}
+
+func clientFlagUser() cli.Flag {
+	return &cli.StringFlag{Name: "user", EnvVars: env("USER"), Usage: "user to AUTH as, with the password from $LEASEHOLD_PASSWORD or $REDISCLI_AUTH (default: the default user, when a password is set)", DefaultText: "default"}
+}
+
+// clientAuth returns the user and password to AUTH with: --user, and the
+// first of passwordEnv that is set and not empty; "" and "" for none.
+func clientAuth(c *cli.Context) (user, password string, err error) {
+	for _, name := range passwordEnv {
+		if password = os.Getenv(name); password != "" {
+			break
+		}
+	}
+	user = c.String("user")
+	if user != "" && password == "" {
+		return "", "", usageError("--user %s needs a password: set LEASEHOLD_PASSWORD (or REDISCLI_AUTH)", user)
+	}
+	return user, password, nil
 }
 
 // quietLogger drops go-redis's log lines.
@@ -76,11 +105,16 @@ func newCLIClient(c *cli.Context) (*leasehold.Client, string, error) {
 	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
 		return nil, "", usageError("server address %q (--addr or LEASEHOLD_ADDR) is not HOST:PORT", addr)
 	}
+	user, password, err := clientAuth(c)
+	if err != nil {
+		return nil, "", err
+	}
 	// The command reports its errors itself; go-redis would log each
 	// failed dial too.
 	redis.SetLogger(quietLogger{})
 	cfg := leasehold.DefaultConfig()
 	cfg.Redis.Addr = addr
+	cfg.Redis.Username, cfg.Redis.Password = user, password
 	// One dial per attempt (go-redis's MaxRetries still retries): no server
 	// is reported in well under a second, not after twenty dials.
 	cfg.Redis.DialerRetries = 1

@@ -552,3 +552,44 @@ func TestHelpListsClientCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestClientCommandsAuth runs client commands against a server with a
+// password, which they read from the environment, never from a flag.
+func TestClientCommandsAuth(t *testing.T) {
+	t.Parallel()
+	const pw = "open sesame"
+	_, addr := serveBinary(t, func(addr string) ([]string, []string) {
+		return []string{"LEASEHOLD_REQUIREPASS=" + pw}, []string{"serve", "--addr", addr, "--log-format", "json"}
+	})
+	at := "LEASEHOLD_ADDR=" + addr
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		exit int
+		want string // in stderr when exit is not 0
+	}{
+		{"LEASEHOLD_PASSWORD", []string{"LEASEHOLD_PASSWORD=" + pw}, []string{"acquire", "--ttl", "1s", "a"}, 0, ""},
+		{"REDISCLI_AUTH", []string{"REDISCLI_AUTH=" + pw}, []string{"acquire", "--ttl", "1s", "b"}, 0, ""},
+		{"LEASEHOLD_PASSWORD first", []string{"LEASEHOLD_PASSWORD=" + pw, "REDISCLI_AUTH=wrong"}, []string{"acquire", "--ttl", "1s", "c"}, 0, ""},
+		{"user", []string{"LEASEHOLD_PASSWORD=" + pw}, []string{"acquire", "--user", "default", "--ttl", "1s", "d"}, 0, ""},
+		{"user from the environment", []string{"LEASEHOLD_PASSWORD=" + pw, "LEASEHOLD_USER=default"}, []string{"status", "d"}, 0, ""},
+		{"run", []string{"LEASEHOLD_PASSWORD=" + pw}, []string{"run", "e", "--", "true"}, 0, ""},
+		{"no password", nil, []string{"acquire", "f"}, exitFailure, "NOAUTH Authentication required."},
+		{"wrong password", []string{"LEASEHOLD_PASSWORD=wrong"}, []string{"acquire", "f"}, exitFailure, "WRONGPASS"},
+		{"unknown user", []string{"LEASEHOLD_PASSWORD=" + pw}, []string{"verify", "--user", "bob", "f", "1"}, exitFailure, "WRONGPASS"},
+		{"user without password", nil, []string{"acquire", "--user", "default", "f"}, exitFailure, "needs a password: set LEASEHOLD_PASSWORD"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			out, errOut, exit := run(t, append([]string{at}, tc.env...), tc.args...)
+			if exit != tc.exit || tc.exit != 0 && !strings.Contains(errOut, tc.want) {
+				t.Fatalf("leasehold %q: exit %d, stdout %q, stderr %q; want exit %d and %q", tc.args, exit, out, errOut, tc.exit, tc.want)
+			}
+			if strings.Contains(out+errOut, "sesame") {
+				t.Errorf("the password is echoed: stdout %q, stderr %q", out, errOut)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package command
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -41,6 +42,9 @@ func serveFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "repair", EnvVars: env("REPAIR"), Usage: "with --data-dir: start on a damaged data directory by dropping everything from the damage on (logged), instead of refusing to start"},
 		&cli.BoolFlag{Name: "allow-clock-before-epoch", EnvVars: env("ALLOW_CLOCK_BEFORE_EPOCH"), Usage: "without --data-dir, start even when the wall clock reads before 2026-01-01; fencing tokens may then repeat those of an earlier run"},
 		&cli.DurationFlag{Name: "shutdown-timeout", Value: def.ShutdownTimeout, EnvVars: env("SHUTDOWN_TIMEOUT"), Usage: "on SIGTERM or SIGINT, give clients this long to take their replies before closing their connections regardless; then sync the data directory and exit"},
+		&cli.StringFlag{Name: "requirepass-file", EnvVars: env("REQUIREPASS_FILE"), Usage: "require clients to AUTH with the password in this file (its first line) as the default user, as Redis's requirepass (see docs/security.md)"},
+		&cli.StringFlag{Name: "requirepass", EnvVars: env("REQUIREPASS"), Usage: "the password itself; prefer the environment variable or --requirepass-file: a command line is visible to every user of the machine (ps)"},
+		&cli.StringFlag{Name: "protected-mode", Value: yesNo(def.ProtectedMode), EnvVars: env("PROTECTED_MODE"), Usage: "yes or no; yes, without a password, refuses clients that are not on loopback, as Redis's protected mode"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"), Usage: "debug, info, warn or error"},
 		&cli.StringFlag{Name: "log-format", EnvVars: env("LOG_FORMAT"), Usage: "json or console (default: console when stderr is a terminal)"},
 	}
@@ -105,6 +109,15 @@ func serve(c *cli.Context) error {
 	}
 	cfg.Persist.RestartGrace = dur("restart-grace")
 	cfg.Persist.Repair = flag(c, "repair").Bool("repair")
+	if cfg.RequirePass, err = requirePass(c, log); err != nil {
+		return cannotStart(err)
+	}
+	switch v := str("protected-mode"); v {
+	case "yes", "no":
+		cfg.ProtectedMode = v == "yes"
+	default:
+		return usageError("invalid value %q for flag -protected-mode: want yes or no", v)
+	}
 	srv, err := server.New(cfg, log)
 	if err != nil {
 		return cannotStart(err)
@@ -171,4 +184,39 @@ func newLogger(w *os.File, level, format string) (zerolog.Logger, error) {
 		return zerolog.Logger{}, fmt.Errorf("log format %q: want json or console", format)
 	}
 	return zerolog.New(out).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// requirePass returns the default user's password from --requirepass-file,
+// LEASEHOLD_REQUIREPASS or --requirepass, and warns when it came from the
+// command line, which every user of the machine can read. An empty file is
+// an error, not "no password": whoever named it meant to set one.
+func requirePass(c *cli.Context, log zerolog.Logger) (string, error) {
+	file := flag(c, "requirepass-file").String("requirepass-file")
+	pass := flag(c, "requirepass").String("requirepass")
+	if file != "" && pass != "" {
+		return "", errors.New("give the password one way: --requirepass-file or --requirepass (LEASEHOLD_REQUIREPASS), not both")
+	}
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("--requirepass-file: %w", err)
+		}
+		pass, _, _ = strings.Cut(string(b), "\n")
+		pass = strings.TrimSuffix(pass, "\r")
+		if pass == "" {
+			return "", fmt.Errorf("--requirepass-file %s: the first line is empty", file)
+		}
+		return pass, nil
+	}
+	if pass != "" && pass != os.Getenv("LEASEHOLD_REQUIREPASS") {
+		log.Warn().Msg("--requirepass on the command line is visible to every user of this machine (ps, /proc); use --requirepass-file or LEASEHOLD_REQUIREPASS instead")
+	}
+	return pass, nil
 }

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // jsonLines parses stderr as zerolog's JSON lines, failing on any other.
@@ -182,6 +184,10 @@ func TestServeFailsToStart(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(damaged, "TOKENS"), []byte("not a reservation"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	emptyFile := filepath.Join(t.TempDir(), "pass")
+	if err := os.WriteFile(emptyFile, []byte("\nsecond line\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name   string
 		env    []string
@@ -202,6 +208,9 @@ func TestServeFailsToStart(t *testing.T) {
 		{"zero max clients", nil, []string{anyPort, "--max-clients", "0"}, "json", "max clients"},
 		{"bad fsync policy", nil, []string{anyPort, "--data-dir", t.TempDir(), "--fsync", "sometimes"}, "json", "fsync policy"},
 		{"bad client output buffer limit", nil, []string{anyPort, "--client-output-buffer-limit", "replica 256mb 64mb 60"}, "json", "no replicas"},
+		{"password two ways", []string{"LEASEHOLD_REQUIREPASS=pw"}, []string{anyPort, "--requirepass-file", emptyFile}, "json", "give the password one way"},
+		{"empty password file", nil, []string{anyPort, "--requirepass-file", emptyFile}, "json", "the first line is empty"},
+		{"missing password file", nil, []string{anyPort, "--requirepass-file", filepath.Join(damaged, "nope")}, "json", "no such file"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -329,5 +338,58 @@ func TestInfoReportsVersion(t *testing.T) {
 	}
 	if !strings.Contains(info, "leasehold_version:"+version+"\r\n") {
 		t.Errorf("INFO server does not report leasehold_version:%s:\n%s", version, info)
+	}
+}
+
+// TestServeRequirePass starts the server with its password from each
+// source: the startup line says a password is set (and never shows it), a
+// client without it gets NOAUTH and one with it is served, and only the
+// command line's copy draws a warning.
+func TestServeRequirePass(t *testing.T) {
+	const pw = "hunter2 with spaces"
+	file := filepath.Join(t.TempDir(), "pass")
+	if err := os.WriteFile(file, []byte(pw+"\r\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		env   []string
+		args  []string
+		warns bool
+	}{
+		{"file", nil, []string{"--requirepass-file", file}, false},
+		{"file from the environment", []string{"LEASEHOLD_REQUIREPASS_FILE=" + file}, nil, false},
+		{"environment", []string{"LEASEHOLD_REQUIREPASS=" + pw}, nil, false},
+		{"command line", nil, []string{"--requirepass", pw}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, addr := serveBinary(t, func(addr string) ([]string, []string) {
+				return tc.env, append([]string{"serve", "--addr", addr, "--log-format", "json"}, tc.args...)
+			})
+			if err := client(t, addr).Do(testCtx(t), "ACQUIRE", "k", 1000).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOAUTH") {
+				t.Errorf("without the password: err = %v, want NOAUTH", err)
+			}
+			authed := redis.NewClient(&redis.Options{Addr: addr, Password: pw, MaxRetries: -1})
+			defer authed.Close()
+			if err := authed.Do(testCtx(t), "ACQUIRE", "k", 1000).Err(); err != nil {
+				t.Errorf("with the password: %v", err)
+			}
+			if exit := p.stop(syscall.SIGTERM); exit != 0 {
+				t.Fatalf("exit status %d\nstderr: %s", exit, p.stderr)
+			}
+			lines := p.logLines()
+			checkFields(t, lineWith(lines, "leasehold listening"), map[string]any{"requirepass": true, "protected_mode": true})
+			warned := false
+			for _, l := range lines {
+				warned = warned || l["level"] == "warn" && strings.Contains(l["message"].(string), "--requirepass on the command line")
+			}
+			if warned != tc.warns {
+				t.Errorf("warned about the command line: %v, want %v\n%s", warned, tc.warns, p.stderr)
+			}
+			if strings.Contains(p.stderr.String(), "hunter2") {
+				t.Errorf("the log shows the password:\n%s", p.stderr)
+			}
+		})
 	}
 }

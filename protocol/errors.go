@@ -39,7 +39,9 @@ const (
 	CodeInUse     = "INUSE"     // DELETE of a lock whose lease is live
 	CodeNoProto   = "NOPROTO"   // HELLO asked for a protocol version other than 2 (Redis's code)
 	CodeUnblocked = "UNBLOCKED" // a WAIT ended by CLIENT UNBLOCK ... ERROR (Redis's code)
-	CodeWrongPass = "WRONGPASS" // AUTH or HELLO ... AUTH for a user other than default (Redis's code)
+	CodeWrongPass = "WRONGPASS" // AUTH or HELLO ... AUTH with a wrong user or password (Redis's code)
+	CodeNoAuth    = "NOAUTH"    // a command before AUTH on a server with a password (Redis's code)
+	CodeDenied    = "DENIED"    // protected mode refused a connection from a non-loopback peer (Redis's code)
 	CodeShutdown  = "SHUTDOWN"  // the server is stopping (SIGTERM): a parked WAIT ends with it
 	CodeOOM       = "OOM"       // the lock table holds --max-locks locks, or the heap is over --maxmemory (Redis's code for maxmemory)
 	CodeMisconf   = "MISCONF"   // the data directory cannot be written: changes are refused (Redis's code)
@@ -52,7 +54,9 @@ var ErrorCodes = []struct{ Code, Meaning string }{
 	{CodeInUse, "`DELETE` of a lock that a live lease holds, or that is in its lock-delay; release it, or wait for the lease or the delay to end."},
 	{CodeNoProto, "`HELLO` asked for a protocol version this server does not speak (only RESP2); clients fall back to RESP2."},
 	{CodeUnblocked, "Another connection ended this `ACQUIRE` or `MACQUIRE` ... `WAIT` with `CLIENT UNBLOCK id ERROR`; nothing was granted."},
-	{CodeWrongPass, "`AUTH` or `HELLO ... AUTH` named a user other than `default`; leasehold has no authentication, and accepts the default user with any password, as Redis's password-less default user."},
+	{CodeWrongPass, "`AUTH` or `HELLO ... AUTH` with a user other than `default` or, on a server started with a password (`--requirepass-file`), a wrong password; the reply never says which. Without a password the server accepts the `default` user with any password, as Redis's password-less default user. See [security.md](security.md)."},
+	{CodeNoAuth, "The server has a password and this connection has not authenticated: only `AUTH`, `HELLO` (with its `AUTH` option) and `QUIT` run before `AUTH` succeeds, as in Redis. See [security.md](security.md)."},
+	{CodeDenied, "Protected mode: the server has no password and the connection came from a non-loopback address; the reply says how to fix it (set a password, bind to loopback, or `--protected-mode no`) and the connection is closed. See [security.md](security.md)."},
 	{CodeOOM, "The lock table holds `--max-locks` locks: a command that would make a new lock (`ACQUIRE` or `MACQUIRE` of a key not in the table, `CREATE`) is refused, `MACQUIRE` as a whole; commands on existing locks go on. Or the memory in use is over `--maxmemory` (`OOM command not allowed when used memory > 'maxmemory'.`, Redis's text): every `ACQUIRE`, `MACQUIRE` and `CREATE` is refused, while `VERIFY`, `RELEASE`, `EXTEND`, `DELETE` and reads go on. Redis's code for a write refused at `maxmemory`, so clients treat it alike; retry once locks are released or expire."},
 	{CodeMisconf, "The data directory cannot be written (a full disk, an I/O error): commands that change the lock table are refused before they run, and a change that ran just before the failure was noticed gets this error instead of its reply, its outcome unknown (`STATUS` tells). `VERIFY`, `STATUS`, `LOCKS`, `INFO`, `PING` and subscriptions go on. The server retries the write in the background and accepts changes again by itself once it succeeds. Redis's code for writes refused after a failed save."},
 	{CodeShutdown, "The server is shutting down (SIGTERM or SIGINT): a parked `ACQUIRE` or `MACQUIRE` ... `WAIT` ends with this error and nothing was granted; retry against the server once it is back."},
@@ -123,12 +127,28 @@ var (
 	// ErrBadProtover is HELLO with a protocol version that is not a number,
 	// Redis's text.
 	ErrBadProtover = &Error{CodeErr, "Protocol version is not an integer or out of range"}
-	// ErrAuthNoPassword is AUTH with a password alone, Redis's text for a
-	// server without one: leasehold has no authentication to check it against.
+	// ErrAuthNoPassword is AUTH with a password alone on a server without
+	// one, Redis's text: there is nothing to check it against.
 	ErrAuthNoPassword = &Error{CodeErr, "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"}
-	// ErrWrongPass is AUTH or HELLO ... AUTH for a user other than default,
-	// Redis's text.
+	// ErrWrongPass is AUTH or HELLO ... AUTH for a user other than default
+	// or with a wrong password, Redis's text, which never says which.
 	ErrWrongPass = &Error{CodeWrongPass, "invalid username-password pair or user is disabled."}
+	// ErrNoAuth is any command but AUTH, HELLO and QUIT before a connection
+	// to a server with a password has authenticated, Redis's text.
+	ErrNoAuth = &Error{CodeNoAuth, "Authentication required."}
+	// ErrHelloNoAuth is HELLO without its AUTH option before a connection
+	// to a server with a password has authenticated, Redis 7.2's text.
+	ErrHelloNoAuth = &Error{CodeNoAuth, "HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"}
+	// ErrProtectedMode is written to a connection from a non-loopback peer
+	// of a server with no password in protected mode, before it is closed:
+	// Redis's text, adapted to leasehold's flags.
+	ErrProtectedMode = &Error{CodeDenied, "leasehold is running in protected mode because protected mode is enabled and no password is set for the default user. " +
+		"In this mode connections are only accepted from the loopback interface. " +
+		"If you want to connect from external computers to leasehold you may adopt one of the following solutions: " +
+		"1) Set a password for the default user: restart the server with --requirepass-file PATH or the LEASEHOLD_REQUIREPASS environment variable, and have clients AUTH. " +
+		"2) Bind the server to the loopback interface only (--addr 127.0.0.1:PORT) and reach it from the same host. " +
+		"3) If you started the server manually just for testing, restart it with the '--protected-mode no' option, however MAKE SURE leasehold is not publicly accessible from the internet if you do so. " +
+		"NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside."}
 	// ErrBadClientName is a CLIENT SETNAME, HELLO ... SETNAME or CLIENT
 	// SETINFO value with a space or a byte outside printable ASCII, Redis's
 	// text.

@@ -26,7 +26,26 @@ type ReaderLimits struct {
 	// client-query-buffer-limit). Inline commands are bounded by MaxInlineLen
 	// instead, which is why it may not exceed this.
 	MaxQueryBuffer int64
+	// PreAuth holds a new Reader to Redis's limits for a client that has
+	// not authenticated, PreAuthMaxMultibulk and PreAuthMaxBulkLen, until
+	// Authenticated is called, so that a stranger cannot make the server
+	// allocate. A server that requires a password sets it.
+	PreAuth bool
 }
+
+// Redis's limits for a client that has not authenticated (networking.c):
+// above them the client gets "unauthenticated multibulk length" or
+// "unauthenticated bulk length" and is disconnected.
+const (
+	PreAuthMaxMultibulk       = 10
+	PreAuthMaxBulkLen   int64 = 16384
+	// PreAuthMaxReadAhead bounds the input ReadAhead buffers for a client
+	// that has not authenticated, in place of MaxQueryBuffer: a stranger
+	// pipelining commands it does not read the replies of cannot make the
+	// server hold more. Redis has no such bound; honest clients send AUTH
+	// and wait for its reply.
+	PreAuthMaxReadAhead int64 = 1 << 20
+)
 
 // DefaultReaderLimits returns limits close to Redis's for a normal client
 // (see MaxMultibulk for the one that differs).
@@ -87,6 +106,8 @@ const (
 	msgQueryLimit     = "query buffer limit exceeded"
 	msgBulkNotCRLF    = "expected CRLF after bulk data"
 	msgExpectedDollar = "expected '$', got '%s'"
+	msgUnauthMbulk    = "unauthenticated multibulk length"
+	msgUnauthBulk     = "unauthenticated bulk length"
 )
 
 const (
@@ -142,6 +163,13 @@ type Reader struct {
 	limits ReaderLimits
 	window int // limits.MaxInlineLen+1: bytes searched for a line end before the line is too long
 
+	// The '*' count and '$' length in force: limits' own, or the tighter
+	// pre-auth ones until Authenticated (preAuth).
+	maxMultibulk int
+	maxBulkLen   int64
+	maxAhead     int64 // ReadAhead's bound: MaxQueryBuffer, or PreAuthMaxReadAhead
+	preAuth      bool
+
 	buf  []byte
 	base int64 // the stream offset of buf[0]: bytes dropped from the front so far
 	cmd  int   // start of the pending command in buf
@@ -177,7 +205,21 @@ func NewReader(rd io.Reader, limits ReaderLimits) *Reader {
 		return r
 	}
 	r.window = limits.MaxInlineLen + 1
+	r.maxMultibulk, r.maxBulkLen, r.maxAhead = limits.MaxMultibulk, limits.MaxBulkLen, limits.MaxQueryBuffer
+	if limits.PreAuth {
+		r.preAuth = true
+		r.maxMultibulk = min(r.maxMultibulk, PreAuthMaxMultibulk)
+		r.maxBulkLen = min(r.maxBulkLen, PreAuthMaxBulkLen)
+		r.maxAhead = min(r.maxAhead, PreAuthMaxReadAhead)
+	}
 	return r
+}
+
+// Authenticated lifts the pre-auth limits (ReaderLimits.PreAuth) from the
+// next command on: the client has authenticated.
+func (r *Reader) Authenticated() {
+	r.preAuth = false
+	r.maxMultibulk, r.maxBulkLen, r.maxAhead = r.limits.MaxMultibulk, r.limits.MaxBulkLen, r.limits.MaxQueryBuffer
 }
 
 // ReadCommand returns the next non-empty command's arguments (args[0] is the
@@ -229,7 +271,8 @@ func (r *Reader) ReadCommand() ([][]byte, error) {
 //
 // It returns ErrWouldBlock when the source has nothing now, nil after a read,
 // and once the buffered input (the pending command and every complete one
-// behind it) exceeds MaxQueryBuffer, the query buffer limit's
+// behind it) exceeds MaxQueryBuffer (PreAuthMaxReadAhead before
+// Authenticated, with ReaderLimits.PreAuth), the query buffer limit's
 // *ProtocolError, after which the Reader must not be used again: the whole
 // buffer is bounded as Redis's client-query-buffer-limit bounds its query
 // buffer. A read error, io.EOF included, is returned as it is and kept for
@@ -241,7 +284,7 @@ func (r *Reader) ReadAhead() error {
 	if r.rerr != nil {
 		return r.rerr
 	}
-	if int64(r.end-r.cmd) > r.limits.MaxQueryBuffer {
+	if int64(r.end-r.cmd) > r.maxAhead {
 		r.err = errReaderQueryLimit()
 		return r.err
 	}
@@ -342,7 +385,10 @@ func (r *Reader) parse() (bool, error) {
 			if !ok {
 				return false, err
 			}
-			if n > int64(r.limits.MaxMultibulk) {
+			if n > int64(r.maxMultibulk) {
+				if r.preAuth && n <= int64(r.limits.MaxMultibulk) {
+					return false, r.fail(next, msgUnauthMbulk)
+				}
 				return false, r.fail(next, msgBadMultibulk)
 			}
 			if r.over(next) {
@@ -362,7 +408,10 @@ func (r *Reader) parse() (bool, error) {
 			if !ok {
 				return false, err
 			}
-			if n < 0 || n > r.limits.MaxBulkLen {
+			if n < 0 || n > r.maxBulkLen {
+				if r.preAuth && n >= 0 && n <= r.limits.MaxBulkLen {
+					return false, r.fail(next, msgUnauthBulk)
+				}
 				return false, r.fail(next, msgBadBulkLen)
 			}
 			r.blen = n

@@ -15,6 +15,7 @@ import (
 var readerFuzzLimits = []ReaderLimits{
 	{MaxInlineLen: 16, MaxMultibulk: 8, MaxBulkLen: 32, MaxQueryBuffer: 48},
 	{MaxInlineLen: 1 << 10, MaxMultibulk: 1 << 10, MaxBulkLen: 1 << 16, MaxQueryBuffer: 1 << 20},
+	{MaxInlineLen: 1 << 10, MaxMultibulk: 1 << 10, MaxBulkLen: 1 << 16, MaxQueryBuffer: 1 << 20, PreAuth: true},
 }
 
 // FuzzReader checks that no input panics the reader and that reading an input
@@ -32,6 +33,8 @@ func FuzzReader(f *testing.F) {
 		"*1\r\nGET\r\n",
 		"\"unbalanced\n",
 		"*1\r\n$4\r\nPINGxx",
+		"*11\r\n",
+		"*1\r\n$16385\r\n",
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s))
@@ -57,6 +60,9 @@ func checkReaderFuzzResult(t *testing.T, limits ReaderLimits, cmds [][]string, e
 	var perr *ProtocolError
 	if err != io.EOF && err != io.ErrUnexpectedEOF && !errors.As(err, &perr) {
 		t.Fatalf("unexpected error type %T: %v", err, err)
+	}
+	if limits.PreAuth {
+		limits.MaxBulkLen = min(limits.MaxBulkLen, PreAuthMaxBulkLen)
 	}
 	for _, cmd := range cmds {
 		if len(cmd) == 0 || len(cmd) > max(limits.MaxMultibulk, limits.MaxInlineLen) {

@@ -125,15 +125,15 @@ func TestReaderValid(t *testing.T) {
 		{"closing quote then cr", "\"a\"\r\n", nil, [][]string{{"a"}}},
 		{"mixed inline and resp", "PING\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\nSET k v\n*1\r\n$4\r\nQUIT\r\n", nil,
 			[][]string{{"PING"}, {"GET", "k"}, {"SET", "k", "v"}, {"QUIT"}}},
-		{"inline at max length", "0123456\r\n", &ReaderLimits{8, 4, 16, 64}, [][]string{{"0123456"}}},
-		{"inline at max length lf", "01234567\n", &ReaderLimits{8, 4, 16, 64}, [][]string{{"01234567"}}},
+		{"inline at max length", "0123456\r\n", &ReaderLimits{8, 4, 16, 64, false}, [][]string{{"0123456"}}},
+		{"inline at max length lf", "01234567\n", &ReaderLimits{8, 4, 16, 64, false}, [][]string{{"01234567"}}},
 		// Eight bytes before the '\r', the most MaxInlineLen allows.
-		{"header at max length", "*-100000\r\n*1\r\n$4\r\nPING\r\n", &ReaderLimits{8, 4, 16, 64}, [][]string{{"PING"}}},
-		{"bulk at max length", "*1\r\n$16\r\n0123456789abcdef\r\n", &ReaderLimits{8, 4, 16, 64},
+		{"header at max length", "*-100000\r\n*1\r\n$4\r\nPING\r\n", &ReaderLimits{8, 4, 16, 64, false}, [][]string{{"PING"}}},
+		{"bulk at max length", "*1\r\n$16\r\n0123456789abcdef\r\n", &ReaderLimits{8, 4, 16, 64, false},
 			[][]string{{"0123456789abcdef"}}},
-		{"multibulk at max count", "*4\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n", &ReaderLimits{8, 4, 16, 64},
+		{"multibulk at max count", "*4\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n", &ReaderLimits{8, 4, 16, 64, false},
 			[][]string{{"a", "b", "c", "d"}}},
-		{"command at query buffer limit", "*1\r\n$4\r\nPING\r\n", &ReaderLimits{8, 4, 16, 14}, [][]string{{"PING"}}},
+		{"command at query buffer limit", "*1\r\n$4\r\nPING\r\n", &ReaderLimits{8, 4, 16, 14, false}, [][]string{{"PING"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -154,6 +154,8 @@ func TestReaderValid(t *testing.T) {
 
 func TestReaderErrors(t *testing.T) {
 	small := smallReaderLimits()
+	preAuth := DefaultReaderLimits()
+	preAuth.PreAuth = true
 	tests := []struct {
 		name    string
 		in      string
@@ -201,10 +203,16 @@ func TestReaderErrors(t *testing.T) {
 		{"bulk data without crlf", "*1\r\n$4\r\nPINGxx", small, "expected CRLF after bulk data", 0},
 		{"bulk data with cr only", "*1\r\n$4\r\nPING\rX", small, "expected CRLF after bulk data", 0},
 		{"bulk data too long", "*1\r\n$3\r\nPING\r\n", small, "expected CRLF after bulk data", 0},
-		{"query buffer exceeded by complete command", "*1\r\n$4\r\nPING\r\n", ReaderLimits{8, 4, 16, 13}, "query buffer limit exceeded", 0},
-		{"query buffer exceeded while pending", "*1\r\n$16\r\n0123456789", ReaderLimits{8, 4, 16, 16}, "query buffer limit exceeded", 0},
-		{"query buffer exceeded by many args", "*4\r\n$16\r\n0123456789abcdef\r\n$16\r\n0123456789abcdef\r\n$16\r\n", ReaderLimits{8, 4, 16, 48}, "query buffer limit exceeded", 0},
-		{"query buffer after a command", "*1\r\n$1\r\na\r\n*1\r\n$4\r\nPING\r\n", ReaderLimits{8, 4, 16, 13}, "query buffer limit exceeded", 1},
+		{"query buffer exceeded by complete command", "*1\r\n$4\r\nPING\r\n", ReaderLimits{8, 4, 16, 13, false}, "query buffer limit exceeded", 0},
+		{"query buffer exceeded while pending", "*1\r\n$16\r\n0123456789", ReaderLimits{8, 4, 16, 16, false}, "query buffer limit exceeded", 0},
+		{"query buffer exceeded by many args", "*4\r\n$16\r\n0123456789abcdef\r\n$16\r\n0123456789abcdef\r\n$16\r\n", ReaderLimits{8, 4, 16, 48, false}, "query buffer limit exceeded", 0},
+		{"query buffer after a command", "*1\r\n$1\r\na\r\n*1\r\n$4\r\nPING\r\n", ReaderLimits{8, 4, 16, 13, false}, "query buffer limit exceeded", 1},
+		{"pre-auth multibulk over 10", "*11\r\n", preAuth, "unauthenticated multibulk length", 0},
+		{"pre-auth multibulk over the limit too", "*1048577\r\n", preAuth, "invalid multibulk length", 0},
+		{"pre-auth bulk over 16384", "*1\r\n$16385\r\n", preAuth, "unauthenticated bulk length", 0},
+		{"pre-auth bulk negative", "*1\r\n$-1\r\n", preAuth, "invalid bulk length", 0},
+		{"pre-auth bulk over the limit too", "*1\r\n$536870913\r\n", preAuth, "invalid bulk length", 0},
+		{"pre-auth after a command", "PING\r\n*11\r\n", preAuth, "unauthenticated multibulk length", 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -230,6 +238,48 @@ func TestReaderErrors(t *testing.T) {
 				t.Fatalf("second call err = %v, want the same %v", again, err)
 			}
 		})
+	}
+}
+
+// TestReaderPreAuthLimits checks that a Reader made with PreAuth takes
+// commands at Redis's pre-auth bounds, and that Authenticated lifts them
+// from the next command on, even one already buffered behind AUTH.
+func TestReaderPreAuthLimits(t *testing.T) {
+	limits := DefaultReaderLimits()
+	limits.PreAuth = true
+	frame := func(n, size int) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "*%d\r\n", n)
+		for range n {
+			fmt.Fprintf(&b, "$%d\r\n%s\r\n", size, strings.Repeat("x", size))
+		}
+		return b.String()
+	}
+	atBounds := frame(PreAuthMaxMultibulk, 1) + frame(1, int(PreAuthMaxBulkLen))
+	above := frame(PreAuthMaxMultibulk+1, 1) + frame(1, int(PreAuthMaxBulkLen)+1)
+	r := NewReader(strings.NewReader("AUTH pw\r\n"+atBounds+above), limits)
+	var got []int
+	for {
+		args, err := r.ReadCommand()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %d commands: %v", len(got), err)
+		}
+		if len(args) == 2 && string(args[0]) == "AUTH" {
+			// Where the server lifts them: before the pipelined commands
+			// behind AUTH are parsed.
+			r.Authenticated()
+		}
+		got = append(got, len(args))
+	}
+	if want := []int{2, PreAuthMaxMultibulk, 1, PreAuthMaxMultibulk + 1, 1}; !slices.Equal(got, want) {
+		t.Fatalf("commands' lengths = %v, want %v", got, want)
+	}
+	// Without Authenticated, the same commands above the bounds fail.
+	if _, err := readAllCommands(strings.NewReader(atBounds+above), limits); err == nil || err.Error() != "Protocol error: unauthenticated multibulk length" {
+		t.Fatalf("err = %v, want unauthenticated multibulk length", err)
 	}
 }
 
@@ -452,12 +502,12 @@ func TestReaderLimitsValidate(t *testing.T) {
 	}{
 		{"default", def, ""},
 		{"bulk above query buffer", with(func(l *ReaderLimits) { l.MaxBulkLen = 2 * l.MaxQueryBuffer }), ""},
-		{"inline equals query buffer", ReaderLimits{64, 1, 1, 64}, ""},
+		{"inline equals query buffer", ReaderLimits{64, 1, 1, 64, false}, ""},
 		{"zero", ReaderLimits{}, "protocol: MaxInlineLen must be positive, got 0"},
 		{"zero multibulk", with(func(l *ReaderLimits) { l.MaxMultibulk = 0 }), "protocol: MaxMultibulk must be positive, got 0"},
 		{"negative bulk", with(func(l *ReaderLimits) { l.MaxBulkLen = -1 }), "protocol: MaxBulkLen must be positive, got -1"},
 		{"zero query buffer", with(func(l *ReaderLimits) { l.MaxQueryBuffer = 0 }), "protocol: MaxQueryBuffer must be positive, got 0"},
-		{"inline above query buffer", ReaderLimits{65, 1, 1, 64}, "protocol: MaxInlineLen (65) must not exceed MaxQueryBuffer (64)"},
+		{"inline above query buffer", ReaderLimits{65, 1, 1, 64, false}, "protocol: MaxInlineLen (65) must not exceed MaxQueryBuffer (64)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -741,6 +791,41 @@ func TestReaderReadAhead(t *testing.T) {
 	}
 	if _, err := r.ReadCommand(); !errors.As(err, &pe) {
 		t.Fatalf("ReadCommand after the limit: %v, want the limit's error", err)
+	}
+}
+
+// TestReaderReadAheadPreAuth checks that a client that has not
+// authenticated can have at most PreAuthMaxReadAhead bytes read ahead, and
+// that Authenticated restores MaxQueryBuffer.
+func TestReaderReadAheadPreAuth(t *testing.T) {
+	input := strings.Repeat("PING\r\n", int(2*PreAuthMaxReadAhead)/6)
+	readAhead := func(r *Reader) error {
+		for range 10000 {
+			if err := r.ReadAhead(); err != nil {
+				return err
+			}
+		}
+		t.Fatal("ReadAhead never stopped")
+		return nil
+	}
+	limits := DefaultReaderLimits()
+	limits.PreAuth = true
+	r := NewReader(strings.NewReader(input), limits)
+	var pe *ProtocolError
+	if err := readAhead(r); !errors.As(err, &pe) || pe.Msg != msgQueryLimit {
+		t.Fatalf("ReadAhead before AUTH: %v, want %q", err, msgQueryLimit)
+	}
+	if r.Buffered() > 2*int(PreAuthMaxReadAhead) {
+		t.Fatalf("buffered %d bytes before AUTH, bound %d", r.Buffered(), PreAuthMaxReadAhead)
+	}
+
+	r = NewReader(strings.NewReader(input), limits)
+	r.Authenticated()
+	if err := readAhead(r); err != io.EOF {
+		t.Fatalf("ReadAhead after AUTH: %v, want the whole input and io.EOF", err)
+	}
+	if r.Buffered() != len(input) {
+		t.Fatalf("buffered %d of %d bytes", r.Buffered(), len(input))
 	}
 }
 

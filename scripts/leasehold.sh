@@ -67,6 +67,12 @@
 #                                   without an owner is never re-entered)
 #   LEASEHOLD_WAIT_MS               WAIT for leasehold_with_lock (0: try once)
 #   LEASEHOLD_KILL_GRACE_MS         SIGTERM to SIGKILL on a lost lease (10000)
+#   LEASEHOLD_PASSWORD              the password of a server started with one
+#                                   (else REDISCLI_AUTH, redis-cli's own):
+#                                   handed to redis-cli in its environment,
+#                                   never on its command line
+#   LEASEHOLD_USER                  the user to AUTH as (redis-cli --user);
+#                                   the default user without it
 #
 # redis-cli, as it is in Redis 7.0: with stdout not a terminal (as in $(...))
 # it prints an integer bare, nil as an empty line (the "(nil)" is for
@@ -106,27 +112,48 @@ _leasehold_split() {
 	printf -v "$2" '%s' "${_lh_addr##*:}"
 }
 
-# _leasehold_cli ARG...: redis-cli with the server's address and raw output,
-# never reading the caller's stdin.
-_leasehold_cli() {
-	local host port
-	_leasehold_split host port
-	redis-cli -h "$host" -p "$port" --raw "$@" </dev/null
+# _leasehold_auth USERVAR: in the subshell that runs redis-cli, exports the
+# password (LEASEHOLD_PASSWORD, else REDISCLI_AUTH) as REDISCLI_AUTH, where
+# redis-cli reads it, never on its command line, which ps shows; and sets the
+# array USERVAR to --user LEASEHOLD_USER when that is set.
+_leasehold_auth() {
+	local _lh_pw=${LEASEHOLD_PASSWORD:-${REDISCLI_AUTH:-}}
+	if [ -n "$_lh_pw" ]; then
+		export REDISCLI_AUTH="$_lh_pw"
+	else
+		unset REDISCLI_AUTH
+	fi
+	if [ -n "${LEASEHOLD_USER:-}" ]; then
+		eval "$1"'=(--user "$LEASEHOLD_USER")'
+	else
+		eval "$1"'=()'
+	fi
 }
+
+# _leasehold_cli ARG...: redis-cli with the server's address, the password
+# (_leasehold_auth) and raw output, never reading the caller's stdin. A
+# subshell, so that the export stays in it.
+_leasehold_cli() (
+	local host port user
+	_leasehold_split host port
+	_leasehold_auth user
+	redis-cli -h "$host" -p "$port" "${user[@]}" --raw "$@" </dev/null
+)
 
 # _leasehold_cli_within MS ARG...: _leasehold_cli, killed after MS
 # milliseconds when coreutils' timeout is there.
-_leasehold_cli_within() {
-	local secs host port
+_leasehold_cli_within() (
+	local secs host port user
 	_leasehold_secs secs "$1"
 	shift
 	if command -v timeout >/dev/null 2>&1; then
 		_leasehold_split host port
-		timeout -k 1 "$secs" redis-cli -h "$host" -p "$port" --raw "$@" </dev/null
+		_leasehold_auth user
+		timeout -k 1 "$secs" redis-cli -h "$host" -p "$port" "${user[@]}" --raw "$@" </dev/null
 	else
 		_leasehold_cli "$@"
 	fi
-}
+)
 
 # _leasehold_secs VAR MS: sets VAR to MS milliseconds as seconds with
 # decimals, for read -t, sleep and timeout (no subshell).

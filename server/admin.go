@@ -65,7 +65,9 @@ func handleSelect(c *conn, args [][]byte) error {
 }
 
 // handleHello speaks RESP2 only. HELLO 3 gets NOPROTO, as from a Redis
-// server that predates RESP3, and clients such as go-redis fall back to 2.
+// server that predates RESP3, and clients such as go-redis fall back to 2
+// (and to AUTH for their password). Its AUTH option authenticates as AUTH
+// does (auth.go).
 func handleHello(c *conn, args [][]byte) error {
 	if len(args) >= 2 {
 		v, ok := protocol.ParseInt(args[1])
@@ -76,13 +78,12 @@ func handleHello(c *conn, args [][]byte) error {
 			return protocol.ErrNoProto
 		}
 	}
+	var user, password []byte
 	name, setName := "", false
 	for i := 2; i < len(args); i++ {
 		switch {
 		case bytes.EqualFold(args[i], []byte("auth")) && i+2 < len(args):
-			if err := checkAuth(args[i+1], args[i+2]); err != nil {
-				return err
-			}
+			user, password = args[i+1], args[i+2]
 			i += 2
 		case bytes.EqualFold(args[i], []byte("setname")) && i+1 < len(args):
 			if err := validClientName(args[i+1]); err != nil {
@@ -93,6 +94,16 @@ func handleHello(c *conn, args [][]byte) error {
 		default:
 			return protocol.HelloOptionError(args[i])
 		}
+	}
+	// As Redis: every option is checked before AUTH runs, and HELLO does
+	// nothing more for a connection that has not authenticated.
+	if user != nil {
+		if err := c.authenticate(user, password); err != nil {
+			return err
+		}
+	}
+	if !c.authenticated() {
+		return protocol.ErrHelloNoAuth
 	}
 	if setName {
 		c.name = name
@@ -112,31 +123,6 @@ func handleHello(c *conn, args [][]byte) error {
 	c.wr.WriteBulkString("master")
 	c.wr.WriteBulkString("modules")
 	c.wr.WriteArray(0)
-	return nil
-}
-
-// handleAuth answers as Redis does when no password is configured: leasehold
-// has no authentication, so it must not pretend a password was checked.
-func handleAuth(c *conn, args [][]byte) error {
-	switch len(args) {
-	case 2:
-		return protocol.ErrAuthNoPassword
-	case 3:
-		if err := checkAuth(args[1], args[2]); err != nil {
-			return err
-		}
-		c.wr.WriteString("OK")
-		return nil
-	}
-	return protocol.ArityError("auth")
-}
-
-// checkAuth accepts the default user with any password, as Redis's default
-// user with "nopass" does, and refuses every other user.
-func checkAuth(user, _ []byte) error {
-	if string(user) != "default" {
-		return protocol.ErrWrongPass
-	}
 	return nil
 }
 
@@ -488,6 +474,8 @@ func (s *Server) infoStats(b *strings.Builder) {
 	infoLine(b, "rejected_connections", s.stats.connectionsRejected.Load())
 	infoLine(b, "total_protocol_errors", s.stats.protocolErrors.Load())
 	infoLine(b, "security_attacks", s.stats.securityAttacks.Load())
+	infoLine(b, "acl_access_denied_auth", s.auth.failures.Load())
+	infoLine(b, "protected_mode_refusals", s.auth.refused.Load())
 	infoLine(b, "total_handler_panics", s.stats.panics.Load())
 	s.hub.mu.RLock()
 	infoLine(b, "pubsub_channels", len(s.hub.channels))

@@ -28,7 +28,8 @@ type Config struct {
 	// IOLoops is the number of epoll event loops serving connections (Linux
 	// only); 0 serves each connection on a goroutine of its own instead.
 	IOLoops int
-	// Limits bound what one client can make the server buffer.
+	// Limits bound what one client can make the server buffer. New sets
+	// their PreAuth when RequirePass is set.
 	Limits protocol.ReaderLimits
 	// OutputLimits disconnect a client whose replies or messages pile up
 	// unread, as Redis's client-output-buffer-limit.
@@ -50,6 +51,18 @@ type Config struct {
 	// lock or a lease (ACQUIRE, MACQUIRE, CREATE) get -OOM, and every other
 	// command goes on. The heap is sampled every 100 ms. 0 for no bound.
 	MaxMemory int64
+	// RequirePass is the default user's password, as Redis's requirepass:
+	// when set, a connection runs nothing but AUTH, HELLO and QUIT until it
+	// authenticates, and is held to Redis's pre-auth input limits
+	// (protocol.PreAuthMaxMultibulk, protocol.PreAuthMaxBulkLen). The server
+	// keeps only its SHA-256 digest. "" for none.
+	RequirePass string
+	// ProtectedMode, as Redis's protected-mode: with no RequirePass, a
+	// connection from a peer that is not loopback is told why and closed.
+	ProtectedMode bool
+	// PeerIsLoopback, for tests only, decides which peers protected mode
+	// counts as loopback in place of the real check; nil otherwise.
+	PeerIsLoopback func(net.Addr) bool
 }
 
 // DefaultConfig returns a Config with every default set. The bulk length
@@ -70,6 +83,7 @@ func DefaultConfig() Config {
 		// (Kubernetes: 30 s; systemd: 90 s).
 		ShutdownTimeout: 10 * time.Second,
 		Version:         "dev",
+		ProtectedMode:   true,
 	}
 }
 

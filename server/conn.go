@@ -41,6 +41,7 @@ type conn struct {
 
 	// Owned by whoever runs the connection's commands.
 	name, libName, libVer string
+	authed                bool                       // AUTH succeeded, or the server has no password (auth.go)
 	quit                  bool                       // reply, flush, then close
 	unflushed             bool                       // replies are waiting in wr
 	pending               []byte                     // event loop: reply bytes the socket has not taken yet
@@ -264,6 +265,9 @@ func (c *conn) dispatch(args [][]byte) {
 	}
 	if err := cmd.CheckArity(len(args)); err != nil {
 		c.writeErr(err)
+		return
+	}
+	if !c.authed && c.refuseBeforeAuth(i) {
 		return
 	}
 	if err := c.checkKeys(cmd, args); err != nil {

@@ -43,6 +43,7 @@ type Server struct {
 
 	nextConnID atomic.Uint64
 	stats      serverStats
+	auth       *authState
 	closing    chan struct{} // closed by Close: waits in progress end
 
 	closeOnce sync.Once
@@ -121,7 +122,9 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 				Msg("the restored lock table holds more than max-locks: new locks are refused until it is back under it")
 		}
 	}
+	cfg.Limits.PreAuth = cfg.RequirePass != ""
 	s := &Server{
+		auth:     newAuthState(cfg),
 		store:    store,
 		hub:      hub,
 		cfg:      cfg,
@@ -266,6 +269,10 @@ func (s *Server) startLoops() error {
 func (s *Server) monotonic() int64 { return int64(time.Since(s.started)) }
 
 func (s *Server) startConn(nc net.Conn) {
+	if s.refuseProtected(nc) {
+		nc.Close()
+		return
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -541,6 +548,8 @@ func (s *Server) logStart(addr net.Addr) {
 		Int64("max_query_buffer", c.Limits.MaxQueryBuffer).
 		Stringer("client_output_buffer_limit", c.OutputLimits).
 		Uint64("first_token", c.Locker.FirstToken).
+		Bool("requirepass", c.RequirePass != ""). // whether one is set, never the password
+		Bool("protected_mode", c.ProtectedMode).
 		Int("gomaxprocs", runtime.GOMAXPROCS(0)).
 		Msg("leasehold listening")
 }

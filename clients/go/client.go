@@ -17,6 +17,8 @@ const DefaultAddr = "127.0.0.1:7379"
 // Config holds every setting of a Client. Build it from DefaultConfig.
 type Config struct {
 	// Redis holds the connection settings as go-redis takes them: Addr,
+	// Username and Password (for a server started with a password: every
+	// connection sends AUTH, the user being "default", the only one),
 	// TLSConfig, Dialer, DialTimeout, ReadTimeout, WriteTimeout, PoolSize,
 	// MaxRetries and the rest. New uses it; NewFromRedis ignores it.
 	//

@@ -1,9 +1,9 @@
 package servertest
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"strconv"
@@ -96,9 +96,10 @@ func Serve(srv Server, closed error) (*Running, error) {
 	return r, nil
 }
 
-// WaitServing returns once the server has answered a PING: Serve has started
-// everything it runs (event loops, the lock table's reaper), so a count of
-// goroutines taken now holds the server's. It costs a connection, which the
+// WaitServing returns once the server has answered a PING (or refused it
+// for want of AUTH): Serve has started everything it runs (event loops, the
+// lock table's reaper), so a count of goroutines taken now holds the
+// server's. It costs a connection, which the
 // server counts in its statistics and, until it notices the hang-up, in its
 // connected clients: tests that count connections do without it.
 func (r *Running) WaitServing() error {
@@ -111,12 +112,14 @@ func (r *Running) WaitServing() error {
 	if _, err := nc.Write([]byte("PING\r\n")); err != nil {
 		return err
 	}
-	buf := make([]byte, len("+PONG\r\n"))
-	if _, err := io.ReadFull(nc, buf); err != nil {
+	// A server with a password answers NOAUTH, as Redis does: it serves
+	// all the same.
+	line, err := bufio.NewReader(nc).ReadString('\n')
+	if err != nil {
 		return err
 	}
-	if string(buf) != "+PONG\r\n" {
-		return fmt.Errorf("%s answered PING with %q", r.Addr, buf)
+	if line != "+PONG\r\n" && line != "-NOAUTH Authentication required.\r\n" {
+		return fmt.Errorf("%s answered PING with %q", r.Addr, line)
 	}
 	return nil
 }
