@@ -265,9 +265,19 @@ func TestWriteSocketSoftLimitCloses(t *testing.T) {
 			if err != nil {
 				t.Fatalf("write above the soft limit: %v, want it queued", err)
 			}
+			// The client reads nothing until the soft time has run out:
+			// reading would let the write finish within it.
+			eventually(t, 10*time.Second, "the soft-limit disconnection counted", func() bool {
+				return ts.stats.outputLimitCloses.Load() == 1
+			})
 			client.SetReadDeadline(time.Now().Add(10 * time.Second))
-			if _, err := client.Read(make([]byte, 1)); errors.Is(err, os.ErrDeadlineExceeded) {
-				t.Fatal("the connection is still open after its soft time ran out")
+			for {
+				if _, err := client.Read(make([]byte, 4096)); err != nil {
+					if errors.Is(err, os.ErrDeadlineExceeded) {
+						t.Fatal("the connection is still open after its soft time ran out")
+					}
+					break
+				}
 			}
 			if got := ts.stats.outputLimitCloses.Load(); got != 1 {
 				t.Fatalf("%d disconnections counted, want 1", got)
