@@ -117,20 +117,23 @@ func TestShutdownTimeout(t *testing.T) {
 	for _, loops := range []string{"1", "0"} {
 		t.Run("io-loops="+loops, func(t *testing.T) {
 			t.Parallel()
-			p, addr := serveBinary(t, serveArgs("--shutdown-timeout", "300ms", "--io-loops", loops))
+			// One reply larger than the sockets hold: the server stops
+			// running a client's commands once 64 KiB of its output waits,
+			// so only a single reply can leave that much unsent.
+			const size = 24 << 20
+			p, addr := serveBinary(t, serveArgs("--shutdown-timeout", "300ms", "--io-loops", loops, "--max-bulk-len", strconv.Itoa(size)))
 			nc, err := net.Dial("tcp", addr)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer nc.Close()
-			big := strings.Repeat("x", 512<<10)
+			big := strings.Repeat("x", size)
 			frame := []byte(fmt.Sprintf("*2\r\n$4\r\nPING\r\n$%d\r\n%s\r\n", len(big), big))
-			nc.SetWriteDeadline(time.Now().Add(time.Second))
-			for range 32 { // 16 MiB of replies, far more than the sockets hold
-				if _, err := nc.Write(frame); err != nil {
-					break // the server stopped reading: its replies wait for us
-				}
+			nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			if _, err := nc.Write(frame); err != nil {
+				t.Fatal(err)
 			}
+			waitOutputHeld(t, addr)
 			start := time.Now()
 			if exit := p.stop(syscall.SIGTERM); exit != 0 {
 				t.Errorf("exit status %d after SIGTERM, want 0\nstderr: %s", exit, p.stderr)
@@ -165,6 +168,32 @@ func waitBlocked(t *testing.T, rdb *redis.Client, n int) {
 		select {
 		case <-deadline:
 			t.Fatalf("INFO clients never said %s: %v", want, v)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// waitOutputHeld polls INFO until a connection of the server at addr has
+// had more output unsent than its socket took at once: a reply far larger
+// than the socket buffers is waiting for its client.
+func waitOutputHeld(t *testing.T, addr string) {
+	t.Helper()
+	rdb := client(t, addr)
+	deadline := time.After(commandTimeout)
+	for {
+		v, err := crashDo(rdb, "INFO", "clients")
+		if err != nil {
+			t.Fatalf("INFO clients: %v", err)
+		}
+		s, _ := v.(string)
+		if _, peak, ok := strings.Cut(s, "client_output_buffer_peak:"); ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(peak, "\r\n", 2)[0])); err == nil && n >= 1<<20 {
+				return
+			}
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("no connection ever held a megabyte of output: %v", v)
 		case <-time.After(5 * time.Millisecond):
 		}
 	}

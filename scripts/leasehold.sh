@@ -378,7 +378,10 @@ _leasehold_wait_gone() {
 			line=""
 			read -r -t "$secs" -u "$nap" line
 			rs=$?
-			if [ "$line" = lost ]; then
+			# The renewer writes nothing but "lost" here; a read -t whose
+			# time runs out part-way through the line returns what it got
+			# ("lo", then "st" next time), so any of it counts.
+			if [ -n "$line" ]; then
 				lease_lost=1
 			elif [ "$rs" -eq 1 ]; then
 				nap="" # end of file: not a pipe that blocks here; sleep instead
@@ -519,8 +522,12 @@ leasehold_with_lock() (
 	exec {feed}>&- # the renewer stops
 	_leasehold_wait_gone "$renewer"
 	if [ -n "$nap" ]; then
-		while read -r -t 0.01 -u "$nap" line; do
-			[ "$line" != lost ] || lease_lost=1
+		while :; do
+			line=""
+			read -r -t 0.01 -u "$nap" line
+			rs=$?
+			[ -z "$line" ] || lease_lost=1 # part of a line counts: see _leasehold_wait_gone
+			[ "$rs" -eq 0 ] || break
 		done
 	fi
 	# 1 (no longer held) was reported by the renewer; errors say so themselves.
