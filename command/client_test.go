@@ -573,7 +573,7 @@ func TestClientCommandsAuth(t *testing.T) {
 		{"REDISCLI_AUTH", []string{"REDISCLI_AUTH=" + pw}, []string{"acquire", "--ttl", "1s", "b"}, 0, ""},
 		{"LEASEHOLD_PASSWORD first", []string{"LEASEHOLD_PASSWORD=" + pw, "REDISCLI_AUTH=wrong"}, []string{"acquire", "--ttl", "1s", "c"}, 0, ""},
 		{"user", []string{"LEASEHOLD_PASSWORD=" + pw}, []string{"acquire", "--user", "default", "--ttl", "1s", "d"}, 0, ""},
-		{"user from the environment", []string{"LEASEHOLD_PASSWORD=" + pw, "LEASEHOLD_USER=default"}, []string{"status", "d"}, 0, ""},
+		{"user from the environment", []string{"LEASEHOLD_PASSWORD=" + pw, "LEASEHOLD_USER=default"}, []string{"acquire", "--ttl", "1s", "g"}, 0, ""},
 		{"run", []string{"LEASEHOLD_PASSWORD=" + pw}, []string{"run", "e", "--", "true"}, 0, ""},
 		{"no password", nil, []string{"acquire", "f"}, exitFailure, "NOAUTH Authentication required."},
 		{"wrong password", []string{"LEASEHOLD_PASSWORD=wrong"}, []string{"acquire", "f"}, exitFailure, "WRONGPASS"},
