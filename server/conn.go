@@ -44,7 +44,7 @@ type conn struct {
 	authed                bool                       // AUTH succeeded, or the server has no password (auth.go)
 	quit                  bool                       // reply, flush, then close
 	unflushed             bool                       // replies are waiting in wr
-	pending               []byte                     // event loop: reply bytes the socket has not taken yet
+	pending               outBuf                     // event loop: reply bytes the socket has not taken yet
 	sockErr               error                      // a write failed, or the commit before it, or the client spoke HTTP: write nothing more
 	lastRead              int64                      // event loop: monotonic ns of the last read, for the idle timeout
 	drained               bool                       // event loop: the last read emptied the socket
@@ -192,7 +192,7 @@ func (c *conn) runCommands() (open bool) {
 
 // outputFull reports whether c's unsent output has reached outputPause.
 func (c *conn) outputFull() bool {
-	return int64(bufferedReplies(c.wr)+len(c.pending))+c.unsent.Load() >= outputPause
+	return int64(bufferedReplies(c.wr)+c.pending.Len())+c.unsent.Load() >= outputPause
 }
 
 func (c *conn) readFailed(err error) {

@@ -248,12 +248,12 @@ func (l *ioLoop) handle(c *conn, events uint32) {
 		l.closeConn(c)
 		return
 	}
-	if events&unix.EPOLLOUT != 0 && len(c.pending) > 0 {
+	if events&unix.EPOLLOUT != 0 && c.pending.Len() > 0 {
 		if !c.writePending() {
 			l.closeConn(c)
 			return
 		}
-		if len(c.pending) == 0 && c.closeWhenFlushed {
+		if c.pending.Len() == 0 && c.closeWhenFlushed {
 			l.closeConn(c) // QUIT or a protocol error: its replies are out
 			return
 		}
@@ -299,7 +299,7 @@ func (l *ioLoop) readAhead(c *conn) bool {
 func (l *ioLoop) rewatch(c *conn) {
 	want := uint32(unix.EPOLLIN | unix.EPOLLRDHUP)
 	switch {
-	case len(c.pending) > 0:
+	case c.pending.Len() > 0:
 		// Not EPOLLRDHUP: a client that half-closed may still read its
 		// replies, and a level-triggered RDHUP nobody consumes would spin;
 		// for the same reason no EPOLLIN once the input has ended.
@@ -410,11 +410,11 @@ func (l *ioLoop) drainOutbox(c *conn) {
 // limit (see OutputLimits), and reports whether it is still open. An output
 // above the soft limit starts c's soft clock, which checkSoftLimits reads.
 func (l *ioLoop) enforceOutputLimit(c *conn) bool {
-	if len(c.pending) == 0 {
+	if c.pending.Len() == 0 {
 		c.softSince = 0
 		return true
 	}
-	size := int64(len(c.pending))
+	size := int64(c.pending.Len())
 	l.srv.notePeakOutput(size)
 	lim := c.outputLimit()
 	now := l.srv.monotonic()
@@ -530,7 +530,7 @@ func (l *ioLoop) finishServe(c *conn, open bool) {
 	if c.unflushed {
 		c.flush()
 	}
-	if c.sockErr != nil || !open && len(c.pending) == 0 {
+	if c.sockErr != nil || !open && c.pending.Len() == 0 {
 		l.closeConn(c)
 		return
 	}
@@ -594,7 +594,7 @@ func (l *ioLoop) shutdownConns() {
 		if c.unflushed {
 			c.flush()
 		}
-		if c.sockErr != nil || len(c.pending) == 0 {
+		if c.sockErr != nil || c.pending.Len() == 0 {
 			l.closeConn(c)
 		} else {
 			l.watch(c, unix.EPOLLOUT)
@@ -616,7 +616,7 @@ func (l *ioLoop) shutdownConns() {
 			if c == nil {
 				continue
 			}
-			if ev.Events&(unix.EPOLLERR|unix.EPOLLHUP) != 0 || !c.writePending() || len(c.pending) == 0 {
+			if ev.Events&(unix.EPOLLERR|unix.EPOLLHUP) != 0 || !c.writePending() || c.pending.Len() == 0 {
 				l.closeConn(c)
 			}
 		}
@@ -698,8 +698,8 @@ type loopWriter struct{ c *conn }
 
 func (w loopWriter) Write(p []byte) (int, error) {
 	c := w.c
-	if len(c.pending) > 0 {
-		c.pending = append(c.pending, p...)
+	if c.pending.Len() > 0 {
+		c.pending.Append(p)
 		return len(p), nil
 	}
 	n, err := writeNonblock(c.fd, p)
@@ -708,7 +708,7 @@ func (w loopWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	if n < len(p) {
-		c.pending = append(c.pending, p[n:]...)
+		c.pending.Append(p[n:])
 	}
 	return len(p), nil
 }
@@ -716,14 +716,9 @@ func (w loopWriter) Write(p []byte) (int, error) {
 // writePending sends what it can of c.pending and reports false if the
 // socket failed.
 func (c *conn) writePending() bool {
-	n, err := writeNonblock(c.fd, c.pending)
-	if err != nil {
+	if err := c.pending.WriteTo(func(p []byte) (int, error) { return writeNonblock(c.fd, p) }); err != nil {
 		c.sockErr = err
 		return false
-	}
-	c.pending = append(c.pending[:0], c.pending[n:]...)
-	if len(c.pending) == 0 && cap(c.pending) > 1<<20 {
-		c.pending = nil // do not keep a burst's buffer for the connection's life
 	}
 	return true
 }

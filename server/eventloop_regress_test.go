@@ -72,8 +72,8 @@ func TestHalfClosedClientWithPendingRepliesIsNotWatchedForRDHUP(t *testing.T) {
 		pending, rdhup := 0, false
 		ts.onLoop(t, func(l *ioLoop) {
 			for _, c := range l.conns {
-				if len(c.pending) > 0 {
-					pending += len(c.pending)
+				if c.pending.Len() > 0 {
+					pending += c.pending.Len()
 					rdhup = rdhup || c.watching&unix.EPOLLRDHUP != 0
 				}
 			}

@@ -302,7 +302,7 @@ func (ts *testServer) unsentMessages(t testing.TB, id int64) int64 {
 	c.outMu.Unlock()
 	if c.loop != nil {
 		refused := make(chan int, 1)
-		if !c.loop.post(func() { refused <- len(c.pending) }) {
+		if !c.loop.post(func() { refused <- c.pending.Len() }) {
 			t.Fatal("the event loop has stopped")
 		}
 		select {
