@@ -29,6 +29,7 @@ func TestForceRelease(t *testing.T) {
 	if ok, err := l.Verify(ctx); err != nil || ok {
 		t.Fatalf("the forced lease verifies: %v, %v", ok, err)
 	}
+	within(t, 5*time.Second, l.Lost(), "the forced lease to count as lost")
 	next, err := operator.Acquire(ctx, "stuck", time.Minute)
 	if err != nil {
 		t.Fatal(err)
