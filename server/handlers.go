@@ -13,33 +13,34 @@ import (
 type handler func(c *conn, args [][]byte) error
 
 var handlersByName = map[string]handler{
-	"create":        handleCreate,
-	"acquire":       handleAcquire,
-	"macquire":      handleMAcquire,
-	"mrelease":      handleMRelease,
-	"verify":        handleVerify,
-	"release":       handleRelease,
-	"extend":        handleExtend,
-	"status":        handleStatus,
-	"holders":       handleHolders,
-	"delete":        handleDelete,
-	"force-release": handleForceRelease,
-	"locks":         handleLocks,
-	"subscribe":     handleSubscribe,
-	"psubscribe":    handlePSubscribe,
-	"unsubscribe":   handleUnsubscribe,
-	"punsubscribe":  handlePUnsubscribe,
-	"ping":          handlePing,
-	"echo":          handleEcho,
-	"quit":          handleQuit,
-	"select":        handleSelect,
-	"hello":         handleHello,
-	"auth":          handleAuth,
-	"client":        handleClient,
-	"command":       handleCommand,
-	"info":          handleInfo,
-	"config":        handleConfig,
-	"help":          handleHelp,
+	"create":       handleCreate,
+	"acquire":      handleAcquire,
+	"macquire":     handleMAcquire,
+	"mrelease":     handleMRelease,
+	"verify":       handleVerify,
+	"release":      handleRelease,
+	"extend":       handleExtend,
+	"status":       handleStatus,
+	"holders":      handleHolders,
+	"delete":       handleDelete,
+	"locks":        handleLocks,
+	"subscribe":    handleSubscribe,
+	"psubscribe":   handlePSubscribe,
+	"unsubscribe":  handleUnsubscribe,
+	"punsubscribe": handlePUnsubscribe,
+	"ping":         handlePing,
+	"echo":         handleEcho,
+	"quit":         handleQuit,
+	"select":       handleSelect,
+	"hello":        handleHello,
+	"auth":         handleAuth,
+	"client":       handleClient,
+	"command":      handleCommand,
+	"info":         handleInfo,
+	"config":       handleConfig,
+	"help":         handleHelp,
+
+	"force-release": handleForceRelease, // the operator's override
 }
 
 // commandHandlers lines the handlers up with protocol.Commands. A command in
@@ -188,7 +189,7 @@ func handleForceRelease(c *conn, args [][]byte) error {
 	} else {
 		ev = ev.Uint64("token", req.Token)
 	}
-	ev.Int("ended", ended).Msg("FORCE-RELEASE: an operator ended leases whoever held them")
+	ev.Int("ended", ended).Msg("FORCE-RELEASE: the operator's override")
 	c.wr.WriteInt(ended)
 	return nil
 }
