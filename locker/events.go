@@ -10,6 +10,9 @@ const (
 	EventExpired  EventKind = "expired"  // a lease reached its deadline
 	EventExtended EventKind = "extended" // a lease's deadline moved (EXTEND, or its owner's repeated ACQUIRE)
 	EventDeleted  EventKind = "deleted"  // a lock was deleted
+	// EventForced: an operator's ForceRelease ended a lease, or cut short
+	// the lock-delay of an expired one (Owner is then empty).
+	EventForced EventKind = "forced"
 )
 
 // Event is one thing that happened to a lock.

@@ -272,3 +272,33 @@ func (s *shard) emitHolder(kind EventKind, i uint32, h *holder) {
 	}
 	s.events = append(s.events, Event{Kind: kind, Key: string(s.key(s.at(i))), Token: h.token, Owner: h.owner})
 }
+
+// forceHolders ends the lease token of entry i's holder set, or every lease
+// with AllLeases, live or serving a lock-delay, for ForceRelease. It returns
+// how many it ended.
+func (s *shard) forceHolders(i uint32, token uint64) int {
+	hs := s.holders(i)
+	ended := 0
+	kept := hs.items[:0] // compacted in place, in one pass
+	for n := range hs.items {
+		h := hs.items[n]
+		if token != AllLeases && h.token != token {
+			kept = append(kept, h)
+			continue
+		}
+		s.journal(ChangeRelease, i, h.token, 0, nil, false)
+		s.emitHolder(EventForced, i, &h)
+		if !h.delayed {
+			hs.forget(&h)
+			s.counts.held.Add(-1)
+			hs.live--
+		}
+		ended++
+	}
+	clear(hs.items[len(kept):]) // the backing array must not pin owners
+	hs.items = kept
+	if ended > 0 {
+		s.scheduleHolders(i) // forgets the set once it is empty
+	}
+	return ended
+}

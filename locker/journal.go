@@ -36,7 +36,7 @@ const (
 	ChangeDelete                        // Delete
 	ChangeGrant                         // a lease granted: Token, Deadline, Owner, Shared
 	ChangeExtend                        // a lease's deadline moved: Token, Deadline
-	ChangeRelease                       // a lease released by its holder: Token
+	ChangeRelease                       // a lease released by its holder, or ended by ForceRelease (a lock-delay too): Token
 )
 
 // Change is one change to one lock.

@@ -409,6 +409,48 @@ func (t *Table) Release(key []byte, token uint64) bool {
 	return true
 }
 
+// AllLeases, as ForceRelease's token, ends every lease of the lock. No lease
+// has token 0.
+const AllLeases uint64 = 0
+
+// ForceRelease is the operator's override: it ends key's lease token
+// whoever holds it, or with AllLeases every lease of the lock (an exclusive
+// lease, the readers of a SHARED lock, a semaphore's permits). An expired
+// lease serving a lock-delay is ended too, so the delay stops at once: a
+// lock-delay set too long (by mistake or malice) must not make a lock
+// ungrantable with nothing to undo it. It returns how many it ended, those
+// lock-delays included. No lock-delay follows, as after Release; waiters
+// are then granted as after Release, with tokens above every earlier one.
+func (t *Table) ForceRelease(key []byte, token uint64) int {
+	h, s := t.locate(key)
+	now := int64(t.cfg.Clock.Now())
+	s.mu.Lock()
+	defer t.unlock(s)
+	i := s.find(h, key, now)
+	if i == 0 {
+		return 0
+	}
+	ended := 0
+	e := s.at(i)
+	if e.flags&(flagHeld|flagDelayed) != 0 && (token == AllLeases || e.token == token) {
+		s.journal(ChangeRelease, i, e.token, 0, nil, false)
+		s.emit(EventForced, i)
+		if e.flags&flagHeld != 0 {
+			s.endLease(i)
+		} else {
+			e.flags &^= flagDelayed
+			s.wheel.cancel(i)
+		}
+		ended++
+	}
+	if s.holders(i) != nil {
+		ended += s.forceHolders(i, token)
+	}
+	s.handOff(i, now)
+	s.removeIfUnused(i)
+	return ended
+}
+
 // Extend moves the deadline of key's lease to now+ttl if token holds it, and
 // reports whether it did.
 func (t *Table) Extend(key []byte, token uint64, ttl time.Duration) (bool, error) {

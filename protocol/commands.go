@@ -115,6 +115,8 @@ var Commands = []Command{
 		Args: []Arg{key("key"), integer("cursor"), integer("count").after("COUNT").opt()}, Summary: "Iterates over a lock's live leases, SSCAN-style, oldest first: each its token, owner and ttl."},
 	{Name: "delete", Arity: 2, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
 		Args: []Arg{key("key")}, Summary: "Removes a free lock; INUSE while a lease holds it."},
+	{Name: "force-release", Arity: -2, Flags: []string{"write"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
+		Args: []Arg{key("key"), integer("token").opt()}, Summary: "The operator's override: ends the lease the token names whoever holds it, or every lease of the lock, and a lock-delay in progress; returns how many it ended."},
 	{Name: "locks", Arity: -2, Flags: []string{"readonly"}, Group: GroupLock,
 		Args: []Arg{integer("cursor"), Arg{Name: "pattern", Type: "pattern", Token: "MATCH", Optional: true}, integer("count").after("COUNT").opt()}, Summary: "Iterates over lock names, SCAN-style."},
 

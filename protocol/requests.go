@@ -63,6 +63,15 @@ type TokenRequest struct {
 	Token uint64
 }
 
+// ForceReleaseRequest is FORCE-RELEASE key [token].
+type ForceReleaseRequest struct {
+	Key   []byte
+	Token uint64 // locker.AllLeases when the token is left out
+	// All is set when the token is left out: every lease of the lock ends.
+	// A token of 0 given names no lease, as for RELEASE.
+	All bool
+}
+
 // ExtendRequest is EXTEND key token ttl-ms.
 type ExtendRequest struct {
 	Key   []byte
@@ -291,6 +300,21 @@ func ParseToken(args [][]byte) (TokenRequest, error) {
 		return TokenRequest{}, ErrBadToken
 	}
 	return TokenRequest{Key: args[1], Token: tok}, nil
+}
+
+// ParseForceRelease parses FORCE-RELEASE.
+func ParseForceRelease(args [][]byte) (ForceReleaseRequest, error) {
+	switch len(args) {
+	case 2:
+		return ForceReleaseRequest{Key: args[1], Token: locker.AllLeases, All: true}, nil
+	case 3:
+		tok, ok := parseUint(args[2])
+		if !ok {
+			return ForceReleaseRequest{}, ErrBadToken
+		}
+		return ForceReleaseRequest{Key: args[1], Token: tok}, nil
+	}
+	return ForceReleaseRequest{}, ArityError("force-release")
 }
 
 // ParseExtend parses EXTEND.

@@ -39,6 +39,8 @@ var handlersByName = map[string]handler{
 	"info":         handleInfo,
 	"config":       handleConfig,
 	"help":         handleHelp,
+
+	"force-release": handleForceRelease, // the operator's override
 }
 
 // commandHandlers lines the handlers up with protocol.Commands. A command in
@@ -166,6 +168,29 @@ func handleRelease(c *conn, args [][]byte) error {
 		c.srv.ties.untie(c, req.Key, req.Token)
 	}
 	protocol.WriteBool(c.wr, released)
+	return nil
+}
+
+// handleForceRelease is the operator's override. Every call is logged at
+// warn level, with the peer (on c.log) and the client's name, since it ends
+// leases that are not the caller's: the log is the trail of who did it.
+func handleForceRelease(c *conn, args [][]byte) error {
+	req, err := protocol.ParseForceRelease(args)
+	if err != nil {
+		return err
+	}
+	ended := 0
+	if req.All || req.Token != locker.AllLeases { // token 0, given, names no lease
+		ended = c.srv.table.ForceRelease(req.Key, req.Token)
+	}
+	ev := c.log.Warn().Str("client_name", c.name).Str("key", string(req.Key[:min(len(req.Key), 256)]))
+	if req.All {
+		ev = ev.Str("token", "all")
+	} else {
+		ev = ev.Uint64("token", req.Token)
+	}
+	ev.Int("ended", ended).Msg("FORCE-RELEASE: the operator's override")
+	c.wr.WriteInt(ended)
 	return nil
 }
 

@@ -86,6 +86,24 @@ func (c *Client) Delete(ctx context.Context, key string) (bool, error) {
 	return n == 1, nil
 }
 
+// ForceRelease is the operator's override (FORCE-RELEASE): it ends the lease
+// token names on key whoever holds it, or with token 0 (no lease has it)
+// every lease of the lock, and a lock-delay in progress. It returns how many
+// it ended, lock-delays included. Waiters are then granted as after a
+// release, with higher tokens; the old holder learns of it only when its
+// next call on the lease fails, as after an expiry.
+func (c *Client) ForceRelease(ctx context.Context, key string, token uint64) (int, error) {
+	args := []any{"FORCE-RELEASE", key}
+	if token != 0 {
+		args = append(args, token)
+	}
+	n, err := c.do(ctx, args...).Int()
+	if err != nil {
+		return 0, fmt.Errorf("leasehold: force-release %q: %w", key, err)
+	}
+	return n, nil
+}
+
 // inUse makes the server's INUSE reply an error that wraps ErrInUse too.
 func inUse(err error) error {
 	var re redis.Error
