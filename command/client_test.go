@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -48,18 +49,6 @@ func lockStatus(t *testing.T, rdb *redis.Client, key string) map[string]string {
 		}
 	}
 	return m
-}
-
-// pollUntil polls cond every 10ms until it holds, failing after d.
-func pollUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func exists(path string) bool {
@@ -378,7 +367,7 @@ func TestRunWaitsForLock(t *testing.T) {
 	}
 	dir := t.TempDir()
 	p := start(t, []string{"LEASEHOLD_ADDR=" + addr, "DIR=" + dir}, "run", "--wait", "20s", "k", "--", "sh", "-c", `echo "$LEASEHOLD_TOKEN" > "$DIR/token"`)
-	pollUntil(t, commandTimeout, "run queued for the lock", func() bool { return lockStatus(t, rdb, "k")["waiters"] == "1" })
+	testutil.Eventually(t, commandTimeout, "run queued for the lock", func() bool { return lockStatus(t, rdb, "k")["waiters"] == "1" })
 	if exists(filepath.Join(dir, "token")) {
 		t.Fatal("the command ran while the lock was held")
 	}
@@ -421,7 +410,7 @@ func TestRunForwardsSignals(t *testing.T) {
 			key := "k" + strconv.Itoa(i)
 			dir := t.TempDir()
 			p := start(t, []string{"LEASEHOLD_ADDR=" + addr, "DIR=" + dir}, "run", key, "--", "sh", "-c", childScript(t, dir, tc.trap))
-			pollUntil(t, commandTimeout, "command started", func() bool { return exists(filepath.Join(dir, "started")) })
+			testutil.Eventually(t, commandTimeout, "command started", func() bool { return exists(filepath.Join(dir, "started")) })
 			if exit := p.stop(tc.sig); exit != tc.wantExit {
 				t.Fatalf("run after %v: exit %d, want %d\nstderr: %s", tc.sig, exit, tc.wantExit, p.stderr)
 			}
@@ -481,7 +470,7 @@ func TestRunStopsCommandOnLoss(t *testing.T) {
 				trap = "echo ignored > \"$DIR/ignored\"" // a TERM is seen, and does not stop it
 			}
 			p := start(t, []string{"LEASEHOLD_ADDR=" + addr, "DIR=" + dir}, "run", "--ttl", "500ms", "--kill-grace", tc.grace, "k", "--", "sh", "-c", childScript(t, dir, trap))
-			pollUntil(t, commandTimeout, "command started", func() bool { return exists(filepath.Join(dir, "started")) })
+			testutil.Eventually(t, commandTimeout, "command started", func() bool { return exists(filepath.Join(dir, "started")) })
 
 			if err := srv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
@@ -498,7 +487,7 @@ func TestRunStopsCommandOnLoss(t *testing.T) {
 			if marker == "" {
 				marker = "ignored"
 			}
-			pollUntil(t, commandTimeout, "command signalled after the lease was lost", func() bool { return exists(filepath.Join(dir, marker)) })
+			testutil.Eventually(t, commandTimeout, "command signalled after the lease was lost", func() bool { return exists(filepath.Join(dir, marker)) })
 			stopped := time.Now()
 			resume()
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	leasehold "github.com/leasehold/leasehold/clients/go"
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 func TestRunShellCommand(t *testing.T) {
@@ -171,7 +172,7 @@ func TestRunOnLost(t *testing.T) {
 		"run", "--ttl", "600ms",
 		"--on-lost", `sleep 0.2; echo "$LEASEHOLD_KEY $LEASEHOLD_TOKEN $LEASEHOLD_ADDR"; echo "$LEASEHOLD_TOKEN" > "$DIR/lost"`,
 		"k", "--", "sh", "-c", `echo "$LEASEHOLD_TOKEN" > "$DIR/token"; `+childScript(t, dir, ""))
-	pollUntil(t, commandTimeout, "command started", func() bool { return exists(filepath.Join(dir, "started")) })
+	testutil.Eventually(t, commandTimeout, "command started", func() bool { return exists(filepath.Join(dir, "started")) })
 	b, _ := os.ReadFile(filepath.Join(dir, "token"))
 	token := strings.TrimSpace(string(b))
 	if n, err := rdb.Do(testCtx(t), "RELEASE", "k", token).Int(); err != nil || n != 1 {
@@ -225,9 +226,9 @@ func TestRunWaitForever(t *testing.T) {
 	dir := t.TempDir()
 	env := []string{"LEASEHOLD_ADDR=" + addr, "DIR=" + dir}
 	p := start(t, env, "run", "--ttl", "900ms", "--wait", "forever", "k", "--", "sh", "-c", `echo "$LEASEHOLD_TOKEN" > "$DIR/token"`)
-	pollUntil(t, commandTimeout, "run queued for the lock", func() bool { return lockStatus(t, rdb, "k")["waiters"] == "1" })
+	testutil.Eventually(t, commandTimeout, "run queued for the lock", func() bool { return lockStatus(t, rdb, "k")["waiters"] == "1" })
 	interrupted := start(t, env, "acquire", "--ttl", "900ms", "--wait", "forever", "k")
-	pollUntil(t, commandTimeout, "acquire queued for the lock", func() bool { return lockStatus(t, rdb, "k")["waiters"] == "2" })
+	testutil.Eventually(t, commandTimeout, "acquire queued for the lock", func() bool { return lockStatus(t, rdb, "k")["waiters"] == "2" })
 	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		if w := lockStatus(t, rdb, "k")["waiters"]; w != "2" {
 			t.Fatalf("%s waiters, want the two", w)
@@ -316,7 +317,7 @@ func TestRunIsNotStoppedBySignals(t *testing.T) {
 	release := filepath.Join(dir, "release")
 	p := start(t, []string{"LEASEHOLD_ADDR=" + addr}, "run", "sig", "--", "sh", "-c",
 		`while [ ! -e "$1" ]; do sleep 0.05; done`, "sh", release)
-	pollUntil(t, commandTimeout, "the lock to be held", func() bool { return lockStatus(t, rdb, "sig")["state"] == "held" })
+	testutil.Eventually(t, commandTimeout, "the lock to be held", func() bool { return lockStatus(t, rdb, "sig")["state"] == "held" })
 	for _, sig := range []syscall.Signal{syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGPIPE} {
 		if err := p.cmd.Process.Signal(sig); err != nil {
 			t.Fatal(err)

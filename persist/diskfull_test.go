@@ -33,19 +33,6 @@ func (d *disk) fault(op string) error {
 	return nil
 }
 
-// waitFor polls cond until it holds, failing the test after 10s: the
-// background retry runs on its own ticker.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // logLines returns the lines of the store's log at level that contain msg.
 func logLines(l *testutil.SyncBuffer, level, msg string) int {
 	n := 0
@@ -88,7 +75,7 @@ func TestDiskFullRetries(t *testing.T) {
 			}
 			// The retries fail a few times more; the log must not grow a
 			// file per try.
-			waitFor(t, "retries", func() bool { return d.writes.Load() >= 3 })
+			testutil.Eventually(t, 10*time.Second, "retries", func() bool { return d.writes.Load() >= 3 })
 			st := s.store.Stats()
 			if !errors.Is(st.WriteErr, syscall.ENOSPC) || st.WriteFailures < 3 || st.FailingSince.IsZero() || st.Err != nil {
 				t.Fatalf("Stats on a full disk: %+v", st)
@@ -101,7 +88,7 @@ func TestDiskFullRetries(t *testing.T) {
 			}
 
 			d.full.Store(false)
-			waitFor(t, "the retry to succeed", func() bool { return s.store.WriteFailure() == nil })
+			testutil.Eventually(t, 10*time.Second, "the retry to succeed", func() bool { return s.store.WriteFailure() == nil })
 			s.commit()
 			if s.store.Pending() {
 				t.Fatal("changes still pending after the retry")
@@ -149,10 +136,10 @@ func TestDiskFullCrash(t *testing.T) {
 			if err := s.store.Commit(); !errors.Is(err, ErrUnwritable) {
 				t.Fatalf("Commit on a full disk: %v", err)
 			}
-			waitFor(t, "a retry", func() bool { return d.writes.Load() >= 2 })
+			testutil.Eventually(t, 10*time.Second, "a retry", func() bool { return d.writes.Load() >= 2 })
 			if resumed {
 				d.full.Store(false)
-				waitFor(t, "the retry to succeed", func() bool { return s.store.WriteFailure() == nil })
+				testutil.Eventually(t, 10*time.Second, "the retry to succeed", func() bool { return s.store.WriteFailure() == nil })
 			}
 			s.crash()
 
@@ -292,7 +279,7 @@ func TestDiskFullTokensFile(t *testing.T) {
 		s.store.ReserveTokens(want)
 		close(done)
 	}()
-	waitFor(t, "the failure", func() bool { return s.store.WriteFailure() != nil })
+	testutil.Eventually(t, 10*time.Second, "the failure", func() bool { return s.store.WriteFailure() != nil })
 	s.acquire("j", time.Hour, "")
 	if err := s.store.Commit(); !errors.Is(err, ErrUnwritable) {
 		t.Fatalf("Commit while TOKENS cannot be written: %v, want ErrUnwritable", err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/locker"
 )
 
@@ -695,7 +696,7 @@ func TestWriteFailure(t *testing.T) {
 				t.Fatalf("Stats().Err = %v: a write failure is retried, not for good", err)
 			}
 			c.clean(t, dir)
-			waitFor(t, "the retry to succeed", func() bool { return s.store.WriteFailure() == nil })
+			testutil.Eventually(t, 10*time.Second, "the retry to succeed", func() bool { return s.store.WriteFailure() == nil })
 			s.acquire("after", time.Hour, "")
 			s.commit()
 			s.close()

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 // TestDiskFullTmpfs fills a real file system, a 1 MiB tmpfs, under the
@@ -67,7 +69,7 @@ func TestDiskFullTmpfs(t *testing.T) {
 	if err := os.Remove(filepath.Join(mnt, "filler")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the retry to succeed", func() bool { return s.store.WriteFailure() == nil })
+	testutil.Eventually(t, 10*time.Second, "the retry to succeed", func() bool { return s.store.WriteFailure() == nil })
 	s.commit()
 	toks.add(s.acquire("after", time.Hour, ""))
 	s.commit()

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/protocol"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
@@ -248,7 +249,7 @@ func TestProtectedMode(t *testing.T) {
 		if !rc.closed() {
 			t.Fatal("connection still open")
 		}
-		eventually(t, 5*time.Second, "the refusal counted", func() bool { return ts.auth.refused.Load() == 1 })
+		testutil.Eventually(t, 5*time.Second, "the refusal counted", func() bool { return ts.auth.refused.Load() == 1 })
 	})
 	t.Run("protected mode off", func(t *testing.T) {
 		ts := startServer(t, withPeersRemote(), func(c *Config) { c.ProtectedMode = false })

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/protocol"
 	"github.com/redis/go-redis/v9"
 )
@@ -84,21 +85,6 @@ func (rc *rawConn) expectErr(prefix string) {
 	got := rc.reply()
 	if e, ok := got.(respError); !ok || !strings.HasPrefix(string(e), prefix) {
 		rc.t.Fatalf("reply %#v, want an error starting %q", got, prefix)
-	}
-}
-
-// eventually polls cond on a ticker until it holds or the timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(timeout)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
 	}
 }
 
@@ -443,7 +429,7 @@ func TestInfo(t *testing.T) {
 	do(t, cn, "ACQUIRE", "reaped", 1000).Token()
 	wantLocks(map[string]string{"leases_held": "1"})
 	clock.Advance(time.Second)
-	eventually(t, 5*time.Second, "the reaper expires the lease", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the reaper expires the lease", func() bool {
 		m := locks()
 		return m["leases_held"] == "0" && m["leases_expired"] == "3" && m["locks"] == "1"
 	})

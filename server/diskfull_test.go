@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/persist"
 )
 
@@ -87,13 +88,9 @@ func TestDiskFullMisconf(t *testing.T) {
 			}
 
 			d.full.Store(false)
-			deadline := time.Now().Add(10 * time.Second)
-			for infoField(t, bystander, "persistence", "persist_ok") != "1" {
-				if time.Now().After(deadline) {
-					t.Fatal("the server did not resume writing after space returned")
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			testutil.Eventually(t, 10*time.Second, "the server to resume writing after space returned", func() bool {
+				return infoField(t, bystander, "persistence", "persist_ok") == "1"
+			})
 			if v := infoField(t, bystander, "persistence", "persist_write_failures"); v == "0" {
 				t.Fatal("persist_write_failures:0 after a failure")
 			}
@@ -140,13 +137,7 @@ func TestDiskFsyncFailureStops(t *testing.T) {
 			if r.err == nil {
 				t.Fatalf("ACQUIRE whose fsync failed was answered: %s", r)
 			}
-			deadline := time.Now().Add(10 * time.Second)
-			for !p.srv.isClosed() {
-				if time.Now().After(deadline) {
-					t.Fatal("the server did not stop after a failed fsync")
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+			testutil.Eventually(t, 10*time.Second, "the server to stop after a failed fsync", p.srv.isClosed)
 			p.srv.mu.Lock()
 			failure := p.srv.failure
 			p.srv.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -98,7 +99,7 @@ func TestPipelineYieldsToOtherClients(t *testing.T) {
 			attacker, bystander := ts.dial(), ts.dial()
 			attacker.send("ACQUIRE gate1 60000 WAIT 30000\r\n" + strings.Repeat(tc.command, tc.n))
 			bystander.send("ACQUIRE gate2 60000 WAIT 30000\r\nINFO stats\r\n")
-			eventually(t, 10*time.Second, "both clients waiting, their commands in the server's socket", func() bool {
+			testutil.Eventually(t, 10*time.Second, "both clients waiting, their commands in the server's socket", func() bool {
 				return infoField(t, rdb, "clients", "blocked_clients") == "2" && unsent(t, attacker.Conn) == 0 && unsent(t, bystander.Conn) == 0
 			})
 			before := commandsProcessed(t, rdb)
@@ -147,7 +148,7 @@ func TestClientWritingBeforeReadingDoesNotDeadlock(t *testing.T) {
 	if _, err := nc.Write([]byte(strings.Repeat("COMMAND DOCS\r\n", heavy))); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the server to hold output for the client", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the server to hold output for the client", func() bool {
 		return outputPeak(t, rdb) >= outputPause
 	})
 	// Then far more input than the socket buffers hold, still unread.
@@ -185,7 +186,7 @@ func TestReadAheadIsBoundedByQueryBuffer(t *testing.T) {
 	if _, err := nc.Write([]byte(strings.Repeat("COMMAND DOCS\r\n", 1000))); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the server to hold output for the client", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the server to hold output for the client", func() bool {
 		return outputPeak(t, rdb) >= outputPause
 	})
 	line := "ECHO " + strings.Repeat("x", 4000) + "\r\n"
@@ -195,7 +196,7 @@ func TestReadAheadIsBoundedByQueryBuffer(t *testing.T) {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("writing %d bytes: %v (the server stopped reading)", len(in), err)
 	}
-	eventually(t, 30*time.Second, "the client's disconnection", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the client's disconnection", func() bool {
 		return infoField(t, rdb, "stats", "total_protocol_errors") == "1"
 	})
 	nc.SetReadDeadline(time.Now().Add(30 * time.Second))

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 // docsReply returns the bytes of one COMMAND DOCS reply, a reply some 700
@@ -55,7 +57,7 @@ func TestNonReadingClientOutputIsBounded(t *testing.T) {
 	attacker.send(strings.Repeat("COMMAND DOCS\r\n", n))
 	// Once the output the socket refused reaches outputPause, the server
 	// has stopped running the client's commands.
-	eventually(t, 30*time.Second, "the server to hold output for the client", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the server to hold output for the client", func() bool {
 		return outputPeak(t, rdb) >= outputPause
 	})
 	do(t, rdb, "PING").Str("PONG")

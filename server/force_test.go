@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/locker"
 )
 
@@ -26,7 +27,7 @@ func TestForceReleaseOverTheWire(t *testing.T) {
 	stuck := do(t, rdb, "ACQUIRE", "job", 60000, "OWNER", "crashed").Token()
 	waiter := ts.dial()
 	waiter.send(resp("ACQUIRE", "job", "1000", "WAIT", "60000"))
-	eventually(t, 10*time.Second, "the waiter to queue", func() bool { return status(t, rdb, "job")["waiters"] == "1" })
+	testutil.Eventually(t, 10*time.Second, "the waiter to queue", func() bool { return status(t, rdb, "job")["waiters"] == "1" })
 
 	op := ts.dial()
 	op.send(resp("CLIENT", "SETNAME", "oncall"))
@@ -149,7 +150,7 @@ func TestPersistForceRelease(t *testing.T) {
 	kept := do(t, rdb, "ACQUIRE", "kept", 60000).Token()
 	do(t, rdb, "CREATE", "victim", "LOCKDELAY", 86400000).Is(1)
 	victim := do(t, rdb, "ACQUIRE", "victim", 50).Token()
-	persistWaitFor(t, "victim's lease to expire into its lock-delay", func() bool {
+	testutil.Eventually(t, 10*time.Second, "victim's lease to expire into its lock-delay", func() bool {
 		return status(t, rdb, "victim")["state"] == "delayed"
 	})
 	do(t, rdb, "FORCE-RELEASE", "held", held).Is(1)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -287,7 +288,7 @@ func TestMAcquireHangUpReleasesWhatItTook(t *testing.T) {
 		}
 	}
 	w.Close()
-	eventually(t, 5*time.Second, "the parked MACQUIRE's keys are released", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the parked MACQUIRE's keys are released", func() bool {
 		a1, _ := lockState(ts, "a1")
 		_, a2 := lockState(ts, "a2")
 		b, _ := lockState(ts, "b")
@@ -352,7 +353,7 @@ func TestMAcquireEphemeral(t *testing.T) {
 
 	c.Close()
 	c2.Close()
-	eventually(t, 5*time.Second, "the EPHEMERAL leases are released", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the EPHEMERAL leases are released", func() bool {
 		for _, k := range []string{"x", "y", "z", "q", "p"} {
 			if _, ok := lockState(ts, k); ok {
 				return false

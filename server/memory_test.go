@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/servertest"
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
@@ -51,7 +52,7 @@ func TestMaxMemoryOverTheWire(t *testing.T) {
 
 	used.Store(200)
 	probes := 0
-	eventually(t, 30*time.Second, "refusals begin", func() bool {
+	testutil.Eventually(t, 30*time.Second, "refusals begin", func() bool {
 		probes++
 		return refused(do(t, rdb, "ACQUIRE", "probe"+strconv.Itoa(probes), 10000))
 	})
@@ -87,7 +88,7 @@ func TestMaxMemoryOverTheWire(t *testing.T) {
 	}
 
 	used.Store(90)
-	eventually(t, 30*time.Second, "refusals end", func() bool {
+	testutil.Eventually(t, 30*time.Second, "refusals end", func() bool {
 		return do(t, rdb, "ACQUIRE", "again", 1000).err == nil
 	})
 	do(t, rdb, "CREATE", "z").Is(1)
@@ -99,7 +100,7 @@ func TestMaxMemoryRealHeap(t *testing.T) {
 	t.Run("limit", func(t *testing.T) {
 		ts := startServer(t, withMaxMemory(1))
 		rdb := ts.client()
-		eventually(t, 30*time.Second, "refusals begin", func() bool {
+		testutil.Eventually(t, 30*time.Second, "refusals begin", func() bool {
 			return refused(do(t, rdb, "ACQUIRE", "k", 1000))
 		})
 		do(t, rdb, "ACQUIRE", "k", 1000).Err(oomText)
@@ -142,18 +143,18 @@ func TestMemoryReturnedAfterMassExpiry(t *testing.T) {
 		}
 	}
 	tableAt := func() int64 { return infoInt(t, rdb, "locks", "lock_table_bytes") }
-	eventually(t, 30*time.Second, "the reaper counts the table", func() bool { return tableAt() >= n*64 })
+	testutil.Eventually(t, 30*time.Second, "the reaper counts the table", func() bool { return tableAt() >= n*64 })
 	peakTable := tableAt()
 	peak := infoMap(t, rdb, "memory")
 	rssPeak := rss()
 
 	clock.Advance(2 * time.Second)
-	eventually(t, 30*time.Second, "every lease expired", func() bool { return infoInt(t, rdb, "locks", "locks") == 0 })
-	eventually(t, 30*time.Second, "the table gave its memory back", func() bool { return tableAt() < peakTable/20 })
+	testutil.Eventually(t, 30*time.Second, "every lease expired", func() bool { return infoInt(t, rdb, "locks", "locks") == 0 })
+	testutil.Eventually(t, 30*time.Second, "the table gave its memory back", func() bool { return tableAt() < peakTable/20 })
 	released := func() int64 { return infoInt(t, rdb, "memory", "heap_released") }
 	// At least what the table held goes back to the OS. (Go's scavenger
 	// alone returned half of it within 15 s, and RSS stayed near its peak.)
-	eventually(t, 30*time.Second, "the heap returned it to the OS", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the heap returned it to the OS", func() bool {
 		return released()-atoi(t, peak["heap_released"]) >= peakTable
 	})
 	after := infoMap(t, rdb, "memory")

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/persist"
 	"github.com/leasehold/leasehold/protocol"
 )
@@ -80,13 +81,9 @@ func TestMisconfPipelineAndWait(t *testing.T) {
 				v, err := waiter.Do(c, "ACQUIRE", "w", "60000", "WAIT", "10000").Result()
 				got <- reply{t: t, val: v, err: err}
 			}()
-			deadline := time.Now().Add(10 * time.Second)
-			for infoField(t, p.rdb, "clients", "blocked_clients") != "1" {
-				if time.Now().After(deadline) {
-					t.Fatal("the WAIT did not park")
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+			testutil.Eventually(t, 10*time.Second, "the WAIT to park", func() bool {
+				return infoField(t, p.rdb, "clients", "blocked_clients") == "1"
+			})
 			d.full.Store(true) // the lease expires into a grant that cannot be written
 			select {
 			case r := <-got:

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/tidwall/redcon"
 )
 
@@ -118,7 +119,7 @@ func TestOutputLimitDisconnectsNonReadingClient(t *testing.T) {
 			rdb := ts.client()
 			attacker := ts.dial()
 			attacker.send(strings.Repeat("COMMAND DOCS\r\n", 1000)) // some 10 MB of replies
-			eventually(t, 30*time.Second, "the client's disconnection", func() bool {
+			testutil.Eventually(t, 30*time.Second, "the client's disconnection", func() bool {
 				return infoField(t, rdb, "stats", "client_output_buffer_limit_disconnections") == "1"
 			})
 			readUntilClosed(t, attacker, 30*time.Second)
@@ -194,7 +195,7 @@ func TestOutputLimitSlowSubscriber(t *testing.T) {
 				fill()
 				// Messages keep coming, a few at a time, until the soft
 				// time runs out.
-				eventually(t, 30*time.Second, "the subscriber's disconnection", func() bool {
+				testutil.Eventually(t, 30*time.Second, "the subscriber's disconnection", func() bool {
 					if stat("client_output_buffer_limit_disconnections") != "0" {
 						return true
 					}
@@ -267,7 +268,7 @@ func TestWriteSocketSoftLimitCloses(t *testing.T) {
 			}
 			// The client reads nothing until the soft time has run out:
 			// reading would let the write finish within it.
-			eventually(t, 10*time.Second, "the soft-limit disconnection counted", func() bool {
+			testutil.Eventually(t, 10*time.Second, "the soft-limit disconnection counted", func() bool {
 				return ts.stats.outputLimitCloses.Load() == 1
 			})
 			client.SetReadDeadline(time.Now().Add(10 * time.Second))

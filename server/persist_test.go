@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/servertest"
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/persist"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
@@ -292,7 +293,7 @@ func TestPersistRestartExpiresLeases(t *testing.T) {
 	// early expires while the server runs (expiry is not logged) and is
 	// in its lock-delay when the server stops.
 	early := do(t, rdb, "ACQUIRE", "early", 100).Token()
-	persistWaitFor(t, "early's lease to expire into its lock-delay", func() bool {
+	testutil.Eventually(t, 10*time.Second, "early's lease to expire into its lock-delay", func() bool {
 		return status(t, rdb, "early")["state"] == "delayed"
 	})
 
@@ -356,18 +357,6 @@ func TestPersistRestartExpiresLeases(t *testing.T) {
 	// The freed lock takes a new lease, above the expired one.
 	if tok := do(t, rdb, "ACQUIRE", "short", 60000).Token(); tok <= max(short, long, delayed) {
 		t.Errorf("short: token %d after the restart, want above %d", tok, max(short, long, delayed))
-	}
-}
-
-// persistWaitFor polls cond until it holds, for at most 10s.
-func persistWaitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -437,7 +426,7 @@ func TestPersistRestartWithoutGrace(t *testing.T) {
 	if ttl := persistAtoi(t, status(t, p.rdb, "brief")["ttl"]); ttl > 1000 {
 		t.Errorf("ttl %d after a restart, want at most the 1000 left before it", ttl)
 	}
-	persistWaitFor(t, "brief's lease to expire", func() bool {
+	testutil.Eventually(t, 10*time.Second, "brief's lease to expire", func() bool {
 		return do(t, p.rdb, "VERIFY", "brief", tok).Int() == 0
 	})
 	if d := time.Since(acked); d > 1500*time.Millisecond {
@@ -668,7 +657,7 @@ func TestPersistRestartKeepsQueuedGrant(t *testing.T) {
 		v, err := waiter.Do(c, "ACQUIRE", "q", 60000, "OWNER", "waiter", "WAIT", 5000).Result()
 		got <- reply{t: t, args: []any{"ACQUIRE q WAIT"}, val: v, err: err}
 	}()
-	persistWaitFor(t, "the waiter to queue", func() bool { return status(t, p.rdb, "q")["waiters"] == "1" })
+	testutil.Eventually(t, 10*time.Second, "the waiter to queue", func() bool { return status(t, p.rdb, "q")["waiters"] == "1" })
 	do(t, p.rdb, "RELEASE", "q", first).Is(1)
 	second := (<-got).Token()
 	if second <= first {

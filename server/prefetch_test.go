@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/redis/go-redis/v9"
 )
@@ -23,7 +24,7 @@ func startPrefetchingServer(t *testing.T) *testServer {
 func waitForPrefetching(t *testing.T, ts *testServer) {
 	t.Helper()
 	if locker.PrefetchSupported {
-		eventually(t, 5*time.Second, "the reaper opens the prefetch gate", ts.table.PrefetchWorthwhile)
+		testutil.Eventually(t, 5*time.Second, "the reaper opens the prefetch gate", ts.table.PrefetchWorthwhile)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 // TestPrefetchAroundWaitAndQuit pipelines, with the prefetch gate open, a
@@ -38,7 +40,7 @@ func TestPrefetchAroundWaitAndQuit(t *testing.T) {
 		t.Fatalf("ACQUIRE before = %q", got)
 	}
 	// Parked, with the rest of the batch buffered behind it.
-	eventually(t, 5*time.Second, "ACQUIRE w WAIT parks", func() bool { return ts.stats.blocked.Load() == 1 })
+	testutil.Eventually(t, 5*time.Second, "ACQUIRE w WAIT parks", func() bool { return ts.stats.blocked.Load() == 1 })
 	if n, err := rdb.Do(ctx(t), "RELEASE", "w", holder).Int(); err != nil || n != 1 {
 		t.Fatalf("RELEASE w = %d, %v", n, err)
 	}

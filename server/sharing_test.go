@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/protocol"
 	"github.com/redis/go-redis/v9"
@@ -300,7 +301,7 @@ func TestSharedWriterNotStarved(t *testing.T) {
 		stop.Store(true)
 		wg.Wait()
 	}()
-	eventually(t, 5*time.Second, "the readers got going", func() bool { return grants.Load() >= 50 })
+	testutil.Eventually(t, 5*time.Second, "the readers got going", func() bool { return grants.Load() >= 50 })
 
 	rdb := ts.waitClient()
 	start := time.Now()
@@ -324,7 +325,7 @@ func TestSharedWriterNotStarved(t *testing.T) {
 		t.Fatalf("writer's RELEASE = %d, %v", n, err)
 	}
 	// The readers carry on once the writer is done.
-	eventually(t, 5*time.Second, "readers are granted again after the writer", func() bool { return grants.Load() >= before+10 })
+	testutil.Eventually(t, 5*time.Second, "readers are granted again after the writer", func() bool { return grants.Load() >= before+10 })
 }
 
 // TestSharedReadersBehindAWriterThatGivesUp: a reader queued behind a writer
@@ -427,7 +428,7 @@ func TestSharedEphemeralPerLease(t *testing.T) {
 	p2 := do(t, rdb, "ACQUIRE", "sem", 600000).Token()
 
 	c1.Close()
-	eventually(t, 5*time.Second, "c1's leases are released", func() bool {
+	testutil.Eventually(t, 5*time.Second, "c1's leases are released", func() bool {
 		return len(holderTokens(ts, "e")) == 2 && len(holderTokens(ts, "sem")) == 1
 	})
 	if got := holderTokens(ts, "e"); got[0] != t2 || got[1] != t3 {
@@ -439,7 +440,7 @@ func TestSharedEphemeralPerLease(t *testing.T) {
 	do(t, rdb, "VERIFY", "sem", p2).Is(1)
 
 	c2.Close()
-	eventually(t, 5*time.Second, "c2's lease is released", func() bool { return len(holderTokens(ts, "e")) == 1 })
+	testutil.Eventually(t, 5*time.Second, "c2's lease is released", func() bool { return len(holderTokens(ts, "e")) == 1 })
 	do(t, rdb, "VERIFY", "e", t3).Is(1)
 	wantStatus(t, status(t, rdb, "e"), map[string]string{"mode": "shared", "holders": u(t3) + "/"})
 }

@@ -9,6 +9,7 @@ import (
 
 	leasehold "github.com/leasehold/leasehold/clients/go"
 	"github.com/leasehold/leasehold/internal/servertest/lockserver"
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/server"
 )
 
@@ -63,12 +64,12 @@ func TestPassword(t *testing.T) {
 			_, err := c.Acquire(wctx, "w", 10*time.Second, leasehold.Wait(20*time.Second))
 			got <- err
 		}()
-		eventually(t, 5*time.Second, "waiter queued", func() bool { return waiters(srv, "w") == 1 })
+		testutil.Eventually(t, 5*time.Second, "waiter queued", func() bool { return waiters(srv, "w") == 1 })
 		cancel()
 		if err := <-got; !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled Acquire: %v", err)
 		}
-		eventually(t, 5*time.Second, "abandoned wait out of the queue", func() bool { return waiters(srv, "w") == 0 })
+		testutil.Eventually(t, 5*time.Second, "abandoned wait out of the queue", func() bool { return waiters(srv, "w") == 0 })
 		if err := held.Release(ctx); err != nil {
 			t.Fatal(err)
 		}

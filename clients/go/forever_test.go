@@ -8,6 +8,7 @@ import (
 
 	leasehold "github.com/leasehold/leasehold/clients/go"
 	"github.com/leasehold/leasehold/internal/servertest/lockserver"
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/server"
 )
 
@@ -55,7 +56,7 @@ func TestWaitForeverKeepsItsPlace(t *testing.T) {
 		return got
 	}
 	first := acquire("first")
-	eventually(t, 5*time.Second, "first waiter queued", func() bool { return waiters(srv, "k") == 1 })
+	testutil.Eventually(t, 5*time.Second, "first waiter queued", func() bool { return waiters(srv, "k") == 1 })
 	// Three of the longest waits: the request is renewed in place
 	// each time, never twice in the queue.
 	for end := time.Now().Add(3 * chunk); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
@@ -64,7 +65,7 @@ func TestWaitForeverKeepsItsPlace(t *testing.T) {
 		}
 	}
 	second := acquire("second")
-	eventually(t, 5*time.Second, "second waiter queued", func() bool { return waiters(srv, "k") == 2 })
+	testutil.Eventually(t, 5*time.Second, "second waiter queued", func() bool { return waiters(srv, "k") == 2 })
 	time.Sleep(3 * chunk / 2) // both renew their waits at least once
 	if n := waitTimeouts(t, c); n != "0" {
 		t.Errorf("wait_timeouts %s: a wait ran out on the server instead of being renewed in place", n)
@@ -126,7 +127,7 @@ func TestWaitForeverServerBound(t *testing.T) {
 		_, err := c.Acquire(wctx, "k", 10*time.Second, leasehold.WaitForever())
 		cancelled <- err
 	}()
-	eventually(t, 5*time.Second, "waiter queued", func() bool { return waiters(srv, "k") == 1 })
+	testutil.Eventually(t, 5*time.Second, "waiter queued", func() bool { return waiters(srv, "k") == 1 })
 	cancel()
 	select {
 	case err := <-cancelled:
@@ -136,7 +137,7 @@ func TestWaitForeverServerBound(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("cancelled WaitForever did not return")
 	}
-	eventually(t, 5*time.Second, "cancelled wait out of the queue", func() bool { return waiters(srv, "k") == 0 })
+	testutil.Eventually(t, 5*time.Second, "cancelled wait out of the queue", func() bool { return waiters(srv, "k") == 0 })
 
 	got := make(chan error, 1)
 	go func() {
@@ -146,7 +147,7 @@ func TestWaitForeverServerBound(t *testing.T) {
 		}
 		got <- err
 	}()
-	eventually(t, 5*time.Second, "waiter queued", func() bool { return waiters(srv, "k") == 1 })
+	testutil.Eventually(t, 5*time.Second, "waiter queued", func() bool { return waiters(srv, "k") == 1 })
 	time.Sleep(time.Second) // past the read timeout, on purpose
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)

@@ -69,18 +69,6 @@ func within(t *testing.T, d time.Duration, ch <-chan struct{}, what string) {
 	}
 }
 
-// eventually polls cond every 5ms until it holds, failing the test after d.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // noLeaks returns a check that the goroutine count is back to where it was
 // when noLeaks was called, to be run once everything the test started is
 // closed.

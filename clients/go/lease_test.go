@@ -14,6 +14,7 @@ import (
 
 	leasehold "github.com/leasehold/leasehold/clients/go"
 	"github.com/leasehold/leasehold/internal/servertest/lockserver"
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -176,7 +177,7 @@ func TestAcquireWaitsForRelease(t *testing.T) {
 		l, err := c.Acquire(ctx, "k", 10*time.Second, leasehold.Wait(20*time.Second))
 		got <- result{l, err}
 	}()
-	eventually(t, 5*time.Second, "waiter queued", func() bool {
+	testutil.Eventually(t, 5*time.Second, "waiter queued", func() bool {
 		st, _ := srv.Table().Status([]byte("k"))
 		return st.Waiters == 1
 	})
@@ -218,7 +219,7 @@ func TestAcquireCancelledWhileWaiting(t *testing.T) {
 		_, err := c.Acquire(wctx, "k", 10*time.Second, leasehold.Wait(20*time.Second))
 		got <- err
 	}()
-	eventually(t, 5*time.Second, "waiter queued", func() bool {
+	testutil.Eventually(t, 5*time.Second, "waiter queued", func() bool {
 		st, _ := srv.Table().Status([]byte("k"))
 		return st.Waiters == 1
 	})
@@ -233,7 +234,7 @@ func TestAcquireCancelledWhileWaiting(t *testing.T) {
 	}
 	// The client unblocked the request: it left the server's queue, and its
 	// connection is back in the pool, long before the 20s WAIT ends.
-	eventually(t, 5*time.Second, "abandoned wait out of the queue and its connection idle", func() bool {
+	testutil.Eventually(t, 5*time.Second, "abandoned wait out of the queue and its connection idle", func() bool {
 		st, _ := srv.Table().Status([]byte("k"))
 		ps := c.Redis().PoolStats()
 		return st.Waiters == 0 && ps.TotalConns == ps.IdleConns
@@ -282,7 +283,7 @@ func TestAbandonedWaitsUnblockEndsNoLaterWait(t *testing.T) {
 		_, err := c.Acquire(actx, "a", 30*time.Second, leasehold.Wait(20*time.Second), leasehold.NoKeepAlive())
 		gotA <- err
 	}()
-	eventually(t, 5*time.Second, "a's waiter queued", func() bool {
+	testutil.Eventually(t, 5*time.Second, "a's waiter queued", func() bool {
 		st, _ := srv.Table().Status([]byte("a"))
 		return st.Waiters == 1
 	})
@@ -311,7 +312,7 @@ func TestAbandonedWaitsUnblockEndsNoLaterWait(t *testing.T) {
 	if after := timeouts(); after == before {
 		t.Fatalf("the wait for b ended without timing out (wait_timeouts stayed %s): a stale unblock ended it", before)
 	}
-	eventually(t, 5*time.Second, "the abandoned wait's late grant released", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the abandoned wait's late grant released", func() bool {
 		st, _ := srv.Table().Status([]byte("a"))
 		return !st.Held
 	})
@@ -341,7 +342,7 @@ func TestAcquireCancelledAsGranted(t *testing.T) {
 			}
 			got <- err
 		}()
-		eventually(t, 5*time.Second, "waiter queued", func() bool {
+		testutil.Eventually(t, 5*time.Second, "waiter queued", func() bool {
 			st, _ := srv.Table().Status([]byte(key))
 			return st.Waiters == 1
 		})
@@ -352,7 +353,7 @@ func TestAcquireCancelledAsGranted(t *testing.T) {
 		if err := <-got; err != nil && !errors.Is(err, context.Canceled) {
 			t.Fatalf("round %d: %v", i, err)
 		}
-		eventually(t, 5*time.Second, "nothing held", func() bool {
+		testutil.Eventually(t, 5*time.Second, "nothing held", func() bool {
 			st, ok := srv.Table().Status([]byte(key))
 			return !ok || !st.Held && st.Waiters == 0
 		})
@@ -420,7 +421,7 @@ func TestLostBeforeServerDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := l.Deadline()
-	eventually(t, 5*time.Second, "a renewal through the proxy", func() bool { return l.Deadline().After(first) })
+	testutil.Eventually(t, 5*time.Second, "a renewal through the proxy", func() bool { return l.Deadline().After(first) })
 
 	px.Pause()
 	// Watch the server's deadline until Lost closes: renewals only move it
@@ -459,7 +460,7 @@ watch:
 		t.Errorf("Context cause %v, want ErrLeaseLost", cause)
 	}
 	// The server ends the lease after the client gave it up.
-	eventually(t, 2*time.Second, "server expiry", func() bool { return !srv.Table().Verify([]byte("k"), l.Token()) })
+	testutil.Eventually(t, 2*time.Second, "server expiry", func() bool { return !srv.Table().Verify([]byte("k"), l.Token()) })
 
 	px.Resume()
 	if err := l.Release(ctx); !errors.Is(err, leasehold.ErrNotHeld) {

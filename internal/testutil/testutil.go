@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // SyncBuffer is a bytes.Buffer that is safe to write from one goroutine (a
@@ -72,4 +73,19 @@ func MissingTool(t testing.TB, format string, args ...any) {
 		t.Fatalf("%s (CI=true: `make test` installs it through `make deps`)", msg)
 	}
 	t.Skipf("%s: run `make deps` to install it", msg)
+}
+
+// Eventually polls cond every 5 ms until it holds, and fails the test if it
+// does not within timeout: for a state that another goroutine or process
+// reaches on its own (a server's background retry, a queued waiter), where
+// there is no event to wait on.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
