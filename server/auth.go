@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"net"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -85,13 +84,7 @@ func (s *Server) refuseProtected(nc net.Conn) bool {
 // noAuthCommand marks the commands a connection may send before it has
 // authenticated: those the command table flags "no_auth", as Redis flags
 // AUTH, HELLO and QUIT (and not PING: Redis answers it NOAUTH too).
-var noAuthCommand = func() []bool {
-	ok := make([]bool, len(protocol.Commands))
-	for i, cmd := range protocol.Commands {
-		ok[i] = slices.Contains(cmd.Flags, "no_auth")
-	}
-	return ok
-}()
+var noAuthCommand = commandsFlagged("no_auth")
 
 // refuseBeforeAuth is dispatch's check, for a connection not yet known to
 // be authenticated, that command i may run: it replies NOAUTH and reports

@@ -236,13 +236,17 @@ func (c *conn) prefetchKeys(ahead []byte) int {
 // fastCommand marks the commands the command table flags "fast" (as Redis
 // flags those that take O(1) or O(log n)); runCommands reads the clock after
 // any other.
-var fastCommand = func() []bool {
-	fast := make([]bool, len(protocol.Commands))
+var fastCommand = commandsFlagged("fast")
+
+// commandsFlagged returns, by index into protocol.Commands, whether each
+// command has flag: a table dispatch reads without searching the flags.
+func commandsFlagged(flag string) []bool {
+	has := make([]bool, len(protocol.Commands))
 	for i, cmd := range protocol.Commands {
-		fast[i] = slices.Contains(cmd.Flags, "fast")
+		has[i] = slices.Contains(cmd.Flags, flag)
 	}
-	return fast
-}()
+	return has
+}
 
 // dispatch runs one command and buffers its reply.
 func (c *conn) dispatch(args [][]byte) {

@@ -26,15 +26,7 @@ import (
 
 // writeCommands[i] says whether protocol.Commands[i] changes the lock table:
 // Redis's "write" flag.
-var writeCommands = func() []bool {
-	w := make([]bool, len(protocol.Commands))
-	for i := range protocol.Commands {
-		for _, f := range protocol.Commands[i].Flags {
-			w[i] = w[i] || f == "write"
-		}
-	}
-	return w
-}()
+var writeCommands = commandsFlagged("write")
 
 // handle is conn.dispatch's last step: it runs command i's handler, unless
 // the data directory cannot be written and the command would change the
