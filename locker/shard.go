@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -162,6 +163,18 @@ func (s *shard) key(e *entry) []byte {
 func (s *shard) ownerIs(e *entry, owner []byte) bool {
 	return len(owner) > 0 && int(e.ownerLen) == len(owner) &&
 		bytes.Equal(s.strings.get(e.ownerRef, int(e.ownerLen)), owner)
+}
+
+// inScope reports whether e's exclusive lease has an owner that begins with
+// scope; a nil scope takes in every lease (see Table.ReleaseScoped).
+func (s *shard) inScope(e *entry, scope []byte) bool {
+	return scope == nil || int(e.ownerLen) >= len(scope) &&
+		bytes.Equal(s.strings.get(e.ownerRef, len(scope)), scope)
+}
+
+// holderInScope is inScope for a lease of a holder set.
+func holderInScope(owner string, scope []byte) bool {
+	return scope == nil || strings.HasPrefix(owner, string(scope))
 }
 
 // lookup returns the index of key's entry, or 0. h is the key's hash.

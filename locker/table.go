@@ -384,13 +384,22 @@ func (t *Table) Verify(key []byte, token uint64) bool {
 // Release ends the lease of key if token holds it and reports whether it did.
 // A stale token never releases a newer holder.
 func (t *Table) Release(key []byte, token uint64) bool {
+	return t.ReleaseScoped(key, token, nil)
+}
+
+// ReleaseScoped is Release of a lease in scope only: one whose owner begins
+// with scope (see Request.Owner). A nil scope takes in every lease. The
+// server gives each user's owner ids a prefix of the user's own, so that a
+// token, which anyone may guess (tokens count up), ends only a lease of the
+// user's; the table knows nothing of users, only of prefixes.
+func (t *Table) ReleaseScoped(key []byte, token uint64, scope []byte) bool {
 	h, s := t.locate(key)
 	now := int64(t.cfg.Clock.Now())
 	s.mu.Lock()
 	defer t.unlock(s)
 	i := s.find(h, key, now)
 	switch {
-	case s.heldBy(i, token):
+	case s.heldBy(i, token) && s.inScope(s.at(i), scope):
 		s.counts.released.Add(1)
 		s.journal(ChangeRelease, i, token, 0, nil, false)
 		s.emit(EventReleased, i)
@@ -399,7 +408,7 @@ func (t *Table) Release(key []byte, token uint64) bool {
 		return false
 	default:
 		n := s.liveHolder(i, token)
-		if n < 0 {
+		if n < 0 || !holderInScope(s.holders(i).items[n].owner, scope) {
 			return false
 		}
 		s.releaseHolder(i, n)
@@ -454,6 +463,11 @@ func (t *Table) ForceRelease(key []byte, token uint64) int {
 // Extend moves the deadline of key's lease to now+ttl if token holds it, and
 // reports whether it did.
 func (t *Table) Extend(key []byte, token uint64, ttl time.Duration) (bool, error) {
+	return t.ExtendScoped(key, token, ttl, nil)
+}
+
+// ExtendScoped is Extend of a lease in scope only (see ReleaseScoped).
+func (t *Table) ExtendScoped(key []byte, token uint64, ttl time.Duration, scope []byte) (bool, error) {
 	if err := t.checkTTL(ttl); err != nil {
 		return false, err
 	}
@@ -463,6 +477,9 @@ func (t *Table) Extend(key []byte, token uint64, ttl time.Duration) (bool, error
 	defer t.unlock(s)
 	i := s.find(h, key, now)
 	if s.heldBy(i, token) {
+		if !s.inScope(s.at(i), scope) {
+			return false, nil
+		}
 		s.renew(i, now, int64(ttl))
 		return true, nil
 	}
@@ -470,7 +487,7 @@ func (t *Table) Extend(key []byte, token uint64, ttl time.Duration) (bool, error
 		return false, nil
 	}
 	n := s.liveHolder(i, token)
-	if n < 0 {
+	if n < 0 || !holderInScope(s.holders(i).items[n].owner, scope) {
 		return false, nil
 	}
 	s.renewHolder(i, n, now, int64(ttl))

@@ -68,7 +68,7 @@ func TestWriteHolders(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := written(t, func(w *redcon.Writer) { WriteHolders(w, tt.next, tt.holders) })
+			got := written(t, func(w *redcon.Writer) { WriteHolders(w, tt.next, tt.holders, nil) })
 			if got != tt.want {
 				t.Fatalf("WriteHolders(%d, %+v)\n got %q\nwant %q", tt.next, tt.holders, got, tt.want)
 			}

@@ -24,7 +24,7 @@ var HolderFields = []string{"token", "owner", "ttl"}
 // ttl is the lease's remaining time in milliseconds, rounded up so that a
 // held lease never shows 0; it is 0 exactly when the lock is not held
 // exclusively. delay-left is the same for a lock-delay.
-func WriteStatus(w *redcon.Writer, st locker.Status) {
+func WriteStatus(w *redcon.Writer, st locker.Status, view OwnerView) {
 	state, created, mode := "free", "0", ""
 	switch {
 	case st.Held:
@@ -47,14 +47,17 @@ func WriteStatus(w *redcon.Writer, st locker.Status) {
 	w.WriteArray(2 * len(StatusFields))
 	w.WriteBulkString("state")
 	w.WriteBulkString(state)
+	exclusive := st.Held && st.Token != 0
+	owner, visible := view.show(st.Owner)
 	w.WriteBulkString("token")
-	w.WriteBulkString(strconv.FormatUint(st.Token, 10))
+	writeTokenIf(w, st.Token, visible || !exclusive)
 	w.WriteBulkString("owner")
-	w.WriteBulkString(st.Owner)
+	w.WriteBulkString(owner)
 	w.WriteBulkString("ttl")
 	w.WriteBulkString(strconv.FormatInt(ceilMillis(st.TTL), 10))
 	w.WriteBulkString("last-token")
-	w.WriteBulkString(strconv.FormatUint(st.LastToken, 10))
+	// The last token is a live lease's while the lock is held: shown with it.
+	writeTokenIf(w, st.LastToken, view == nil || !st.Held || exclusive && visible)
 	w.WriteBulkString("default-ttl")
 	w.WriteBulkString(strconv.FormatInt(ceilMillis(st.DefaultTTL), 10))
 	w.WriteBulkString("created")
@@ -72,25 +75,54 @@ func WriteStatus(w *redcon.Writer, st locker.Status) {
 	w.WriteBulkString("holders-total")
 	w.WriteBulkString(strconv.Itoa(st.HoldersTotal))
 	w.WriteBulkString("holders")
-	writeHolders(w, st.Holders)
+	writeHolders(w, st.Holders, view)
+}
+
+// OwnerView decides what a reply shows of each lease to the client it goes
+// to: the owner as shown, or, when visible is false, neither token nor
+// owner (both written as empty strings). A nil OwnerView shows every lease
+// as it is. The server hides other users' leases from a user (issue 14's
+// "tokens are shown only to their holder's user"); this package only writes
+// what it is told.
+type OwnerView func(owner string) (shown string, visible bool)
+
+func (v OwnerView) show(owner string) (string, bool) {
+	if v == nil {
+		return owner, true
+	}
+	shown, visible := v(owner)
+	if !visible {
+		return "", false
+	}
+	return shown, true
+}
+
+// writeTokenIf writes token, or an empty string in its place when hidden.
+func writeTokenIf(w *redcon.Writer, token uint64, shown bool) {
+	if shown {
+		w.WriteBulkString(strconv.FormatUint(token, 10))
+	} else {
+		w.WriteBulkString("")
+	}
 }
 
 // WriteHolders writes HOLDERS's reply, SSCAN's shape: the next cursor, then
 // the leases, each an entry as in STATUS's holders.
-func WriteHolders(w *redcon.Writer, next uint64, holders []locker.Holder) {
+func WriteHolders(w *redcon.Writer, next uint64, holders []locker.Holder, view OwnerView) {
 	w.WriteArray(2)
 	w.WriteBulkString(strconv.FormatUint(next, 10))
-	writeHolders(w, holders)
+	writeHolders(w, holders, view)
 }
 
-func writeHolders(w *redcon.Writer, holders []locker.Holder) {
+func writeHolders(w *redcon.Writer, holders []locker.Holder, view OwnerView) {
 	w.WriteArray(len(holders))
 	for _, h := range holders {
+		owner, visible := view.show(h.Owner)
 		w.WriteArray(2 * len(HolderFields))
 		w.WriteBulkString("token")
-		w.WriteBulkString(strconv.FormatUint(h.Token, 10))
+		writeTokenIf(w, h.Token, visible)
 		w.WriteBulkString("owner")
-		w.WriteBulkString(h.Owner)
+		w.WriteBulkString(owner)
 		w.WriteBulkString("ttl")
 		w.WriteBulkString(strconv.FormatInt(ceilMillis(h.TTL), 10))
 	}

@@ -731,7 +731,7 @@ func TestWriteStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := written(t, func(w *redcon.Writer) { WriteStatus(w, tt.st) })
+			got := written(t, func(w *redcon.Writer) { WriteStatus(w, tt.st, nil) })
 			if got != tt.want {
 				t.Fatalf("WriteStatus(%+v)\n got %q\nwant %q", tt.st, got, tt.want)
 			}

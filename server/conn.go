@@ -66,6 +66,8 @@ type conn struct {
 	ephemeral             map[lease]struct{}         // the EPHEMERAL leases tied to this connection (see ephemeralTies)
 	owesCommit            bool                       // a change was made since the last flush (misconf.go)
 	sub                   *subscription              // pub/sub channels and patterns, when listening
+	scope, ownerBuf       []byte                     // ownerScope's cache, scopedOwner's buffer (ownership.go)
+	eventView             atomic.Pointer[eventView]  // how c sees events: nil as they are (ownership.go)
 
 	// Goroutine transport: a writer goroutine writes what the socket did
 	// not take at once, and a subscriber's messages; wmu orders its writes

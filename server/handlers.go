@@ -88,7 +88,7 @@ func handleAcquire(c *conn, args [][]byte) error {
 	if req.Wait > 0 {
 		return acquireWaiting(c, req)
 	}
-	lr := locker.Request{Key: req.Key, TTL: req.TTL, Owner: req.Owner, Mode: modeOf(req.Shared)}
+	lr := locker.Request{Key: req.Key, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Mode: modeOf(req.Shared)}
 	token, granted, err := c.srv.table.Acquire(&lr)
 	if err != nil {
 		return err
@@ -113,7 +113,7 @@ func handleMAcquire(c *conn, args [][]byte) error {
 	if req.Wait > 0 {
 		return macquireWaiting(c, req)
 	}
-	lr := locker.Request{Keys: req.Keys, TTL: req.TTL, Owner: req.Owner, Mode: modeOf(req.Shared)}
+	lr := locker.Request{Keys: req.Keys, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Mode: modeOf(req.Shared)}
 	tokens, granted, err := c.srv.table.AcquireAll(&lr)
 	if err != nil {
 		return err
@@ -140,7 +140,7 @@ func handleMRelease(c *conn, args [][]byte) error {
 	}
 	released := 0
 	for j, key := range req.Keys {
-		if c.srv.table.Release(key, req.Tokens[j]) {
+		if c.srv.table.ReleaseScoped(key, req.Tokens[j], c.ownerScope()) {
 			c.srv.ties.untie(c, key, req.Tokens[j])
 			released++
 		}
@@ -163,7 +163,7 @@ func handleRelease(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	released := c.srv.table.Release(req.Key, req.Token)
+	released := c.srv.table.ReleaseScoped(req.Key, req.Token, c.ownerScope())
 	if released {
 		c.srv.ties.untie(c, req.Key, req.Token)
 	}
@@ -199,7 +199,7 @@ func handleExtend(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	ok, err := c.srv.table.Extend(req.Key, req.Token, req.TTL)
+	ok, err := c.srv.table.ExtendScoped(req.Key, req.Token, req.TTL, c.ownerScope())
 	if err != nil {
 		return err
 	}
@@ -213,7 +213,7 @@ func handleStatus(c *conn, args [][]byte) error {
 		c.wr.WriteNull()
 		return nil
 	}
-	protocol.WriteStatus(c.wr, st)
+	protocol.WriteStatus(c.wr, st, c.ownerView())
 	return nil
 }
 
@@ -223,7 +223,7 @@ func handleHolders(c *conn, args [][]byte) error {
 		return err
 	}
 	next, holders := c.srv.table.Holders(req.Key, req.Cursor, req.Count, nil)
-	protocol.WriteHolders(c.wr, next, holders)
+	protocol.WriteHolders(c.wr, next, holders, c.ownerView())
 	return nil
 }
 

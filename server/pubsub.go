@@ -96,19 +96,13 @@ func (h *hub) Active() bool { return h.subs.Load() > 0 }
 // matching pattern. It never blocks on a subscriber.
 func (h *hub) Publish(ev locker.Event) {
 	channel := EventChannelPrefix + ev.Key
-	msg := string(ev.Kind) + " " + strconv.FormatUint(ev.Token, 10)
-	if ev.Owner != "" {
-		msg += " " + ev.Owner
-	}
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	if subs := h.channels[channel]; len(subs) > 0 {
-		frame := redcon.AppendArray(nil, 3)
-		frame = redcon.AppendBulkString(frame, "message")
-		frame = redcon.AppendBulkString(frame, channel)
-		frame = redcon.AppendBulkString(frame, msg)
+		var f viewedFrames
+		head := [...]string{"message", channel}
 		for c := range subs {
-			c.deliver(channel, false, frame)
+			c.deliver(channel, false, f.frameFor(c, &ev, head[:]))
 		}
 	}
 	if len(h.anchorLens) == 0 {
@@ -124,7 +118,7 @@ func (h *hub) Publish(ev locker.Event) {
 		for pattern, p := range h.byAnchors[a] {
 			tries++
 			if glob.Match(p, key) {
-				h.publishPattern(pattern, channel, msg)
+				h.publishPattern(pattern, channel, &ev)
 			}
 		}
 	}
@@ -133,16 +127,70 @@ func (h *hub) Publish(ev locker.Event) {
 
 // publishPattern sends the message of an event on channel to the
 // subscribers of pattern, which matches it. h.mu must be held.
-func (h *hub) publishPattern(pattern, channel, msg string) {
-	frame := redcon.AppendArray(nil, 4)
-	frame = redcon.AppendBulkString(frame, "pmessage")
-	frame = redcon.AppendBulkString(frame, pattern)
-	frame = redcon.AppendBulkString(frame, channel)
-	frame = redcon.AppendBulkString(frame, msg)
+func (h *hub) publishPattern(pattern, channel string, ev *locker.Event) {
+	var f viewedFrames
+	head := [...]string{"pmessage", pattern, channel}
 	for c := range h.patterns[pattern] {
-		c.deliver(pattern, true, frame)
+		c.deliver(pattern, true, f.frameFor(c, ev, head[:]))
 	}
 }
+
+// viewedFrames holds the frames of one event for the subscribers of one
+// channel or pattern: one frame for each way they see it (eventView), made
+// when a subscriber first needs it.
+type viewedFrames struct{ frames [4][]byte }
+
+// The ways a subscriber sees an event: as it is (no scoped users), as an
+// admin, as the user whose lease it is, or as another user.
+const (
+	eventAsIs = iota
+	eventAsAdmin
+	eventAsOwner
+	eventHidden
+)
+
+// frameFor returns ev's frame as c sees it; head is the frame's fields
+// before the message.
+func (f *viewedFrames) frameFor(c *conn, ev *locker.Event, head []string) []byte {
+	owner, visible, class := ev.Owner, true, eventAsIs
+	if v := c.eventView.Load(); v != nil {
+		owner, visible = showOwner(ev.Owner, v.scope)
+		switch {
+		case !visible:
+			class = eventHidden
+		case v.scope == nil:
+			class = eventAsAdmin
+		default:
+			class = eventAsOwner
+		}
+	}
+	if f.frames[class] == nil {
+		frame := redcon.AppendArray(nil, len(head)+1)
+		for _, field := range head {
+			frame = redcon.AppendBulkString(frame, field)
+		}
+		f.frames[class] = redcon.AppendBulkString(frame, eventMessage(ev, owner, visible))
+	}
+	return f.frames[class]
+}
+
+// eventMessage is an event's message: "<kind> <token>[ <owner>]", or the
+// kind alone for a subscriber that may not see the lease's token and owner
+// (ownership.go).
+func eventMessage(ev *locker.Event, owner string, visible bool) string {
+	if !visible {
+		return string(ev.Kind)
+	}
+	msg := string(ev.Kind) + " " + strconv.FormatUint(ev.Token, 10)
+	if owner != "" {
+		msg += " " + owner
+	}
+	return msg
+}
+
+// eventView is how a subscriber sees events once a server has scoped users:
+// through showOwner with its scope (nil for an admin).
+type eventView struct{ scope []byte }
 
 // set returns the channel or pattern table.
 func (h *hub) set(pattern bool) map[string]map[*conn]struct{} {
@@ -230,6 +278,7 @@ func subscribe(c *conn, names [][]byte, pattern bool) error {
 	if err := checkSubscribe(c, names, pattern); err != nil {
 		return err
 	}
+	c.setEventView()
 	if c.sub == nil {
 		c.subMu.Lock()
 		c.sub = &subscription{channels: map[string]bool{}, patterns: map[string]bool{}}

@@ -44,6 +44,7 @@ type Server struct {
 	nextConnID atomic.Uint64
 	stats      serverStats
 	auth       *authState
+	owners     *ownerNumbers // owner ids of scoped users' anonymous leases (ownership.go)
 	closing    chan struct{} // closed by Close: waits in progress end
 
 	closeOnce sync.Once
@@ -125,6 +126,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	cfg.Limits.PreAuth = cfg.RequirePass != ""
 	s := &Server{
 		auth:     newAuthState(cfg),
+		owners:   newOwnerNumbers(),
 		store:    store,
 		hub:      hub,
 		cfg:      cfg,

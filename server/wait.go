@@ -48,7 +48,7 @@ func acquireWaiting(c *conn, req protocol.AcquireRequest) error {
 	b := &blockState{timer: -1, wait: w, key: key, deadline: c.srv.monotonic() + int64(req.Wait), ephemeral: req.Ephemeral}
 	notify, progress := c.progressFunc(b, func(token uint64) { c.srv.table.Release([]byte(key), token) })
 	w.Notify = notify
-	lr := locker.Request{Key: req.Key, TTL: req.TTL, Owner: req.Owner, Mode: modeOf(req.Shared), Priority: req.Priority, Wait: req.Wait}
+	lr := locker.Request{Key: req.Key, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Mode: modeOf(req.Shared), Priority: req.Priority, Wait: req.Wait}
 	token, granted, err := c.srv.table.AcquireWait(&lr, w)
 	if err != nil || granted {
 		if err == nil {
@@ -73,7 +73,7 @@ func macquireWaiting(c *conn, req protocol.MAcquireRequest) error {
 	// closes the connection, and that cancels the request.
 	notify, progress := c.progressFunc(b, func(uint64) {})
 	mw.Notify = func() { notify(0) }
-	lr := locker.Request{Keys: req.Keys, TTL: req.TTL, Owner: req.Owner, Mode: modeOf(req.Shared), Priority: req.Priority, Wait: req.Wait}
+	lr := locker.Request{Keys: req.Keys, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Mode: modeOf(req.Shared), Priority: req.Priority, Wait: req.Wait}
 	tokens, granted, err := c.srv.table.AcquireAllWait(&lr, mw)
 	switch {
 	case err != nil:
