@@ -498,6 +498,7 @@ func (s *Server) infoLocks(b *strings.Builder) {
 	infoLine(b, "waits", st.Waits)
 	infoLine(b, "wait_grants", st.WaitGrants)
 	infoLine(b, "wait_timeouts", s.stats.waitTimeouts.Load())
+	infoLine(b, "leases_forced", s.stats.forcedReleases.Load())
 	infoLine(b, "wait_cancels", st.WaitCancels)
 	infoLine(b, "key_arena_bytes", st.ArenaBytes)
 	infoLine(b, "lock_table_bytes", st.TableBytes)
@@ -592,6 +593,7 @@ func (s *Server) configParams() [][2]string {
 		{"client-output-buffer-limit", cfg.OutputLimits.String()},
 		{"maxmemory", strconv.FormatUint(s.mem.limit, 10)},
 		{"maxmemory-policy", "noeviction"},
+		{"protected-mode", yesNo(cfg.ProtectedMode)},
 		{"max-locks", strconv.Itoa(cfg.Locker.MaxLocks)},
 		{"max-ttl", strconv.FormatInt(cfg.Locker.MaxTTL.Milliseconds(), 10)},
 		{"lock-delay", strconv.FormatInt(cfg.Locker.LockDelay.Milliseconds(), 10)},
@@ -639,4 +641,12 @@ func (s *Server) appendonly() string {
 		return "no"
 	}
 	return "yes"
+}
+
+// yesNo is Redis's spelling of a boolean setting in CONFIG GET.
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }

@@ -469,6 +469,9 @@ func TestConfig(t *testing.T) {
 		t.Errorf("CONFIG GET max-* = %v", maxes)
 	}
 	// What Redis tools ask about memory.
+	if got := do(t, rdb, "CONFIG", "GET", "protected-mode").Fields(); got["protected-mode"] != "yes" {
+		t.Errorf("CONFIG GET protected-mode = %q, want yes (the default)", got)
+	}
 	if got := do(t, rdb, "CONFIG", "GET", "maxmemory*").Fields(); len(got) != 2 || got["maxmemory"] != "0" || got["maxmemory-policy"] != "noeviction" {
 		t.Errorf("CONFIG GET maxmemory* = %v", got)
 	}

@@ -69,6 +69,10 @@ func TestForceReleaseOverTheWire(t *testing.T) {
 	do(t, rdb, "ACQUIRE", "victim", 1000).Nil()
 	do(t, rdb, "FORCE-RELEASE", "victim").Is(1)
 	do(t, rdb, "ACQUIRE", "victim", 1000).Token()
+	// 1 (job's stuck lease) + 1 (job, all) + 3 (rw) + 2 (sem) + 1 (victim).
+	if got := infoField(t, rdb, "locks", "leases_forced"); got != "8" {
+		t.Errorf("INFO leases_forced = %s, want 8", got)
+	}
 
 	var forced []string
 	for _, l := range strings.Split(logs.String(), "\n") {

@@ -15,7 +15,7 @@ func TestShowOwner(t *testing.T) {
 		{anon, alice, "", true},
 		{"bob\x00job", alice, "", false},
 		{"alice\x00job", []byte("al\x00"), "", false}, // a scope is not a prefix of a longer name's
-		{"job", alice, "", false},                      // an owner of no user: an admin's, or from before users
+		{"job", alice, "", false},                     // an owner of no user: an admin's, or from before users
 		{"", alice, "", false},
 		{"alice\x00job", nil, "alice:job", true},
 		{anon, nil, "alice:", true},

@@ -64,6 +64,7 @@ type serverStats struct {
 	commandsOfClosed    atomic.Uint64 // commands counted by connections already gone
 	blocked             atomic.Int64  // connections parked in ACQUIRE ... WAIT
 	waitTimeouts        atomic.Uint64 // waits that ended without the lock
+	forcedReleases      atomic.Uint64 // leases and lock-delays FORCE-RELEASE ended
 	outputLimitCloses   atomic.Uint64 // connections closed by their client output buffer limit
 	outputPeak          atomic.Int64  // the most unsent output a connection has had, in bytes
 }
