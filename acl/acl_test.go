@@ -147,7 +147,7 @@ user default on nopass ~* &* +@all
 		want       error
 		text       string
 	}{
-		{"unknown rule", "user a on\nuser b on bogus\n", 2, ErrUnknownRule, "users.acl:2: acl: syntax error in ACL rule (rule bogus)"},
+		{"unknown rule", "user a on\nuser b on bogus\n", 2, ErrUnknownRule, "acl: users.acl:2: syntax error in ACL rule (rule bogus)"},
 		{"password hidden", "\n\nuser a <secret\n", 3, ErrNoSuchPassword, "(rule <<password>)"},
 		{"not a user line", "# ok\nalice on\n", 2, ErrNotUserLine, "users.acl:2:"},
 		{"no name", "user\n", 1, ErrNotUserLine, ""},

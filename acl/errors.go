@@ -3,6 +3,7 @@ package acl
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 var (
@@ -41,8 +42,12 @@ type FileError struct {
 	Err  error
 }
 
-func (e *FileError) Error() string {
-	return fmt.Sprintf("%s:%d: %v", e.File, e.Line, e.Err)
+func (e *FileError) Error() string { return "acl: " + e.Detail() }
+
+// Detail is the error without the package's prefix, "users.acl:3: syntax
+// error in ACL rule (rule bogus)", for a reply to a client.
+func (e *FileError) Detail() string {
+	return fmt.Sprintf("%s:%d: %s", e.File, e.Line, strings.TrimPrefix(e.Err.Error(), "acl: "))
 }
 
 func (e *FileError) Unwrap() error { return e.Err }

@@ -179,8 +179,8 @@ func NoPermCommandError(user, cmd string) *Error {
 
 // ACLLoadError is the reply to an ACL LOAD whose file did not load, after
 // Redis's text: the users in force are kept.
-func ACLLoadError(err error) *Error {
-	return &Error{CodeErr, quotePrintable([]byte(err.Error()), 512) + ". WARNING: ACL errors detected, no change to the previously active ACL rules was performed"}
+func ACLLoadError(reason string) *Error {
+	return &Error{CodeErr, quotePrintable([]byte(reason), 512) + ". WARNING: ACL errors detected, no change to the previously active ACL rules was performed"}
 }
 
 // UnknownACLCategoryError is Redis's reply to ACL CAT of a category that

@@ -283,6 +283,16 @@ func (c *conn) keyFilter(match func([]byte) (keep, more bool)) func([]byte) (kee
 	}
 }
 
+// aclLoadReason is a reload's error as ACL LOAD's reply shows it: the
+// file and line, without a Go package's prefix.
+func aclLoadReason(err error) string {
+	var fe *acl.FileError
+	if errors.As(err, &fe) {
+		return fe.Detail()
+	}
+	return strings.TrimPrefix(strings.TrimPrefix(err.Error(), "server: "), "acl: ")
+}
+
 // ACL LOG, as Redis's: the latest refusals, newest first, at most
 // aclLogMax; a refusal like one logged less than aclLogGrouping ago (same
 // reason, object and user) counts in that entry instead.
@@ -434,7 +444,7 @@ func handleACL(c *conn, args [][]byte) error {
 			return protocol.ErrNoACLFile
 		}
 		if err := c.srv.reloadACL(); err != nil {
-			return protocol.ACLLoadError(err)
+			return protocol.ACLLoadError(aclLoadReason(err))
 		}
 		c.wr.WriteString("OK")
 	default:
