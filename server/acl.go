@@ -146,7 +146,8 @@ var errUserRevoked = errors.New("server: connection closed: its user was removed
 
 // closeFromOutside closes c from another goroutine than its own: on the
 // event loop through the loop, on the goroutine transport by closing its
-// socket, which its goroutine then finds.
+// socket, which its goroutine then finds, in a read or in a WAIT (through
+// its hang-up watch), and leaves the wait's queue.
 func (c *conn) closeFromOutside() {
 	if l := c.loop; l != nil {
 		l.post(func() { l.closeConn(c) })

@@ -13,7 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/protocol"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
@@ -578,4 +580,34 @@ func TestACLCommandInfo(t *testing.T) {
 	if !slices.Contains(got, "acl|whoami @connection") || !slices.Contains(got, "acl|load @admin") {
 		t.Fatalf("acl's subcommands %v", got)
 	}
+}
+
+// TestACLReloadClosesWaiter: a connection parked in ACQUIRE ... WAIT whose
+// user a reload removes is closed at once, and leaves the lock's queue.
+func TestACLReloadClosesWaiter(t *testing.T) {
+	opt := withACLFile(t, aclTestFile)
+	var cfg Config
+	opt(&cfg)
+	ts := startServer(t, opt)
+	admin := ts.userClient("admin", "adminpw")
+	do(t, admin, "ACQUIRE", "jobs:held", 60000).Token()
+	rc := ts.dial()
+	rc.send(resp("AUTH", "locker", "lockerpw") + resp("ACQUIRE", "jobs:held", "1000", "WAIT", "60000"))
+	rc.expect("OK")
+	testutil.Eventually(t, 10*time.Second, "the waiter queued", func() bool {
+		return status(t, admin, "jobs:held")["waiters"] == "1"
+	})
+	if err := os.WriteFile(cfg.ACLFile, []byte("user admin on >adminpw ~* &* +@all\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.ReloadACL(); err != nil {
+		t.Fatal(err)
+	}
+	rc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if !rc.closed() {
+		t.Fatal("the removed user's waiting connection is open")
+	}
+	testutil.Eventually(t, 10*time.Second, "the waiter gone from the queue", func() bool {
+		return status(t, admin, "jobs:held")["waiters"] == "0"
+	})
 }
