@@ -52,21 +52,6 @@ const (
 // Categories lists the ACL categories, in the order ACL CAT lists them.
 var Categories = []string{CategoryRead, CategoryLock, CategoryManage, CategoryAdmin, CategoryConnection}
 
-// SubcommandCategory returns the ACL category of a command's subcommand
-// sub (any case): its own, if the command lists it, CategoryAdmin if the
-// command has listed subcommands but not this one, else the command's.
-func (c *Command) SubcommandCategory(sub []byte) string {
-	if len(c.Subcommands) == 0 {
-		return c.Category
-	}
-	for _, s := range c.Subcommands {
-		if equalFoldASCII(sub, s.Name) {
-			return s.Category
-		}
-	}
-	return CategoryAdmin
-}
-
 // Arg describes one argument in the shape of Redis's COMMAND DOCS, which
 // redis-cli turns into typing hints.
 type Arg struct {

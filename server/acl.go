@@ -36,7 +36,7 @@ func loadUsers(cfg Config) (*acl.Store, error) {
 	if cfg.ACLFile != "" {
 		var err error
 		if users, err = acl.LoadFile(cfg.ACLFile); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("server: ACL file: %w", err)
 		}
 	}
 	hasDefault := slices.ContainsFunc(users, func(u *acl.User) bool { return u.Name == acl.DefaultUser })
