@@ -362,7 +362,7 @@ func (l *aclLog) write(c *conn, count int) {
 		c.wr.WriteBulkString("username")
 		c.wr.WriteBulkString(e.username)
 		c.wr.WriteBulkString("age-seconds")
-		c.wr.WriteBulkString(strconv.FormatFloat(now.Sub(e.created).Seconds(), 'f', 3, 64))
+		c.wr.WriteBulkString(strconv.FormatFloat(now.Sub(e.updated).Seconds(), 'f', 3, 64)) // since the last, as Redis
 		c.wr.WriteBulkString("client-info")
 		c.wr.WriteBulkString(e.clientInfo)
 		c.wr.WriteBulkString("entry-id")
