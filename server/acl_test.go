@@ -365,7 +365,6 @@ func TestACLCommands(t *testing.T) {
 		t.Fatalf("ACL CAT lock = %v", got)
 	}
 	do(t, reader, "ACL", "CAT", "nosuch").Err("ERR Unknown category 'nosuch'")
-	do(t, admin, "ACL", "USERS").Slice()
 	if got := do(t, admin, "ACL", "USERS").Slice(); !slices.Equal(got, []any{"admin", "default", "disabled", "locker", "manager", "nothing", "reader"}) {
 		t.Fatalf("ACL USERS = %v", got)
 	}
@@ -405,7 +404,7 @@ func TestACLCommands(t *testing.T) {
 		fields := e.([]any)
 		m := map[string]string{}
 		for j := 0; j < len(fields); j += 2 {
-			m[fields[j].(string)] = strings.TrimSpace(strings.Trim(strings.ReplaceAll(fmtAny(fields[j+1]), "\n", ""), " "))
+			m[fields[j].(string)] = fmtAny(fields[j+1])
 		}
 		for _, k := range []string{"count", "reason", "context", "object", "username", "age-seconds", "client-info", "entry-id", "timestamp-created", "timestamp-last-updated"} {
 			if _, ok := m[k]; !ok {
@@ -527,7 +526,6 @@ func TestACLReloadWithoutFile(t *testing.T) {
 		t.Fatalf("ReloadACL: %v", err)
 	}
 	// The default user of a server without a file: everything, no password.
-	do(t, ts.client(), "ACL", "LIST").Slice()
 	if got := do(t, ts.client(), "ACL", "LIST").Slice(); !slices.Equal(got, []any{"user default on nopass ~* &* +@all"}) {
 		t.Fatalf("ACL LIST = %q", got)
 	}
