@@ -53,7 +53,7 @@ var serveFlagNames = []string{
 	"idle-timeout", "max-bulk-len", "max-query-buffer", "max-clients", "tick", "io-loops", "lock-delay",
 	"max-locks", "maxmemory", "client-output-buffer-limit",
 	"data-dir", "fsync", "restart-grace", "repair", "allow-clock-before-epoch", "shutdown-timeout",
-	"requirepass", "requirepass-file", "protected-mode",
+	"requirepass", "requirepass-file", "acl-file", "protected-mode",
 }
 
 // run runs the binary to completion, bounded by commandTimeout.

@@ -44,6 +44,7 @@ func serveFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "shutdown-timeout", Value: def.ShutdownTimeout, EnvVars: env("SHUTDOWN_TIMEOUT"), Usage: "on SIGTERM or SIGINT, give clients this long to take their replies before closing their connections regardless; then sync the data directory and exit"},
 		&cli.StringFlag{Name: "requirepass-file", EnvVars: env("REQUIREPASS_FILE"), Usage: "require clients to AUTH with the password in this file (its first line) as the default user, as Redis's requirepass (see docs/security.md)"},
 		&cli.StringFlag{Name: "requirepass", EnvVars: env("REQUIREPASS"), Usage: "the password itself; prefer the environment variable or --requirepass-file: a command line is visible to every user of the machine (ps)"},
+		&cli.StringFlag{Name: "acl-file", EnvVars: env("ACL_FILE"), Usage: "users and their permissions, one 'user <name> <rules...>' a line in Redis's ACL file syntax; reloaded by ACL LOAD and SIGHUP (see docs/security.md)"},
 		&cli.StringFlag{Name: "protected-mode", Value: yesNo(def.ProtectedMode), EnvVars: env("PROTECTED_MODE"), Usage: "yes or no; yes, without a password, refuses clients that are not on loopback, as Redis's protected mode"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"), Usage: "debug, info, warn or error"},
 		&cli.StringFlag{Name: "log-format", EnvVars: env("LOG_FORMAT"), Usage: "json or console (default: console when stderr is a terminal)"},
@@ -112,6 +113,7 @@ func serve(c *cli.Context) error {
 	if cfg.RequirePass, err = requirePass(c, log); err != nil {
 		return cannotStart(err)
 	}
+	cfg.ACLFile = str("acl-file")
 	switch v := str("protected-mode"); v {
 	case "yes", "no":
 		cfg.ProtectedMode = v == "yes"
@@ -122,6 +124,8 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return cannotStart(err)
 	}
+	stopReloads := reloadOnHangup(log, hangupReloads(srv, cfg))
+	defer stopReloads()
 	if err := srv.ListenAndServe(c.Context); err != nil {
 		if srv.Addr() == nil { // Listen failed: the address is taken, say
 			srv.Close() // the data directory, opened by New

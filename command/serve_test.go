@@ -188,6 +188,13 @@ func TestServeFailsToStart(t *testing.T) {
 	if err := os.WriteFile(emptyFile, []byte("\nsecond line\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	aclDefault, aclBroken := filepath.Join(t.TempDir(), "default.acl"), filepath.Join(t.TempDir(), "broken.acl")
+	if err := os.WriteFile(aclDefault, []byte("user default on >pw +@all\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(aclBroken, []byte("user a on\nuser b on +@nosuch\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name   string
 		env    []string
@@ -210,6 +217,9 @@ func TestServeFailsToStart(t *testing.T) {
 		{"bad client output buffer limit", nil, []string{anyPort, "--client-output-buffer-limit", "replica 256mb 64mb 60"}, "json", "no replicas"},
 		{"password two ways", []string{"LEASEHOLD_REQUIREPASS=pw"}, []string{anyPort, "--requirepass-file", emptyFile}, "json", "give the password one way"},
 		{"empty password file", nil, []string{anyPort, "--requirepass-file", emptyFile}, "json", "the first line is empty"},
+		{"ACL file and requirepass both set default", []string{"LEASEHOLD_REQUIREPASS=pw"}, []string{anyPort, "--acl-file", aclDefault}, "json", "defines the default user"},
+		{"ACL file that does not parse", nil, []string{anyPort, "--acl-file", aclBroken}, "json", "broken.acl:2: unknown command or category name in ACL (rule +@nosuch)"},
+		{"missing ACL file", []string{"LEASEHOLD_ACL_FILE=" + filepath.Join(damaged, "nope")}, []string{anyPort}, "json", "no such file"},
 		{"missing password file", nil, []string{anyPort, "--requirepass-file", filepath.Join(damaged, "nope")}, "json", "no such file"},
 	}
 	for _, tc := range cases {

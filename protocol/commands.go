@@ -19,9 +19,38 @@ type Command struct {
 	LastKey  int      // position of the last key, -1 for the last argument
 	Step     int      // distance between keys
 	Group    string   // "lock" or "connection" / "server" for Redis's own
-	Args     []Arg    // the arguments after the name, for docs and redis-cli's hints
-	Summary  string
+	// Category is the ACL category (docs/security.md) that a user's +@cat
+	// and -@cat rules grant or take away, one of Categories.
+	Category string
+	// Subcommands are the subcommands that have an ACL category of their
+	// own (CLIENT, ACL), each allowed or denied by +cmd|sub rules. A
+	// subcommand not listed is CategoryAdmin: an unlisted one fails
+	// closed.
+	Subcommands []Subcommand
+	Args        []Arg // the arguments after the name, for docs and redis-cli's hints
+	Summary     string
 }
+
+// Subcommand is a subcommand with an ACL category of its own.
+type Subcommand struct {
+	Name     string // lower case, without the command's name
+	Arity    int    // as Command.Arity, the command's name and the subcommand's counted
+	Category string
+}
+
+// The ACL categories. A user's rules grant or take away the commands of a
+// category as a whole (+@read, -@admin); connection commands are always
+// allowed to an authenticated user.
+const (
+	CategoryRead       = "read"       // VERIFY, STATUS, HOLDERS, LOCKS and listening for events
+	CategoryLock       = "lock"       // taking, extending and ending one's leases
+	CategoryManage     = "manage"     // making and removing locks and their settings
+	CategoryAdmin      = "admin"      // the server's settings, other clients, the operator's override
+	CategoryConnection = "connection" // the connection's own state: always allowed
+)
+
+// Categories lists the ACL categories, in the order ACL CAT lists them.
+var Categories = []string{CategoryRead, CategoryLock, CategoryManage, CategoryAdmin, CategoryConnection}
 
 // Arg describes one argument in the shape of Redis's COMMAND DOCS, which
 // redis-cli turns into typing hints.
@@ -95,61 +124,72 @@ const (
 
 // Commands is the command table, in the order the docs list them.
 var Commands = []Command{
-	{Name: "create", Arity: -2, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
+	{Name: "create", Arity: -2, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock, Category: CategoryManage,
 		Args: []Arg{key("key"), integer("ms").after("TTL").opt(), integer("ms").after("LOCKDELAY").opt(), integer("n").after("LIMIT").opt()}, Summary: "Creates a named lock, optionally with a default lease ttl and a lock-delay, or a semaphore of n permits with LIMIT; it stays when free, until DELETE."},
-	{Name: "acquire", Arity: -2, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
+	{Name: "acquire", Arity: -2, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock, Category: CategoryLock,
 		Args: []Arg{key("key"), integer("ttl-ms").opt(), str("id").after("OWNER").opt(), integer("ms").after("WAIT").opt(), integer("n").after("PRIORITY").opt(), token("SHARED").opt(), token("EPHEMERAL").opt()}, Summary: "Takes a lease on a lock (a read lease with SHARED, a permit of a semaphore) and returns its fencing token; nil when it is not free, at once or after waiting up to WAIT ms in a fair queue."},
-	{Name: "macquire", Arity: -4, Flags: []string{"write", "movablekeys"}, Group: GroupLock,
+	{Name: "macquire", Arity: -4, Flags: []string{"write", "movablekeys"}, Group: GroupLock, Category: CategoryLock,
 		Args: []Arg{integer("ttl-ms"), integer("numkeys"), key("key").many(), str("id").after("OWNER").opt(), integer("ms").after("WAIT").opt(), integer("n").after("PRIORITY").opt(), token("SHARED").opt(), token("EPHEMERAL").opt()}, Summary: "Takes leases on several locks, all or none, and returns their tokens in the order given; deadlock-free whatever order clients name the keys in."},
-	{Name: "verify", Arity: 3, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
+	{Name: "verify", Arity: 3, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock, Category: CategoryRead,
 		Args: []Arg{key("key"), integer("token")}, Summary: "Returns 1 when the token is a live lease of the lock, else 0."},
-	{Name: "release", Arity: 3, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
+	{Name: "release", Arity: 3, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock, Category: CategoryLock,
 		Args: []Arg{key("key"), integer("token")}, Summary: "Ends the lease the token holds; 0 when it does not hold the lock."},
-	{Name: "mrelease", Arity: -3, Flags: []string{"write"}, FirstKey: 1, LastKey: -1, Step: 2, Group: GroupLock,
+	{Name: "mrelease", Arity: -3, Flags: []string{"write"}, FirstKey: 1, LastKey: -1, Step: 2, Group: GroupLock, Category: CategoryLock,
 		Args: []Arg{block("lease", key("key"), integer("token")).many()}, Summary: "Ends several leases, as MACQUIRE returned them; returns how many it ended."},
-	{Name: "extend", Arity: 4, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
+	{Name: "extend", Arity: 4, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock, Category: CategoryLock,
 		Args: []Arg{key("key"), integer("token"), integer("ttl-ms")}, Summary: "Moves the lease's deadline to now + ttl-ms; 0 when the token does not hold the lock."},
-	{Name: "status", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
+	{Name: "status", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock, Category: CategoryRead,
 		Args: []Arg{key("key")}, Summary: "Returns the lock's state as field/value pairs, or nil for an unknown lock; lists its oldest " + strconv.Itoa(locker.StatusHolders) + " holders and counts them all (HOLDERS lists the rest)."},
-	{Name: "holders", Arity: -3, Flags: []string{"readonly"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
+	{Name: "holders", Arity: -3, Flags: []string{"readonly"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock, Category: CategoryRead,
 		Args: []Arg{key("key"), integer("cursor"), integer("count").after("COUNT").opt()}, Summary: "Iterates over a lock's live leases, SSCAN-style, oldest first: each its token, owner and ttl."},
-	{Name: "delete", Arity: 2, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
+	{Name: "delete", Arity: 2, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock, Category: CategoryManage,
 		Args: []Arg{key("key")}, Summary: "Removes a free lock; INUSE while a lease holds it."},
-	{Name: "force-release", Arity: -2, Flags: []string{"write"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock,
+	{Name: "force-release", Arity: -2, Flags: []string{"write"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock, Category: CategoryAdmin,
 		Args: []Arg{key("key"), integer("token").opt()}, Summary: "The operator's override: ends the lease the token names whoever holds it, or every lease of the lock, and a lock-delay in progress; returns how many it ended."},
-	{Name: "locks", Arity: -2, Flags: []string{"readonly"}, Group: GroupLock,
+	{Name: "locks", Arity: -2, Flags: []string{"readonly"}, Group: GroupLock, Category: CategoryRead,
 		Args: []Arg{integer("cursor"), Arg{Name: "pattern", Type: "pattern", Token: "MATCH", Optional: true}, integer("count").after("COUNT").opt()}, Summary: "Iterates over lock names, SCAN-style."},
 
-	{Name: "subscribe", Arity: -2, Flags: []string{"pubsub", "fast"}, Group: GroupPubSub,
+	{Name: "subscribe", Arity: -2, Flags: []string{"pubsub", "fast"}, Group: GroupPubSub, Category: CategoryRead,
 		Args: []Arg{str("channel").many()}, Summary: "Listens for lock events on channels named __lock__:<key>."},
-	{Name: "psubscribe", Arity: -2, Flags: []string{"pubsub", "fast"}, Group: GroupPubSub,
+	{Name: "psubscribe", Arity: -2, Flags: []string{"pubsub", "fast"}, Group: GroupPubSub, Category: CategoryRead,
 		Args: []Arg{Arg{Name: "pattern", Type: "pattern"}.many()}, Summary: "Listens for lock events on channels matching glob patterns, such as __lock__:jobs:*."},
-	{Name: "unsubscribe", Arity: -1, Flags: []string{"pubsub", "fast"}, Group: GroupPubSub,
+	{Name: "unsubscribe", Arity: -1, Flags: []string{"pubsub", "fast"}, Group: GroupPubSub, Category: CategoryRead,
 		Args: []Arg{str("channel").many().opt()}, Summary: "Stops listening on channels; all of them without arguments."},
-	{Name: "punsubscribe", Arity: -1, Flags: []string{"pubsub", "fast"}, Group: GroupPubSub,
+	{Name: "punsubscribe", Arity: -1, Flags: []string{"pubsub", "fast"}, Group: GroupPubSub, Category: CategoryRead,
 		Args: []Arg{Arg{Name: "pattern", Type: "pattern"}.many().opt()}, Summary: "Stops listening on patterns; all of them without arguments."},
 
-	{Name: "ping", Arity: -1, Flags: []string{"fast", "stale"}, Group: GroupConnection,
+	{Name: "ping", Arity: -1, Flags: []string{"fast", "stale"}, Group: GroupConnection, Category: CategoryConnection,
 		Args: []Arg{str("message").opt()}, Summary: "Returns PONG, or the message."},
-	{Name: "echo", Arity: 2, Flags: []string{"fast"}, Group: GroupConnection,
+	{Name: "echo", Arity: 2, Flags: []string{"fast"}, Group: GroupConnection, Category: CategoryConnection,
 		Args: []Arg{str("message")}, Summary: "Returns the message."},
-	{Name: "quit", Arity: -1, Flags: []string{"fast", "no_auth"}, Group: GroupConnection,
+	{Name: "quit", Arity: -1, Flags: []string{"fast", "no_auth"}, Group: GroupConnection, Category: CategoryConnection,
 		Args: []Arg{}, Summary: "Replies OK and closes the connection."},
-	{Name: "select", Arity: 2, Flags: []string{"fast"}, Group: GroupConnection,
+	{Name: "select", Arity: 2, Flags: []string{"fast"}, Group: GroupConnection, Category: CategoryConnection,
 		Args: []Arg{integer("index")}, Summary: "Accepts database 0 only, for clients that select it on connect."},
-	{Name: "hello", Arity: -1, Flags: []string{"fast", "no_auth"}, Group: GroupConnection,
+	{Name: "hello", Arity: -1, Flags: []string{"fast", "no_auth"}, Group: GroupConnection, Category: CategoryConnection,
 		Args: []Arg{block("arguments", integer("protover"), block("auth", str("username"), str("password")).after("AUTH").opt(), str("clientname").after("SETNAME").opt()).opt()}, Summary: "Handshake, authenticating with AUTH as the AUTH command does; speaks RESP2 only and answers NOPROTO to 3 so clients fall back (to AUTH)."},
-	{Name: "auth", Arity: -2, Flags: []string{"fast", "no_auth"}, Group: GroupConnection,
-		Args: []Arg{str("username").opt(), str("password")}, Summary: "Authenticates the connection as the default user, the only one, when the server has a password (--requirepass-file); without one, answers as a password-less Redis."},
-	{Name: "client", Arity: -2, Flags: []string{}, Group: GroupConnection,
+	{Name: "auth", Arity: -2, Flags: []string{"fast", "no_auth"}, Group: GroupConnection, Category: CategoryConnection,
+		Args: []Arg{str("username").opt(), str("password")}, Summary: "Authenticates the connection as a user of --acl-file, or as the default user with its password alone (--requirepass-file); a wrong password and an unknown or disabled user get the same WRONGPASS."},
+	{Name: "client", Arity: -2, Flags: []string{}, Group: GroupConnection, Category: CategoryConnection,
+		Subcommands: []Subcommand{
+			{"id", 2, CategoryConnection}, {"getname", 2, CategoryConnection}, {"setname", 3, CategoryConnection},
+			{"setinfo", 4, CategoryConnection}, {"info", 2, CategoryConnection}, {"unblock", -3, CategoryConnection},
+			{"help", 2, CategoryConnection},
+		},
 		Args: []Arg{oneof("subcommand", token("ID"), token("GETNAME"), str("name").after("SETNAME"), block("setinfo", str("attr"), str("value")).after("SETINFO"), token("INFO"), block("unblock", integer("client-id"), oneof("unblock-type", token("TIMEOUT"), token("ERROR")).opt()).after("UNBLOCK"))}, Summary: "Connection identity, as clients set it on connect; UNBLOCK ends another connection's WAIT."},
-	{Name: "command", Arity: -1, Flags: []string{}, Group: GroupServer,
+	{Name: "command", Arity: -1, Flags: []string{}, Group: GroupServer, Category: CategoryConnection,
 		Args: []Arg{oneof("subcommand", token("COUNT"), block("docs", str("name").many().opt()).after("DOCS"), block("info", str("name").many().opt()).after("INFO"), token("LIST")).opt()}, Summary: "Describes the commands, from this table."},
-	{Name: "info", Arity: -1, Flags: []string{}, Group: GroupServer,
+	{Name: "info", Arity: -1, Flags: []string{}, Group: GroupServer, Category: CategoryAdmin,
 		Args: []Arg{str("section").many().opt()}, Summary: "Server, clients, memory, stats, locks, persistence and limits sections, as Redis's INFO."},
-	{Name: "config", Arity: -2, Flags: []string{}, Group: GroupServer,
+	{Name: "config", Arity: -2, Flags: []string{}, Group: GroupServer, Category: CategoryAdmin,
 		Args: []Arg{str("parameter").many().after("GET")}, Summary: "Reads settings; answers what redis-benchmark asks."},
-	{Name: "help", Arity: -1, Flags: []string{"fast", "stale"}, Group: GroupServer,
+	{Name: "acl", Arity: -2, Flags: []string{}, Group: GroupServer, Category: CategoryAdmin,
+		Subcommands: []Subcommand{
+			{"whoami", 2, CategoryConnection}, {"cat", -2, CategoryConnection}, {"help", 2, CategoryConnection},
+			{"list", 2, CategoryAdmin}, {"users", 2, CategoryAdmin}, {"log", -2, CategoryAdmin}, {"load", 2, CategoryAdmin},
+		},
+		Args: []Arg{oneof("subcommand", token("WHOAMI"), block("cat", str("category").opt()).after("CAT"), token("LIST"), token("USERS"), block("log", oneof("count-or-reset", integer("count"), token("RESET")).opt()).after("LOG"), token("LOAD"))}, Summary: "Users and permissions, as Redis's ACL: WHOAMI and CAT for every user; LIST, USERS, LOG and LOAD (re-read --acl-file) for admins."},
+	{Name: "help", Arity: -1, Flags: []string{"fast", "stale"}, Group: GroupServer, Category: CategoryConnection,
 		Args: []Arg{str("command").opt()}, Summary: "Lists the commands with their summaries, or gives one command's syntax and summary, as lines to read in a terminal."},
 }
 

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -140,6 +141,17 @@ func TestCommandTable(t *testing.T) {
 			}
 			if c.Flags == nil {
 				t.Error("Flags is nil; COMMAND needs an array")
+			}
+			if !slices.Contains(Categories, c.Category) {
+				t.Errorf("Category %q is not one of Categories", c.Category)
+			}
+			if slices.Contains(c.Flags, "no_auth") && c.Category != CategoryConnection {
+				t.Errorf("a no_auth command in category %q: it runs before AUTH, so it is a connection command", c.Category)
+			}
+			for _, sub := range c.Subcommands {
+				if sub.Name != strings.ToLower(sub.Name) || sub.Arity == 0 || !slices.Contains(Categories, sub.Category) {
+					t.Errorf("subcommand %+v: want a lower-case name, an arity and one of Categories", sub)
+				}
 			}
 			if (c.FirstKey == 0) != (c.Step == 0) {
 				t.Errorf("FirstKey %d and Step %d disagree about keys", c.FirstKey, c.Step)

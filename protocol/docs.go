@@ -9,13 +9,29 @@ import (
 // docs list exactly the commands the server dispatches.
 func CommandTableMarkdown() string {
 	var b strings.Builder
-	b.WriteString("| Command | Arity | Flags | Summary |\n|---|---|---|---|\n")
+	b.WriteString("| Command | Arity | Flags | ACL category | Summary |\n|---|---|---|---|---|\n")
 	for _, c := range Commands {
 		// A pipe would end the table cell, even inside backticks.
 		usage := strings.ReplaceAll(c.Usage(), "|", `\|`)
-		fmt.Fprintf(&b, "| `%s` | %d | %s | %s |\n", usage, c.Arity, strings.Join(c.Flags, ", "), c.Summary)
+		fmt.Fprintf(&b, "| `%s` | %d | %s | %s | %s |\n", usage, c.Arity, strings.Join(c.Flags, ", "), categoryCell(c), c.Summary)
 	}
 	return b.String()
+}
+
+// categoryCell is a command's ACL category, and its subcommands' where
+// they differ.
+func categoryCell(c Command) string {
+	cell := "@" + c.Category
+	var subs []string
+	for _, s := range c.Subcommands {
+		if s.Category != c.Category {
+			subs = append(subs, strings.ToUpper(s.Name)+" @"+s.Category)
+		}
+	}
+	if len(subs) > 0 {
+		cell += " (" + strings.Join(subs, ", ") + ")"
+	}
+	return cell
 }
 
 // ErrorTableMarkdown renders the error codes for docs/commands.md.

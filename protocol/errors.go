@@ -42,6 +42,7 @@ const (
 	CodeWrongPass = "WRONGPASS" // AUTH or HELLO ... AUTH with a wrong user or password (Redis's code)
 	CodeNoAuth    = "NOAUTH"    // a command before AUTH on a server with a password (Redis's code)
 	CodeDenied    = "DENIED"    // protected mode refused a connection from a non-loopback peer (Redis's code)
+	CodeNoPerm    = "NOPERM"    // the user's ACL rules do not allow the command, a key or a channel (Redis's code)
 	CodeShutdown  = "SHUTDOWN"  // the server is stopping (SIGTERM): a parked WAIT ends with it
 	CodeOOM       = "OOM"       // the lock table holds --max-locks locks, or the heap is over --maxmemory (Redis's code for maxmemory)
 	CodeMisconf   = "MISCONF"   // the data directory cannot be written: changes are refused (Redis's code)
@@ -54,8 +55,9 @@ var ErrorCodes = []struct{ Code, Meaning string }{
 	{CodeInUse, "`DELETE` of a lock that a live lease holds, or that is in its lock-delay; release it, or wait for the lease or the delay to end."},
 	{CodeNoProto, "`HELLO` asked for a protocol version this server does not speak (only RESP2); clients fall back to RESP2."},
 	{CodeUnblocked, "Another connection ended this `ACQUIRE` or `MACQUIRE` ... `WAIT` with `CLIENT UNBLOCK id ERROR`; nothing was granted."},
-	{CodeWrongPass, "`AUTH` or `HELLO ... AUTH` with a user other than `default` or, on a server started with a password (`--requirepass-file`), a wrong password; the reply never says which. Without a password the server accepts the `default` user with any password, as Redis's password-less default user. See [security.md](security.md)."},
+	{CodeWrongPass, "`AUTH` or `HELLO ... AUTH` with an unknown user, a disabled (`off`) user, or a wrong password; the reply never says which. A `nopass` user (the `default` user of a server without a password) accepts any password, as in Redis. See [security.md](security.md)."},
 	{CodeNoAuth, "The server has a password and this connection has not authenticated: only `AUTH`, `HELLO` (with its `AUTH` option) and `QUIT` run before `AUTH` succeeds, as in Redis. See [security.md](security.md)."},
+	{CodeNoPerm, "The connection's user may not run this command, touch one of its keys, or listen on this channel or pattern (its rules in `--acl-file`); nothing ran, and `MACQUIRE` took no lease. Redis's texts: `User alice has no permissions to run the 'create' command`, `No permissions to access a key`, `No permissions to access a channel`. See [security.md](security.md)."},
 	{CodeDenied, "Protected mode: the server has no password and the connection came from a non-loopback address; the reply says how to fix it (set a password, bind to loopback, or `--protected-mode no`) and the connection is closed. See [security.md](security.md)."},
 	{CodeOOM, "The lock table holds `--max-locks` locks: a command that would make a new lock (`ACQUIRE` or `MACQUIRE` of a key not in the table, `CREATE`) is refused, `MACQUIRE` as a whole; commands on existing locks go on. Or the memory in use is over `--maxmemory` (`OOM command not allowed when used memory > 'maxmemory'.`, Redis's text): every `ACQUIRE`, `MACQUIRE` and `CREATE` is refused, while `VERIFY`, `RELEASE`, `EXTEND`, `DELETE` and reads go on. Redis's code for a write refused at `maxmemory`, so clients treat it alike; retry once locks are released or expire."},
 	{CodeMisconf, "The data directory cannot be written (a full disk, an I/O error): commands that change the lock table are refused before they run, and a change that ran just before the failure was noticed gets this error instead of its reply, its outcome unknown (`STATUS` tells). `VERIFY`, `STATUS`, `LOCKS`, `INFO`, `PING` and subscriptions go on. The server retries the write in the background and accepts changes again by itself once it succeeds. Redis's code for writes refused after a failed save."},
@@ -149,6 +151,17 @@ var (
 		"2) Bind the server to the loopback interface only (--addr 127.0.0.1:PORT) and reach it from the same host. " +
 		"3) If you started the server manually just for testing, restart it with the '--protected-mode no' option, however MAKE SURE leasehold is not publicly accessible from the internet if you do so. " +
 		"NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside."}
+	// ErrNoPermKey is a command naming a key outside its user's key
+	// patterns, Redis 7's text.
+	ErrNoPermKey = &Error{CodeNoPerm, "No permissions to access a key"}
+	// ErrNoPermChannel is a SUBSCRIBE or PSUBSCRIBE outside its user's
+	// channel patterns, Redis 7's text.
+	ErrNoPermChannel = &Error{CodeNoPerm, "No permissions to access a channel"}
+	// ErrNoACLFile is ACL LOAD on a server started without --acl-file,
+	// after Redis's text.
+	ErrNoACLFile = &Error{CodeErr, "This leasehold instance is not configured to use an ACL file. Start it with --acl-file PATH to load users from a file."}
+	// ErrACLLogCount is ACL LOG with a negative count, Redis's text.
+	ErrACLLogCount = &Error{CodeErr, "value is out of range, must be positive"}
 	// ErrBadClientName is a CLIENT SETNAME, HELLO ... SETNAME or CLIENT
 	// SETINFO value with a space or a byte outside printable ASCII, Redis's
 	// text.
@@ -157,6 +170,24 @@ var (
 	// ERROR, Redis's text.
 	ErrUnblockReason = &Error{CodeErr, "CLIENT UNBLOCK reason should be TIMEOUT or ERROR"}
 )
+
+// NoPermCommandError is Redis 7's reply to a command the user's rules do
+// not allow; cmd is "create", or "acl|list" for a subcommand.
+func NoPermCommandError(user, cmd string) *Error {
+	return &Error{CodeNoPerm, "User " + quotePrintable([]byte(user), 128) + " has no permissions to run the '" + cmd + "' command"}
+}
+
+// ACLLoadError is the reply to an ACL LOAD whose file did not load, after
+// Redis's text: the users in force are kept.
+func ACLLoadError(reason string) *Error {
+	return &Error{CodeErr, quotePrintable([]byte(reason), 512) + ". WARNING: ACL errors detected, no change to the previously active ACL rules was performed"}
+}
+
+// UnknownACLCategoryError is Redis's reply to ACL CAT of a category that
+// does not exist.
+func UnknownACLCategoryError(cat []byte) *Error {
+	return &Error{CodeErr, "Unknown category '" + quotePrintable(cat, 64) + "'"}
+}
 
 // MisconfError is the reply to a command that would change the lock table
 // while the data directory cannot be written; reason is the write's error,

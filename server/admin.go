@@ -379,10 +379,24 @@ func writeCommandInfo(c *conn, cmd *protocol.Command) {
 	c.wr.WriteInt(cmd.LastKey)
 	c.wr.WriteInt(cmd.Step)
 	c.wr.WriteArray(1)
-	c.wr.WriteString("@" + cmd.Group)
-	c.wr.WriteArray(0) // tips
-	c.wr.WriteArray(0) // key specs
-	c.wr.WriteArray(0) // subcommands
+	c.wr.WriteString("@" + cmd.Category) // ACL categories
+	c.wr.WriteArray(0)                   // tips
+	c.wr.WriteArray(0)                   // key specs
+	c.wr.WriteArray(len(cmd.Subcommands))
+	for _, sub := range cmd.Subcommands {
+		c.wr.WriteArray(10)
+		c.wr.WriteBulkString(cmd.Name + "|" + sub.Name)
+		c.wr.WriteInt(sub.Arity)
+		c.wr.WriteArray(0) // flags
+		c.wr.WriteInt(0)
+		c.wr.WriteInt(0)
+		c.wr.WriteInt(0)
+		c.wr.WriteArray(1)
+		c.wr.WriteString("@" + sub.Category)
+		c.wr.WriteArray(0)
+		c.wr.WriteArray(0)
+		c.wr.WriteArray(0)
+	}
 }
 
 // infoSections lists INFO's sections in order, each rendering its lines.
@@ -475,6 +489,9 @@ func (s *Server) infoStats(b *strings.Builder) {
 	infoLine(b, "total_protocol_errors", s.stats.protocolErrors.Load())
 	infoLine(b, "security_attacks", s.stats.securityAttacks.Load())
 	infoLine(b, "acl_access_denied_auth", s.auth.failures.Load())
+	infoLine(b, "acl_access_denied_cmd", s.auth.deniedCmd.Load())
+	infoLine(b, "acl_access_denied_key", s.auth.deniedKey.Load())
+	infoLine(b, "acl_access_denied_channel", s.auth.deniedChannel.Load())
 	infoLine(b, "protected_mode_refusals", s.auth.refused.Load())
 	infoLine(b, "total_handler_panics", s.stats.panics.Load())
 	s.hub.mu.RLock()

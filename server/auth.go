@@ -1,32 +1,32 @@
 package server
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"crypto/subtle"
 	"net"
 	"sync/atomic"
 	"time"
 
+	"github.com/leasehold/leasehold/acl"
 	"github.com/leasehold/leasehold/protocol"
 )
 
-// Password authentication of the default user, as Redis's requirepass, and
-// Redis's protected mode. The server keeps only the password's SHA-256
-// digest, as Redis stores its users' passwords, and compares digests in
+// Authentication, as Redis's: users from the ACL store (acl.go), the
+// default user's password alone (requirepass), and Redis's protected mode.
+// The store keeps only passwords' SHA-256 digests and compares them in
 // constant time.
 
-// authState is the server's side of authentication. Its fields are set by
-// New and read-only after, but for the counters.
+// authState is the server's side of authentication: counters, and the
+// loopback test protected mode uses, set by New.
 type authState struct {
-	required bool                     // Config.RequirePass is set
-	digest   [sha256.Size]byte        // SHA-256 of Config.RequirePass
 	loopback func(addr net.Addr) bool // Config.PeerIsLoopback, or isLoopback
 
 	failures   atomic.Uint64 // AUTH and HELLO ... AUTH refused: INFO's acl_access_denied_auth
 	lastWarned atomic.Int64  // monotonic ns of the last failure logged, 0 for none
 	unwarned   atomic.Uint64 // failures since then that were not logged
 	refused    atomic.Uint64 // connections protected mode refused
+
+	deniedCmd     atomic.Uint64 // commands refused by the user's rules: acl_access_denied_cmd
+	deniedKey     atomic.Uint64 // keys refused: acl_access_denied_key
+	deniedChannel atomic.Uint64 // channels and patterns refused: acl_access_denied_channel
 }
 
 // authFailureWarnEvery is how often at most a refused AUTH is logged, so
@@ -34,10 +34,7 @@ type authState struct {
 const authFailureWarnEvery = time.Second
 
 func newAuthState(cfg Config) *authState {
-	a := &authState{required: cfg.RequirePass != "", loopback: cfg.PeerIsLoopback}
-	if a.required {
-		a.digest = sha256.Sum256([]byte(cfg.RequirePass))
-	}
+	a := &authState{loopback: cfg.PeerIsLoopback}
 	if a.loopback == nil {
 		a.loopback = isLoopback
 	}
@@ -56,20 +53,13 @@ func isLoopback(addr net.Addr) bool {
 	return false
 }
 
-// check reports whether user and password are the default user's. Both
-// compare in constant time and the result does not say which was wrong.
-func (a *authState) check(user, password []byte) bool {
-	d := sha256.Sum256(password)
-	passOK := subtle.ConstantTimeCompare(d[:], a.digest[:])
-	userOK := subtle.ConstantTimeCompare(user, []byte("default"))
-	return passOK&userOK == 1
-}
-
 // refuseProtected writes Redis's protected-mode error to a connection from
 // a non-loopback peer of a server without a password and reports true; the
-// caller then closes it. --protected-mode no or a password lets every peer in.
+// caller then closes it. --protected-mode no or a password lets every peer
+// in: as in Redis, "a password is set" when the default user is not both
+// on and nopass.
 func (s *Server) refuseProtected(nc net.Conn) bool {
-	if !s.cfg.ProtectedMode || s.auth.required || s.auth.loopback(nc.RemoteAddr()) {
+	if !s.cfg.ProtectedMode || s.openDefault() == nil || s.auth.loopback(nc.RemoteAddr()) {
 		return false
 	}
 	s.auth.refused.Add(1)
@@ -86,13 +76,14 @@ func (s *Server) refuseProtected(nc net.Conn) bool {
 // AUTH, HELLO and QUIT (and not PING: Redis answers it NOAUTH too).
 var noAuthCommand = commandsFlagged("no_auth")
 
-// refuseBeforeAuth is dispatch's check, for a connection not yet known to
-// be authenticated, that command i may run: it replies NOAUTH and reports
-// true if not. On a server without a password every connection counts as
-// authenticated from its first command on.
+// refuseBeforeAuth is dispatch's check, for a connection that has not
+// authenticated, that command i may run: it replies NOAUTH and reports
+// true if not. While the default user is on and nopass every connection is
+// that user, as in Redis, even one that started before a reload made it so.
 func (c *conn) refuseBeforeAuth(i int) bool {
-	if !c.srv.auth.required {
-		c.authed = true
+	st := c.srv.users.Load()
+	if u := openDefault(st); u != nil {
+		c.setUser(u, st)
 		return false
 	}
 	if noAuthCommand[i] {
@@ -102,29 +93,22 @@ func (c *conn) refuseBeforeAuth(i int) bool {
 	return true
 }
 
-// authenticated reports whether c may run every command.
-func (c *conn) authenticated() bool { return c.authed || !c.srv.auth.required }
+// authenticated reports whether c may run more than the no_auth commands.
+func (c *conn) authenticated() bool { return c.user != nil || c.srv.openDefault() != nil }
 
-// authenticate checks AUTH's or HELLO ... AUTH's user and password. On a
-// server without a password it accepts the default user with any password,
-// as Redis's password-less default user does. Success lifts the pre-auth
-// limits on c's input; a failure is counted and logged, and leaves c as it
-// was (authenticated or not), as in Redis.
+// authenticate checks AUTH's or HELLO ... AUTH's user and password against
+// the users (a nopass user takes any password). Success makes c that user
+// and lifts the pre-auth limits on its input; a failure, the same for an
+// unknown user, a disabled one and a wrong password, is counted and logged
+// (and in ACL LOG), and leaves c as it was, as in Redis.
 func (c *conn) authenticate(user, password []byte) error {
-	var ok bool
-	if c.srv.auth.required {
-		ok = c.srv.auth.check(user, password)
-	} else {
-		ok = bytes.Equal(user, []byte("default"))
-	}
+	st := c.srv.users.Load()
+	u, ok := st.Authenticate(user, password)
 	if !ok {
 		c.authFailed(user)
 		return protocol.ErrWrongPass
 	}
-	if !c.authed {
-		c.authed = true
-		c.rd.Authenticated()
-	}
+	c.setUser(u, st)
 	return nil
 }
 
@@ -134,6 +118,7 @@ func (c *conn) authenticate(user, password []byte) error {
 func (c *conn) authFailed(user []byte) {
 	a := c.srv.auth
 	a.failures.Add(1)
+	c.srv.aclLog.add(c, "auth", "AUTH", string(user))
 	now := c.srv.monotonic()
 	last := a.lastWarned.Load()
 	if last != 0 && now-last < int64(authFailureWarnEvery) || !a.lastWarned.CompareAndSwap(last, now) {
@@ -147,17 +132,17 @@ func (c *conn) authFailed(user []byte) {
 		Msg("authentication failed: wrong user name or password")
 }
 
-// handleAuth is AUTH [user] password. Without a password on the server, a
+// handleAuth is AUTH [user] password. While the default user is nopass, a
 // password alone gets Redis's error for that case: there is nothing to
 // check it against.
 func handleAuth(c *conn, args [][]byte) error {
 	var err error
 	switch len(args) {
 	case 2:
-		if !c.srv.auth.required {
+		if d := c.srv.users.Load().User(acl.DefaultUser); d == nil || d.NoPass() {
 			return protocol.ErrAuthNoPassword
 		}
-		err = c.authenticate([]byte("default"), args[1])
+		err = c.authenticate([]byte(acl.DefaultUser), args[1])
 	case 3:
 		err = c.authenticate(args[1], args[2])
 	default:

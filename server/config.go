@@ -28,8 +28,8 @@ type Config struct {
 	// IOLoops is the number of epoll event loops serving connections (Linux
 	// only); 0 serves each connection on a goroutine of its own instead.
 	IOLoops int
-	// Limits bound what one client can make the server buffer. New sets
-	// their PreAuth when RequirePass is set.
+	// Limits bound what one client can make the server buffer. Their
+	// PreAuth is set per connection: for one that has not authenticated.
 	Limits protocol.ReaderLimits
 	// OutputLimits disconnect a client whose replies or messages pile up
 	// unread, as Redis's client-output-buffer-limit.
@@ -57,7 +57,14 @@ type Config struct {
 	// (protocol.PreAuthMaxMultibulk, protocol.PreAuthMaxBulkLen). The server
 	// keeps only its SHA-256 digest. "" for none.
 	RequirePass string
-	// ProtectedMode, as Redis's protected-mode: with no RequirePass, a
+	// ACLFile is a file of users, in Redis's ACL file syntax (one "user
+	// <name> <rules...>" a line; docs/security.md), read by New and again
+	// by ReloadACL. If it defines the default user, RequirePass must be
+	// empty; if not, the default user has RequirePass, or is off without
+	// one. "" for none: the default user is then the only one.
+	ACLFile string
+	// ProtectedMode, as Redis's protected-mode: while the default user is
+	// on and nopass (no RequirePass, no ACLFile saying otherwise), a
 	// connection from a peer that is not loopback is told why and closed.
 	ProtectedMode bool
 	// PeerIsLoopback, for tests only, decides which peers protected mode

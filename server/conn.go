@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leasehold/leasehold/acl"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/protocol"
 	"github.com/rs/zerolog"
@@ -32,7 +33,8 @@ type conn struct {
 	rd            *protocol.Reader
 	wr            *redcon.Writer
 	log           zerolog.Logger
-	commands      atomic.Uint64 // read by INFO from other goroutines
+	commands      atomic.Uint64            // read by INFO from other goroutines
+	userShared    atomic.Pointer[acl.User] // user, for other goroutines (reload, client listings)
 
 	// One of the two transports.
 	nc   net.Conn // goroutine transport
@@ -41,7 +43,8 @@ type conn struct {
 
 	// Owned by whoever runs the connection's commands.
 	name, libName, libVer string
-	authed                bool                       // AUTH succeeded, or the server has no password (auth.go)
+	user                  *acl.User                  // the user c authenticated as, nil before (auth.go, acl.go)
+	usersSeen             *acl.Store                 // the store user came from; a reload replaces it (acl.go)
 	quit                  bool                       // reply, flush, then close
 	unflushed             bool                       // replies are waiting in wr
 	pending               outBuf                     // event loop: reply bytes the socket has not taken yet
@@ -102,6 +105,10 @@ type conn struct {
 func newConn(s *Server, remote, local string) *conn {
 	c := &conn{srv: s, id: s.nextConnID.Add(1), remote: remote, local: local}
 	c.log = s.log.With().Uint64("conn", c.id).Str("remote", remote).Logger()
+	st := s.users.Load()
+	if u := openDefault(st); u != nil {
+		c.setUser(u, st) // as in Redis: a nopass default user needs no AUTH
+	}
 	return c
 }
 
@@ -273,8 +280,19 @@ func (c *conn) dispatch(args [][]byte) {
 		c.writeErr(err)
 		return
 	}
-	if !c.authed && c.refuseBeforeAuth(i) {
+	if c.user == nil && c.refuseBeforeAuth(i) {
 		return
+	}
+	if c.user != nil {
+		if c.usersSeen != c.srv.users.Load() && !c.reloadUser() {
+			return
+		}
+		if !c.user.Unrestricted() {
+			if err := c.checkACL(i, cmd, args); err != nil {
+				c.writeErr(err)
+				return
+			}
+		}
 	}
 	if err := c.checkKeys(cmd, args); err != nil {
 		c.writeErr(err)

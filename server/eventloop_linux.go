@@ -133,7 +133,7 @@ func (l *ioLoop) adopt(nc net.Conn) (*conn, error) {
 	}
 	c.fd, c.loop = fd, l
 	c.wr = redcon.NewWriter(loopWriter{c})
-	c.rd = protocol.NewReader(loopReader{c}, l.srv.cfg.Limits)
+	c.rd = protocol.NewReader(loopReader{c}, c.readerLimits())
 	c.lastRead = l.srv.monotonic()
 	return c, nil
 }

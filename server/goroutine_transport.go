@@ -29,7 +29,7 @@ func newGoroutineConn(s *Server, nc net.Conn) *conn {
 	}
 	c.outDrained.L = &c.wmu
 	c.wr = redcon.NewWriter(lockedWriter{c})
-	c.rd = protocol.NewReader(blockingReader{c}, s.cfg.Limits)
+	c.rd = protocol.NewReader(blockingReader{c}, c.readerLimits())
 	return c
 }
 

@@ -39,6 +39,7 @@ var handlersByName = map[string]handler{
 	"info":         handleInfo,
 	"config":       handleConfig,
 	"help":         handleHelp,
+	"acl":          handleACL,
 
 	"force-release": handleForceRelease, // the operator's override
 }
@@ -260,7 +261,7 @@ func handleLocks(c *conn, args [][]byte) error {
 			return ok, steps < locksMatchSteps
 		}
 	}
-	next, names := c.srv.table.Scan(req.Cursor, req.Count, match, nil)
+	next, names := c.srv.table.Scan(req.Cursor, req.Count, c.keyFilter(match), nil)
 	protocol.WriteScan(c.wr, next, names)
 	return nil
 }

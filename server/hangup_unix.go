@@ -31,18 +31,24 @@ func watchHangup(nc net.Conn) (hangup <-chan struct{}, stop func()) {
 	go func() {
 		defer close(done)
 		var b [1]byte
-		raw.Read(func(fd uintptr) bool {
+		hungUp := false
+		err := raw.Read(func(fd uintptr) bool {
 			n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
 			switch {
 			case errors.Is(err, unix.EAGAIN):
 				return false // nothing yet: wait for readiness
 			case err == nil && n == 0:
 				close(hup) // orderly shutdown by the peer
+				hungUp = true
 			case err != nil:
 				close(hup) // reset
+				hungUp = true
 			}
 			return true
 		})
+		if !hungUp && errors.Is(err, net.ErrClosed) {
+			close(hup) // the server closed the socket (an ACL reload revoked its user)
+		}
 	}()
 	return hup, func() {
 		nc.SetReadDeadline(time.Unix(1, 0)) // wake raw.Read

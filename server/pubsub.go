@@ -275,6 +275,9 @@ func handlePSubscribe(c *conn, args [][]byte) error { return subscribe(c, args[1
 
 func subscribe(c *conn, names [][]byte, pattern bool) error {
 	// Checked before any is added: a refused call changes nothing.
+	if err := c.checkChannels(names, pattern); err != nil {
+		return err
+	}
 	if err := checkSubscribe(c, names, pattern); err != nil {
 		return err
 	}

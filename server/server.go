@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leasehold/leasehold/acl"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/persist"
 	"github.com/leasehold/leasehold/protocol"
@@ -44,7 +45,10 @@ type Server struct {
 	nextConnID atomic.Uint64
 	stats      serverStats
 	auth       *authState
-	owners     *ownerNumbers // owner ids of scoped users' anonymous leases (ownership.go)
+	owners     *ownerNumbers             // owner ids of scoped users' anonymous leases (ownership.go)
+	users      atomic.Pointer[acl.Store] // swapped whole by ReloadACL; dispatch reads it lock-free
+	aclMu      sync.Mutex                // serialises ReloadACL
+	aclLog     aclLog
 	closing    chan struct{} // closed by Close: waits in progress end
 
 	closeOnce sync.Once
@@ -76,6 +80,10 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		return nil, err
 	}
 	maxConns, err := fitMaxClients(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	users, err := loadUsers(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +132,6 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 				Msg("the restored lock table holds more than max-locks: new locks are refused until it is back under it")
 		}
 	}
-	cfg.Limits.PreAuth = cfg.RequirePass != ""
 	s := &Server{
 		auth:     newAuthState(cfg),
 		owners:   newOwnerNumbers(),
@@ -140,6 +147,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		closing:  make(chan struct{}),
 		mem:      memoryGuard{limit: uint64(cfg.MaxMemory), read: heapInUse},
 	}
+	s.users.Store(users)
 	s.guardMemory(s.handlers)
 	return s, nil
 }
@@ -552,6 +560,7 @@ func (s *Server) logStart(addr net.Addr) {
 		Stringer("client_output_buffer_limit", c.OutputLimits).
 		Uint64("first_token", c.Locker.FirstToken).
 		Bool("requirepass", c.RequirePass != ""). // whether one is set, never the password
+		Str("acl_file", c.ACLFile).
 		Bool("protected_mode", c.ProtectedMode).
 		Int("gomaxprocs", runtime.GOMAXPROCS(0)).
 		Msg("leasehold listening")

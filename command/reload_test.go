@@ -1,0 +1,77 @@
+//go:build unix
+
+package command
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/testutil"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestServeACLFileReloadOnSIGHUP starts the binary with --acl-file (from
+// LEASEHOLD_ACL_FILE), changes the file and sends SIGHUP: new permissions
+// are in force without a restart; a file that does not parse is logged and
+// changes nothing; SIGHUP never stops the server.
+func TestServeACLFileReloadOnSIGHUP(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "users.acl")
+	write := func(content string) {
+		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("user alice on >alicepw ~jobs:* +@read\n")
+	p, addr := serveBinary(t, func(addr string) ([]string, []string) {
+		return []string{"LEASEHOLD_ACL_FILE=" + file}, []string{"serve", "--addr", addr, "--log-format", "json"}
+	})
+	alice := redis.NewClient(&redis.Options{Addr: addr, Username: "alice", Password: "alicepw", MaxRetries: -1})
+	defer alice.Close()
+	acquire := func() error { return alice.Do(testCtx(t), "ACQUIRE", "jobs:1", 1000).Err() }
+	if err := acquire(); err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
+		t.Fatalf("before the reload: %v, want NOPERM", err)
+	}
+
+	write("user alice on >alicepw ~jobs:* +@read +@lock bogus\n")
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	testutil.Eventually(t, 10*time.Second, "the broken file's refusal logged", func() bool {
+		return strings.Contains(p.stderr.String(), "SIGHUP: reload failed")
+	})
+	if !strings.Contains(p.stderr.String(), "users.acl:1:") {
+		t.Errorf("the refusal does not name the file's line:\n%s", p.stderr)
+	}
+	if err := acquire(); err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
+		t.Fatalf("after a broken file: %v, want NOPERM still", err)
+	}
+
+	write("user alice on >alicepw ~jobs:* +@read +@lock\n")
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	testutil.Eventually(t, 10*time.Second, "the reloaded file in force", func() bool { return acquire() == nil })
+
+	if exit := p.stop(syscall.SIGTERM); exit != 0 {
+		t.Fatalf("exit status %d\nstderr: %s", exit, p.stderr)
+	}
+	if lineWith(p.logLines(), "SIGHUP: reloaded") == nil {
+		t.Errorf("no reload logged:\n%s", p.stderr)
+	}
+}
+
+// TestServeSIGHUPWithoutReloads: a server without --acl-file keeps running
+// on SIGHUP, as Redis ignores it.
+func TestServeSIGHUPWithoutReloads(t *testing.T) {
+	p, addr := serveBinary(t, serveArgs())
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	testutil.Eventually(t, 10*time.Second, "the SIGHUP handled", func() bool {
+		return strings.Contains(p.stderr.String(), "SIGHUP: nothing to reload")
+	})
+	if err := client(t, addr).Ping(testCtx(t)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if exit := p.stop(syscall.SIGTERM); exit != 0 {
+		t.Fatalf("exit status %d\nstderr: %s", exit, p.stderr)
+	}
+}
