@@ -18,8 +18,9 @@ const DefaultUser = "default"
 // Store is a set of users, built once and never changed: the server swaps
 // the whole Store on reload, so readers need no lock.
 type Store struct {
-	users map[string]*User
-	names []string // sorted
+	users     map[string]*User
+	names     []string // sorted
+	nonAdmins bool     // some enabled user is not an admin
 }
 
 // NewStore returns a Store of users; a name given twice is an error.
@@ -31,10 +32,15 @@ func NewStore(users ...*User) (*Store, error) {
 		}
 		s.users[u.Name] = u
 		s.names = append(s.names, u.Name)
+		s.nonAdmins = s.nonAdmins || u.Enabled() && !u.Admin()
 	}
 	slices.Sort(s.names)
 	return s, nil
 }
+
+// HasNonAdmins reports whether some enabled user is not an admin (see
+// User.Admin): a lock server then keeps such users' leases apart.
+func (s *Store) HasNonAdmins() bool { return s.nonAdmins }
 
 // User returns the user named name, or nil.
 func (s *Store) User(name string) *User { return s.users[name] }

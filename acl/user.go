@@ -37,6 +37,7 @@ type User struct {
 	cmdRules []string // the command rules since the last +@all or -@all, for ACL LIST
 
 	unrestricted bool // allcommands and allkeys: dispatch checks nothing more
+	admin        bool // every @admin command allowed (Admin)
 }
 
 // unit numbers every command and listed subcommand, once.
@@ -313,14 +314,16 @@ func onlyConnection(match func(int) bool) bool {
 // finish adds back the connection commands and works out the flags the
 // server reads on every command.
 func (u *User) finish() {
-	all := true
+	all, admin := true, true
 	for v := range u.commands {
 		if units.category[v] == protocol.CategoryConnection {
 			u.commands[v] = true
 		}
 		all = all && u.commands[v]
+		admin = admin && (u.commands[v] || units.category[v] != protocol.CategoryAdmin)
 	}
 	u.unrestricted = all && u.allKeys
+	u.admin = admin
 }
 
 // Enabled reports whether the user is on: it may authenticate.
@@ -341,14 +344,7 @@ func (u *User) AllKeys() bool { return u.allKeys }
 func (u *User) AllChannels() bool { return u.allChannels }
 
 // Admin reports whether the user may run every @admin command.
-func (u *User) Admin() bool {
-	for v, ok := range u.commands {
-		if !ok && units.category[v] == protocol.CategoryAdmin {
-			return false
-		}
-	}
-	return true
-}
+func (u *User) Admin() bool { return u.admin }
 
 // CommandAllowed reports whether the user may run command i (an index
 // into protocol.Commands) with sub as its first argument, nil for none:

@@ -204,7 +204,7 @@ func clientUnblock(c *conn, args [][]byte) error {
 	if err != nil {
 		return protocol.ErrNotInteger
 	}
-	if target := c.srv.connByID(uint64(max(id, 0))); target != nil && target.unblockWait(asError) {
+	if target := c.srv.connByID(uint64(max(id, 0))); target != nil && c.mayUnblock(target) && target.unblockWait(asError) {
 		c.wr.WriteInt(1)
 	} else {
 		c.wr.WriteInt(0)

@@ -84,7 +84,7 @@ func TestForceReleaseOverTheWire(t *testing.T) {
 		t.Fatalf("%d FORCE-RELEASE log lines, want one a call that parsed (8):\n%s", len(forced), logs.String())
 	}
 	want := []string{`"level":"warn"`, `"client_name":"oncall"`, `"remote":"` + op.LocalAddr().String() + `"`,
-		`"key":"job"`, fmt.Sprintf(`"token":%d`, stuck), `"ended":1`}
+		`"key":"job"`, fmt.Sprintf(`"token":%d`, stuck), `"ended":1`, `"user":"default"`}
 	for _, w := range want {
 		if !strings.Contains(forced[3], w) {
 			t.Errorf("log line %s: want %s", forced[3], w)

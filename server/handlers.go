@@ -185,7 +185,7 @@ func handleForceRelease(c *conn, args [][]byte) error {
 		ended = c.srv.table.ForceRelease(req.Key, req.Token)
 	}
 	c.srv.stats.forcedReleases.Add(uint64(ended))
-	ev := c.log.Warn().Str("client_name", c.name).Str("key", string(req.Key[:min(len(req.Key), 256)]))
+	ev := c.log.Warn().Str("user", c.user.Name).Str("client_name", c.name).Str("key", string(req.Key[:min(len(req.Key), 256)]))
 	if req.All {
 		ev = ev.Str("token", "all")
 	} else {

@@ -33,6 +33,19 @@ import (
 // them), so no scope is a prefix of another user's.
 const scopeSep = 0x00
 
+// scopeUser names c's user and reports whether it works in an owner
+// scope: a user that is not an admin.
+func (c *conn) scopeUser() (name string, scoped bool) {
+	if u := c.user; u != nil && !u.Admin() {
+		return u.Name, true
+	}
+	return "", false
+}
+
+// hasScopedUsers reports whether any user works in an owner scope, so that
+// admins see scoped owner ids as user:owner.
+func (s *Server) hasScopedUsers() bool { return s.users.Load().HasNonAdmins() }
+
 // ownerScope returns the scope of c's user, or nil when c acts on every
 // lease. It is cached on c for the user it was made for.
 func (c *conn) ownerScope() []byte {
@@ -133,4 +146,17 @@ func (c *conn) setEventView() {
 	if v := c.eventView.Load(); v == nil || string(v.scope) != string(scope) {
 		c.eventView.Store(&eventView{scope: scope})
 	}
+}
+
+// mayUnblock reports whether c may end target's wait with CLIENT UNBLOCK:
+// an admin may end anyone's, a user in a scope only its own user's. To
+// anyone else, another user's blocked client is as one that is not blocked
+// (CLIENT UNBLOCK answers 0), so that sweeping the ids learns nothing.
+func (c *conn) mayUnblock(target *conn) bool {
+	name, scoped := c.scopeUser()
+	if !scoped {
+		return true
+	}
+	u := target.userShared.Load()
+	return u != nil && u.Name == name
 }
