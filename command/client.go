@@ -34,14 +34,14 @@ func acquireFlags() []cli.Flag {
 }
 
 // clientCommands are the commands that talk to a server; each takes
-// --user (clientFlagUser).
+// --user (clientFlagUser) and the TLS flags (clientFlagsTLS).
 func clientCommands() []*cli.Command {
 	cmds := []*cli.Command{
 		runCommand(), acquireCommand(), verifyCommand(), releaseCommand(), extendCommand(), statusCommand(),
-		createCommand(), deleteCommand(), locksCommand(), infoCommand(),
+		createCommand(), deleteCommand(), locksCommand(), infoCommand(), forceReleaseCommand(),
 	}
 	for _, cmd := range cmds {
-		cmd.Flags = append(cmd.Flags, clientFlagUser())
+		cmd.Flags = append(append(cmd.Flags, clientFlagUser()), clientFlagsTLS()...)
 	}
 	return cmds
 }
@@ -109,12 +109,17 @@ func newCLIClient(c *cli.Context) (*leasehold.Client, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	tlsConfig, err := clientTLS(c, addr)
+	if err != nil {
+		return nil, "", err
+	}
 	// The command reports its errors itself; go-redis would log each
 	// failed dial too.
 	redis.SetLogger(quietLogger{})
 	cfg := leasehold.DefaultConfig()
 	cfg.Redis.Addr = addr
 	cfg.Redis.Username, cfg.Redis.Password = user, password
+	cfg.Redis.TLSConfig = tlsConfig
 	// One dial per attempt (go-redis's MaxRetries still retries): no server
 	// is reported in well under a second, not after twenty dials.
 	cfg.Redis.DialerRetries = 1
