@@ -370,3 +370,70 @@ func TestNodeExample(t *testing.T) {
 		t.Fatalf("node example with an address without a port: %s", p)
 	}
 }
+
+// example finds the interpreter and the script of the example in lang
+// ("python" or "node"), skipping the test without them.
+func example(t *testing.T, lang string) (interp, script string) {
+	t.Helper()
+	switch lang {
+	case "python":
+		return python(t), repoPath(t, "clients/python/example.py")
+	case "node":
+		node := lookTool(t, "node", "nodejs")
+		if _, err := os.Stat(repoPath(t, "clients/node") + "/node_modules/redis/package.json"); err != nil {
+			missing(t, "clients/node/node_modules has no redis package (npm ci in clients/node)")
+		}
+		return node, repoPath(t, "clients/node/example.js")
+	}
+	t.Fatalf("no example in %s", lang)
+	return "", ""
+}
+
+// TestExamplesPassword runs both examples against a server with a password,
+// which they read from the environment as the leasehold binary does, and
+// checks that they never print it.
+func TestExamplesPassword(t *testing.T) {
+	t.Parallel()
+	const pw = "open sesame"
+	ts := startServerWith(t, func(c *server.Config) { c.RequirePass = pw })
+	for _, lang := range []string{"python", "node"} {
+		t.Run(lang, func(t *testing.T) {
+			t.Parallel()
+			interp, script := example(t, lang)
+			for _, tc := range []struct {
+				name string
+				env  []string
+				fail string // in stderr; "" for success
+			}{
+				{"LEASEHOLD_PASSWORD", []string{"LEASEHOLD_PASSWORD=" + pw}, ""},
+				{"REDISCLI_AUTH", []string{"REDISCLI_AUTH=" + pw}, ""},
+				{"user", []string{"LEASEHOLD_PASSWORD=" + pw, "LEASEHOLD_USER=default", "REDISCLI_AUTH=wrong"}, ""},
+				{"wrong password", []string{"LEASEHOLD_PASSWORD=wrong " + pw}, "WRONGPASS"},
+				{"unknown user", []string{"LEASEHOLD_PASSWORD=" + pw, "LEASEHOLD_USER=mallory"}, "WRONGPASS"},
+				{"none", nil, "NOAUTH"},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					key := "examples:auth:" + lang + ":" + strings.ReplaceAll(tc.name, " ", "-")
+					p := start(t, testutil.Environ(append([]string{"LEASEHOLD_ADDR=" + ts.Addr().String()}, tc.env...)...), "", interp, script, key).wait()
+					if strings.Contains(p.stdout.String()+p.stderr.String(), "sesame") {
+						t.Errorf("the password is printed: %s", p)
+					}
+					if tc.fail == "" {
+						checkExample(t, p, key, lang)
+						return
+					}
+					if p.exit != 1 || !strings.Contains(p.stderr.String(), lang+" example:") {
+						t.Fatalf("want exit 1 and the reason; got %s", p)
+					}
+					// redis-py turns WRONGPASS into AuthenticationError with
+					// its own text.
+					if want := tc.fail; !strings.Contains(p.stderr.String(), want) &&
+						!(lang == "python" && want == "WRONGPASS" && strings.Contains(p.stderr.String(), "invalid username-password pair")) &&
+						!(lang == "python" && want == "NOAUTH" && strings.Contains(p.stderr.String(), "Authentication required")) {
+						t.Errorf("stderr lacks %s: %s", want, p)
+					}
+				})
+			}
+		})
+	}
+}
