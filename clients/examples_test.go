@@ -12,6 +12,7 @@ package clients_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +30,8 @@ import (
 
 	"github.com/leasehold/leasehold/internal/servertest/lockserver"
 	"github.com/leasehold/leasehold/internal/testutil"
+	"github.com/leasehold/leasehold/internal/tlsfront"
+	"github.com/leasehold/leasehold/internal/tlstest"
 	"github.com/leasehold/leasehold/server"
 )
 
@@ -431,6 +435,70 @@ func TestExamplesPassword(t *testing.T) {
 						!(lang == "python" && want == "WRONGPASS" && strings.Contains(p.stderr.String(), "invalid username-password pair")) &&
 						!(lang == "python" && want == "NOAUTH" && strings.Contains(p.stderr.String(), "Authentication required")) {
 						t.Errorf("stderr lacks %s: %s", want, p)
+					}
+				})
+			}
+		})
+	}
+}
+
+// tlsServer is a server with a password behind a TLS front that wants a
+// client certificate, and the environment that reaches it, as the examples
+// and the scripts read it.
+type tlsServer struct {
+	*lockServer
+	front *tlsfront.Front
+	certs *tlstest.Files
+	env   []string // LEASEHOLD_ADDR, the password and every TLS setting
+}
+
+func startTLSServer(t *testing.T, password string) *tlsServer {
+	t.Helper()
+	ts := startServerWith(t, func(c *server.Config) { c.RequirePass = password })
+	certs := tlstest.New(t, t.TempDir())
+	front := tlsfront.Start(t, certs, ts.Addr().String(), tls.RequireAndVerifyClientCert)
+	cert, key := certs.ClientCert(t, "example")
+	return &tlsServer{lockServer: ts, front: front, certs: certs, env: []string{
+		"LEASEHOLD_ADDR=" + front.Addr(), "LEASEHOLD_PASSWORD=" + password, "LEASEHOLD_TLS=1",
+		"LEASEHOLD_TLS_CACERT=" + certs.CACert, "LEASEHOLD_TLS_CERT=" + cert, "LEASEHOLD_TLS_KEY=" + key,
+	}}
+}
+
+// TestExamplesTLS runs both examples over TLS with a client certificate
+// and a password, and checks that they verify the server and refuse a TLS
+// setting without LEASEHOLD_TLS.
+func TestExamplesTLS(t *testing.T) {
+	t.Parallel()
+	const pw = "open sesame"
+	ts := startTLSServer(t, pw)
+	for _, lang := range []string{"python", "node"} {
+		t.Run(lang, func(t *testing.T) {
+			t.Parallel()
+			interp, script := example(t, lang)
+			key := "examples:tls:" + lang
+			p := start(t, testutil.Environ(ts.env...), "", interp, script, key).wait()
+			checkExample(t, p, key, lang)
+			if _, held := ts.Table().Status([]byte(key)); held {
+				t.Error("the example left its lock behind")
+			}
+			for _, tc := range []struct {
+				name string
+				env  []string
+				want string // in stderr
+			}{
+				// The test's CA is not among the system's (Node's).
+				{"unknown CA", []string{"LEASEHOLD_TLS_CACERT="}, map[string]string{"python": "certificate verify failed", "node": "unable to verify the first certificate"}[lang]},
+				{"no TLS", []string{"LEASEHOLD_TLS=0", "LEASEHOLD_TLS_CACERT=", "LEASEHOLD_TLS_CERT=", "LEASEHOLD_TLS_KEY="}, lang + " example:"},
+				{"TLS setting without TLS", []string{"LEASEHOLD_TLS="}, "LEASEHOLD_TLS_CACERT is a setting of TLS: set LEASEHOLD_TLS=1"},
+				{"not a boolean", []string{"LEASEHOLD_TLS=yes"}, "LEASEHOLD_TLS must be 1 or 0"},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					p := start(t, testutil.Environ(slices.Concat(ts.env, tc.env)...), "", interp, script, key).wait()
+					if p.exit != 1 || !strings.Contains(p.stderr.String(), tc.want) {
+						t.Fatalf("want exit 1 and %q on stderr; got %s", tc.want, p)
+					}
+					if strings.Contains(p.stdout.String()+p.stderr.String(), "sesame") {
+						t.Errorf("the password is printed: %s", p)
 					}
 				})
 			}

@@ -611,3 +611,44 @@ st leasehold_release k "$tok"
 		})
 	}
 }
+
+// TestLeaseholdShTLS runs the functions with redis-cli over TLS, with a
+// client certificate and a password, and leasehold_with_lock's COMMAND
+// reaching the server the same way when the caller set the TLS settings in
+// its shell only.
+func TestLeaseholdShTLS(t *testing.T) {
+	t.Parallel()
+	const pw = "s3cret"
+	sh := newShell(t)
+	ts := startTLSServer(t, pw)
+	sh.ts = ts.lockServer
+	p := sh.run(`
+st() { "$@" && echo "status 0" || echo "status $?"; }
+tok=$(leasehold_acquire k 30000) && echo "token $tok"
+st leasehold_verify k "$tok"
+st leasehold_release k "$tok"
+`, ts.env...)
+	expect(t, p, 0, "token {n}\nstatus 0\nstatus 0\n")
+	if ts.front.Handshakes() < 3 {
+		t.Errorf("%d TLS connections for 3 calls", ts.front.Handshakes())
+	}
+
+	// Shell variables, not exported: leasehold_with_lock exports them for
+	// COMMAND (the password, exported here, COMMAND inherits).
+	var settings strings.Builder
+	for _, kv := range ts.env {
+		if name, _, _ := strings.Cut(kv, "="); name != "LEASEHOLD_PASSWORD" && name != "LEASEHOLD_ADDR" {
+			fmt.Fprintf(&settings, "%s=%q\n", name, kv[len(name)+1:])
+			fmt.Fprintf(&settings, "export -n %s\n", name)
+		}
+	}
+	p = sh.run(settings.String()+`
+leasehold_with_lock w 30000 bash -c 'source "$LH"; leasehold_verify "$LEASEHOLD_KEY" "$LEASEHOLD_TOKEN" && echo "verified over $LEASEHOLD_TLS"'
+`, ts.env...)
+	expect(t, p, 0, "verified over 1\n")
+	sh.checkFree("w")
+
+	// Without TLS, against the TLS port: an error, not a hang.
+	p = sh.run(`rc=0; leasehold_acquire k 30000 || rc=$?; echo "status $rc"`, "LEASEHOLD_ADDR="+ts.front.Addr(), "LEASEHOLD_PASSWORD="+pw)
+	expect(t, p, 0, "status 2\n")
+}
