@@ -620,4 +620,9 @@ func TestClientCommandsAuth(t *testing.T) {
 			}
 		})
 	}
+	// run hands --user on to COMMAND, for a client command inside.
+	out, errOut, exit := run(t, []string{at, "LEASEHOLD_PASSWORD=" + pw}, "run", "--user", "default", "u", "--", "sh", "-c", `echo "user $LEASEHOLD_USER"`)
+	if exit != 0 || out != "user default\n" {
+		t.Errorf("run --user: exit %d, stdout %q, stderr %q; want COMMAND to see LEASEHOLD_USER=default", exit, out, errOut)
+	}
 }
