@@ -414,3 +414,45 @@ func TestRedisCliTLS(t *testing.T) {
 }
 
 func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }
+
+// TestTLSWaitAndEvents checks the replies that leave outside a command's
+// own turn go through TLS too: a WAIT granted when another client
+// releases, and a lock event to a subscriber.
+func TestTLSWaitAndEvents(t *testing.T) {
+	f := tlstest.New(t, t.TempDir())
+	ts := startServer(t, withTLS(f, "yes"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	holder := ts.tlsClient(f.ClientConfig(t, "holder"))
+	waiter := ts.tlsClient(f.ClientConfig(t, "waiter"), func(o *redis.Options) { o.ReadTimeout = 15 * time.Second })
+	listener := ts.tlsClient(f.ClientConfig(t, "listener"))
+
+	sub := listener.Subscribe(ctx, "__lock__:q")
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil { // the confirmation
+		t.Fatal(err)
+	}
+	tok, err := holder.Do(ctx, "ACQUIRE", "q", "30000").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := make(chan int64, 1)
+	go func() {
+		n, err := waiter.Do(ctx, "ACQUIRE", "q", "30000", "WAIT", "10000").Int64()
+		if err != nil {
+			t.Errorf("ACQUIRE ... WAIT over TLS: %v", err)
+		}
+		granted <- n
+	}()
+	testutil.Eventually(t, 5*time.Second, "the waiter parked", func() bool { return ts.stats.blocked.Load() == 1 })
+	if err := holder.Do(ctx, "RELEASE", "q", tok).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if next := <-granted; next <= tok {
+		t.Errorf("the waiter got token %d after %d", next, tok)
+	}
+	msg, err := sub.ReceiveMessage(ctx)
+	if err != nil || !strings.HasPrefix(msg.Payload, "acquired ") {
+		t.Fatalf("first event over TLS: %v, %v; want acquired", msg, err)
+	}
+}
