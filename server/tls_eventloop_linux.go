@@ -33,6 +33,9 @@ func adoptTLS(c *conn, tc *tlsConn) {
 // tls.Conn has, reading the socket as it needs; protocol.ErrWouldBlock
 // once the socket has nothing more.
 func (c *conn) tlsRead(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
 	t := c.tlsConn.tr
 	for {
 		n, err := c.tlsConn.Read(p)

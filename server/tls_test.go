@@ -456,3 +456,27 @@ func TestTLSWaitAndEvents(t *testing.T) {
 		t.Fatalf("first event over TLS: %v, %v; want acquired", msg, err)
 	}
 }
+
+// TestTLSCloseDuringHandshake checks Close does not wait for a handshake
+// in progress to time out.
+func TestTLSCloseDuringHandshake(t *testing.T) {
+	f := tlstest.New(t, t.TempDir())
+	ts := startServer(t, withTLS(f, "yes"), func(c *Config) { c.TLS.HandshakeTimeout = time.Minute })
+	silent, err := net.Dial("tcp", ts.TLSAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	testutil.Eventually(t, 5*time.Second, "the handshake started", func() bool {
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		return ts.tls.handshaking == 1
+	})
+	start := time.Now()
+	if err := ts.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("Close took %s with a handshake in progress", took)
+	}
+}
