@@ -39,6 +39,12 @@ type conn struct {
 	fd   int      // event-loop transport: a non-blocking socket owned by loop
 	loop *ioLoop
 
+	// TLS (tls.go): the event loop reads and writes through tlsConn, nil
+	// for a plain connection; tlsCN is the verified client certificate's
+	// common name on either transport, "" for none.
+	tlsConn *tlsConn
+	tlsCN   string
+
 	// Owned by whoever runs the connection's commands.
 	name, libName, libVer string
 	authed                bool                       // AUTH succeeded, or the server has no password (auth.go)

@@ -24,7 +24,8 @@ import (
 func newGoroutineConn(s *Server, nc net.Conn) *conn {
 	c := newConn(s, nc.RemoteAddr().String(), nc.LocalAddr().String())
 	c.nc = nc
-	if sc, ok := nc.(syscall.Conn); ok {
+	c.tlsCN = peerCN(nc)
+	if sc, ok := nc.(syscall.Conn); ok { // not a *tlsConn, whose writes must be encrypted
 		c.raw, _ = sc.SyscallConn()
 	}
 	c.outDrained.L = &c.wmu
