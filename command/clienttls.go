@@ -25,9 +25,9 @@ func clientFlagsTLS() []cli.Flag {
 	}
 }
 
-// tlsFileFlags are the TLS flags that take a value, in the order the
+// tlsValueFlags are the client TLS flags that take a value, in the order the
 // environment of run's COMMAND gets them.
-var tlsFileFlags = []string{"cacert", "cert", "key", "sni"}
+var tlsValueFlags = []string{"cacert", "cert", "key", "sni"}
 
 // clientTLS builds the TLS settings of --tls and its options for a
 // connection to addr; nil without --tls. The options without --tls are a
@@ -35,7 +35,7 @@ var tlsFileFlags = []string{"cacert", "cert", "key", "sni"}
 // in plain text (redis-cli ignores them).
 func clientTLS(c *cli.Context, addr string) (*tls.Config, error) {
 	if !c.Bool("tls") {
-		for _, name := range tlsFileFlags {
+		for _, name := range tlsValueFlags {
 			if c.String(name) != "" {
 				return nil, usageError("--%s (or LEASEHOLD_TLS_%s) is an option of TLS: add --tls (or set LEASEHOLD_TLS=1)", name, strings.ToUpper(name))
 			}
@@ -83,7 +83,7 @@ func tlsEnviron(c *cli.Context) []string {
 		return nil
 	}
 	out := []string{"LEASEHOLD_TLS=1"}
-	for _, name := range tlsFileFlags {
+	for _, name := range tlsValueFlags {
 		out = append(out, "LEASEHOLD_TLS_"+strings.ToUpper(name)+"="+c.String(name))
 	}
 	insecure := ""
