@@ -12,7 +12,6 @@ package clients_test
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -30,7 +29,6 @@ import (
 
 	"github.com/leasehold/leasehold/internal/servertest/lockserver"
 	"github.com/leasehold/leasehold/internal/testutil"
-	"github.com/leasehold/leasehold/internal/tlsfront"
 	"github.com/leasehold/leasehold/internal/tlstest"
 	"github.com/leasehold/leasehold/server"
 )
@@ -442,24 +440,27 @@ func TestExamplesPassword(t *testing.T) {
 	}
 }
 
-// tlsServer is a server with a password behind a TLS front that wants a
-// client certificate, and the environment that reaches it, as the examples
-// and the scripts read it.
+// tlsServer is a server with a password and a TLS listener that wants a
+// client certificate, and the environment that reaches the TLS listener,
+// as the examples and the scripts read it.
 type tlsServer struct {
 	*lockServer
-	front *tlsfront.Front
 	certs *tlstest.Files
 	env   []string // LEASEHOLD_ADDR, the password and every TLS setting
 }
 
 func startTLSServer(t *testing.T, password string) *tlsServer {
 	t.Helper()
-	ts := startServerWith(t, func(c *server.Config) { c.RequirePass = password })
 	certs := tlstest.New(t, t.TempDir())
-	front := tlsfront.Start(t, certs, ts.Addr().String(), tls.RequireAndVerifyClientCert)
+	ts := startServerWith(t, func(c *server.Config) {
+		c.RequirePass = password
+		c.TLS.Addr = "127.0.0.1:0"
+		c.TLS.CertFile, c.TLS.KeyFile, c.TLS.CACertFile = certs.ServerCert, certs.ServerKey, certs.CACert
+		c.TLS.AuthClients = "yes"
+	})
 	cert, key := certs.ClientCert(t, "example")
-	return &tlsServer{lockServer: ts, front: front, certs: certs, env: []string{
-		"LEASEHOLD_ADDR=" + front.Addr(), "LEASEHOLD_PASSWORD=" + password, "LEASEHOLD_TLS=1",
+	return &tlsServer{lockServer: ts, certs: certs, env: []string{
+		"LEASEHOLD_ADDR=" + ts.TLSAddr().String(), "LEASEHOLD_PASSWORD=" + password, "LEASEHOLD_TLS=1",
 		"LEASEHOLD_TLS_CACERT=" + certs.CACert, "LEASEHOLD_TLS_CERT=" + cert, "LEASEHOLD_TLS_KEY=" + key,
 	}}
 }

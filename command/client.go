@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"time"
@@ -243,6 +244,11 @@ func checkTTL(c *cli.Context) (time.Duration, error) {
 func failure(c *cli.Context, err error) error {
 	if sig := interruptedBy(c.Context); sig != nil {
 		return exitWith(signalStatus(sig), nil)
+	}
+	if errors.Is(err, io.EOF) && !c.Bool("tls") {
+		// A TLS port closes a connection that does not open with a
+		// handshake: go-redis says only EOF.
+		err = fmt.Errorf("%w (the server closed the connection: if it is a TLS port, add --tls)", err)
 	}
 	return exitWith(exitFailure, err)
 }

@@ -3,20 +3,18 @@
 package command
 
 import (
-	"crypto/tls"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/leasehold/leasehold/internal/tlsfront"
 	"github.com/leasehold/leasehold/internal/tlstest"
 )
 
 // TestClientCommandsTLS runs client commands with TLS, from flags and from
-// the environment, against a TLS server that wants a client certificate
-// (in front of a `leasehold serve --requirepass-file`), and checks that what
+// the environment, against `leasehold serve --tls-addr --requirepass-file`
+// wanting a client certificate, and checks that what
 // is missing or wrong fails with exit status 2.
 func TestClientCommandsTLS(t *testing.T) {
 	t.Parallel()
@@ -26,8 +24,12 @@ func TestClientCommandsTLS(t *testing.T) {
 	if err := os.WriteFile(pwFile, []byte(pw+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, plain := serveBinary(t, serveArgs("--requirepass-file", pwFile))
-	addr := tlsfront.Start(t, certs, plain, tls.RequireAndVerifyClientCert).Addr()
+	// TLS only (--addr ""), wanting a client certificate (--tls-auth-clients
+	// yes, the default).
+	_, addr := serveBinary(t, func(addr string) ([]string, []string) {
+		return nil, []string{"serve", "--addr", "", "--tls-addr", addr, "--log-format", "json", "--requirepass-file", pwFile,
+			"--tls-cert-file", certs.ServerCert, "--tls-key-file", certs.ServerKey, "--tls-ca-cert-file", certs.CACert}
+	})
 	cert, key := certs.ClientCert(t, "ops")
 	base := []string{"LEASEHOLD_ADDR=" + addr, "LEASEHOLD_PASSWORD=" + pw}
 	tlsEnv := slices.Concat([]string{"LEASEHOLD_TLS=1", "LEASEHOLD_TLS_CACERT=" + certs.CACert, "LEASEHOLD_TLS_CERT=" + cert, "LEASEHOLD_TLS_KEY=" + key}, base)
@@ -50,7 +52,7 @@ func TestClientCommandsTLS(t *testing.T) {
 		{"run", slices.Concat([]string{"BIN=" + binary}, base), slices.Concat([]string{"run"}, tlsFlags,
 			[]string{"e", "--", "sh", "-c", `"$BIN" verify "$LEASEHOLD_KEY" "$LEASEHOLD_TOKEN"`}), 0, "true"},
 
-		{"no TLS", base, []string{"acquire", "f"}, exitFailure, ""},
+		{"no TLS", base, []string{"acquire", "f"}, exitFailure, "EOF (the server closed the connection: if it is a TLS port, add --tls)"},
 		{"system CAs", base, []string{"acquire", "--tls", "--cert", cert, "--key", key, "f"}, exitFailure, "certificate signed by unknown authority"},
 		{"wrong name", base, slices.Concat([]string{"acquire", "--sni", "locks.elsewhere", "f"}, tlsFlags), exitFailure, "not locks.elsewhere"},
 		{"no client certificate", base, []string{"acquire", "--tls", "--cacert", certs.CACert, "f"}, exitFailure, ""},
