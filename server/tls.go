@@ -21,8 +21,9 @@ import (
 // tls-auth-clients says. A connection's handshake runs on a goroutine the
 // Server owns, bounded by TLSConfig.HandshakeTimeout; then the connection
 // goes to its transport like a plain one. The goroutine transport reads
-// and writes through the tls.Conn; the event loop feeds it the socket's
-// bytes from memory (see tlsTransport and tls_eventloop_linux.go).
+// through the tls.Conn from the socket and seals its replies in memory;
+// the event loop feeds the tls.Conn the socket's bytes from memory and
+// sends what it seals (see tlsTransport and tls_eventloop_linux.go).
 
 // TLSConfig is Config's TLS part.
 type TLSConfig struct {
@@ -269,10 +270,10 @@ type tlsConn struct {
 	tr *tlsTransport
 }
 
-// Close closes the socket without a close_notify alert, as Redis does: a
-// client that does not read would hold up the close otherwise (crypto/tls
-// gives the alert up to 5 s), and the alert adds nothing a lock client
-// needs after a QUIT or a refusal.
+// Close closes the socket without a close_notify alert: a client that
+// does not read would hold up the close otherwise (crypto/tls gives the
+// alert up to 5 s, under the lock a blocked write holds), and the alert
+// adds nothing a lock client needs after a QUIT or a refusal.
 func (c *tlsConn) Close() error { return c.tr.Conn.Close() }
 
 // peerCN is the common name of nc's client certificate, verified in the
