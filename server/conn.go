@@ -39,9 +39,10 @@ type conn struct {
 	fd   int      // event-loop transport: a non-blocking socket owned by loop
 	loop *ioLoop
 
-	// TLS (tls.go): the event loop reads and writes through tlsConn, nil
-	// for a plain connection; tlsCN is the verified client certificate's
-	// common name on either transport, "" for none.
+	// TLS (tls.go): tlsConn is the connection's TLS, nil for a plain one;
+	// the event loop reads and writes through it in memory, the goroutine
+	// transport seals its replies with it (writeSocketTLS). tlsCN is the
+	// verified client certificate's common name, "" for none.
 	tlsConn *tlsConn
 	tlsCN   string
 

@@ -9,7 +9,9 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -19,8 +21,9 @@ import (
 // tls-auth-clients says. A connection's handshake runs on a goroutine the
 // Server owns, bounded by TLSConfig.HandshakeTimeout; then the connection
 // goes to its transport like a plain one. The goroutine transport reads
-// and writes through the tls.Conn; the event loop feeds it the socket's
-// bytes from memory (see tlsTransport and tls_eventloop_linux.go).
+// through the tls.Conn from the socket and seals its replies in memory;
+// the event loop feeds the tls.Conn the socket's bytes from memory and
+// sends what it seals (see tlsTransport and tls_eventloop_linux.go).
 
 // TLSConfig is Config's TLS part.
 type TLSConfig struct {
@@ -267,10 +270,10 @@ type tlsConn struct {
 	tr *tlsTransport
 }
 
-// Close closes the socket without a close_notify alert, as Redis does: a
-// client that does not read would hold up the close otherwise (crypto/tls
-// gives the alert up to 5 s), and the alert adds nothing a lock client
-// needs after a QUIT or a refusal.
+// Close closes the socket without a close_notify alert: a client that
+// does not read would hold up the close otherwise (crypto/tls gives the
+// alert up to 5 s, under the lock a blocked write holds), and the alert
+// adds nothing a lock client needs after a QUIT or a refusal.
 func (c *tlsConn) Close() error { return c.tr.Conn.Close() }
 
 // peerCN is the common name of nc's client certificate, verified in the
@@ -308,19 +311,27 @@ func (tlsWouldBlock) Error() string   { return "server: tls: would block" }
 func (tlsWouldBlock) Timeout() bool   { return false }
 func (tlsWouldBlock) Temporary() bool { return true }
 
-// tlsTransport is what a tls.Conn reads and writes. During the handshake,
-// and for the goroutine transport's whole connection, it is the socket.
-// Once an event loop adopts the connection (adoptTLS) the socket belongs
-// to the loop, and the transport is memory: Read hands out the bytes the
-// loop read from the socket into in, and says errTLSWouldBlock when they
-// are spent; Write collects records in out for the loop to send.
+// tlsTransport is what a tls.Conn reads and writes. During the handshake
+// it is the socket. Once an event loop adopts the connection (adoptTLS)
+// the socket belongs to the loop, and the transport is memory: Read hands
+// out the bytes the loop read from the socket into in, and says
+// errTLSWouldBlock when they are spent; Write collects records in out for
+// the loop to send. On the goroutine transport (sealWithTLS) reads go to
+// the socket, and writes to out, which the connection sends as it sends a
+// plain connection's replies (writeSocketTLS).
 type tlsTransport struct {
 	net.Conn
-	memory  bool
-	in      []byte // event loop: socket bytes crypto/tls has yet to take
-	inBuf   []byte // in's storage
-	readErr error  // event loop: the socket's end (io.EOF) or failure, once met
-	out     []byte // event loop: records crypto/tls wrote, for the socket
+	memory      bool   // event loop: reads and writes are memory
+	writeMemory bool   // goroutine transport: writes are
+	in          []byte // event loop: socket bytes crypto/tls has yet to take
+	inBuf       []byte // in's storage
+	readErr     error  // event loop: the socket's end (io.EOF) or failure, once met
+
+	// mu guards out: on the goroutine transport, crypto/tls may write an
+	// alert or a KeyUpdate's answer from the reading goroutine while the
+	// connection's replies are sealed under its wmu.
+	mu  sync.Mutex
+	out []byte // records crypto/tls wrote, for the socket
 }
 
 func (t *tlsTransport) Read(p []byte) (int, error) {
@@ -339,9 +350,59 @@ func (t *tlsTransport) Read(p []byte) (int, error) {
 }
 
 func (t *tlsTransport) Write(p []byte) (int, error) {
-	if !t.memory {
+	if !t.memory && !t.writeMemory {
 		return t.Conn.Write(p)
 	}
+	t.mu.Lock()
 	t.out = append(t.out, p...)
+	t.mu.Unlock()
 	return len(p), nil
+}
+
+// takeOut hands the records written so far to send, which must not keep
+// them, and keeps out's storage unless a large reply grew it.
+func (t *tlsTransport) takeOut(send func([]byte) error) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	err := send(t.out)
+	t.out = t.out[:0]
+	if cap(t.out) > 4*tlsRecordRoom {
+		t.out = nil
+	}
+	return err
+}
+
+// tlsRecordRoom is a record of the largest size with room to spare.
+const tlsRecordRoom = 32 << 10
+
+// sealWithTLS has the goroutine transport's conn c write through tc: its
+// replies are sealed into records in memory and sent on the socket, without
+// blocking, as a plain connection's are (writeSocket), rather than by a
+// blocking tls.Conn.Write.
+func (c *conn) sealWithTLS(tc *tlsConn) {
+	c.tlsConn = tc
+	c.tlsCN = peerCN(tc)
+	tc.tr.writeMemory = true
+	if sc, ok := tc.tr.Conn.(syscall.Conn); ok {
+		c.raw, _ = sc.SyscallConn()
+	}
+}
+
+// writeSocketTLS is writeSocket for a TLS connection on the goroutine
+// transport; the caller holds wmu.
+func (c *conn) writeSocketTLS(p []byte, pubsub bool) error {
+	if _, err := c.tlsConn.Write(p); err != nil {
+		return err
+	}
+	return c.tlsConn.tr.takeOut(func(records []byte) error { return c.writeSocketRaw(records, pubsub) })
+}
+
+// socket is where the goroutine transport's writer sends the bytes
+// writeSocket queued: the socket itself, under TLS as well, since they are
+// sealed already.
+func (c *conn) socket() net.Conn {
+	if c.tlsConn != nil {
+		return c.tlsConn.tr.Conn
+	}
+	return c.nc
 }

@@ -17,10 +17,6 @@ import (
 // pending output, read-ahead and output limits see ciphertext and work as
 // for a plain connection.
 
-// tlsReadChunk is how much of the socket one read takes: a whole record
-// of the largest size with room to spare.
-const tlsReadChunk = 32 << 10
-
 // adoptTLS makes the event loop's conn c, adopted from tc's socket, read
 // and write through tc in memory.
 func adoptTLS(c *conn, tc *tlsConn) {
@@ -39,9 +35,7 @@ func (c *conn) tlsRead(p []byte) (int, error) {
 	t := c.tlsConn.tr
 	for {
 		n, err := c.tlsConn.Read(p)
-		if len(t.out) > 0 {
-			c.tlsSend() // a post-handshake reply, such as a KeyUpdate's
-		}
+		c.tlsSend() // a post-handshake reply, such as a KeyUpdate's, if any
 		if n > 0 {
 			return n, nil
 		}
@@ -52,7 +46,7 @@ func (c *conn) tlsRead(p []byte) (int, error) {
 			return 0, err
 		}
 		if t.inBuf == nil {
-			t.inBuf = make([]byte, tlsReadChunk)
+			t.inBuf = make([]byte, tlsRecordRoom)
 		}
 		m, rerr := rawRead(c.fd, t.inBuf)
 		switch {
@@ -90,11 +84,11 @@ func (c *conn) tlsWrite(p []byte) (int, error) {
 
 // tlsSend sends the records the tls.Conn wrote into its transport.
 func (c *conn) tlsSend() error {
-	t := c.tlsConn.tr
-	_, err := loopWriter{c}.writeRaw(t.out)
-	t.out = t.out[:0]
-	if cap(t.out) > tlsReadChunk*4 {
-		t.out = nil // a big pipeline's reply: do not keep its storage
-	}
-	return err
+	return c.tlsConn.tr.takeOut(func(records []byte) error {
+		if len(records) == 0 {
+			return nil
+		}
+		_, err := loopWriter{c}.writeRaw(records)
+		return err
+	})
 }
