@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/servertest/lockserver"
 	"github.com/leasehold/leasehold/internal/testutil"
+	"github.com/leasehold/leasehold/internal/tlstest"
 	"github.com/leasehold/leasehold/server"
 )
 
@@ -368,5 +370,139 @@ func TestNodeExample(t *testing.T) {
 	p = start(t, testutil.Environ("LEASEHOLD_ADDR=127.0.0.1"), "", node, script).wait()
 	if p.exit != 1 || !strings.Contains(p.stderr.String(), `node example: LEASEHOLD_ADDR must be HOST:PORT, got "127.0.0.1"`) {
 		t.Fatalf("node example with an address without a port: %s", p)
+	}
+}
+
+// example finds the interpreter and the script of the example in lang
+// ("python" or "node"), skipping the test without them.
+func example(t *testing.T, lang string) (interp, script string) {
+	t.Helper()
+	switch lang {
+	case "python":
+		return python(t), repoPath(t, "clients/python/example.py")
+	case "node":
+		node := lookTool(t, "node", "nodejs")
+		if _, err := os.Stat(repoPath(t, "clients/node") + "/node_modules/redis/package.json"); err != nil {
+			missing(t, "clients/node/node_modules has no redis package (npm ci in clients/node)")
+		}
+		return node, repoPath(t, "clients/node/example.js")
+	}
+	t.Fatalf("no example in %s", lang)
+	return "", ""
+}
+
+// TestExamplesPassword runs both examples against a server with a password,
+// which they read from the environment as the leasehold binary does, and
+// checks that they never print it.
+func TestExamplesPassword(t *testing.T) {
+	t.Parallel()
+	const pw = "open sesame"
+	ts := startServerWith(t, func(c *server.Config) { c.RequirePass = pw })
+	for _, lang := range []string{"python", "node"} {
+		t.Run(lang, func(t *testing.T) {
+			t.Parallel()
+			interp, script := example(t, lang)
+			for _, tc := range []struct {
+				name string
+				env  []string
+				fail string // in stderr; "" for success
+			}{
+				{"LEASEHOLD_PASSWORD", []string{"LEASEHOLD_PASSWORD=" + pw}, ""},
+				{"REDISCLI_AUTH", []string{"REDISCLI_AUTH=" + pw}, ""},
+				{"user", []string{"LEASEHOLD_PASSWORD=" + pw, "LEASEHOLD_USER=default", "REDISCLI_AUTH=wrong"}, ""},
+				{"wrong password", []string{"LEASEHOLD_PASSWORD=wrong " + pw}, "WRONGPASS"},
+				{"unknown user", []string{"LEASEHOLD_PASSWORD=" + pw, "LEASEHOLD_USER=mallory"}, "WRONGPASS"},
+				{"none", nil, "NOAUTH"},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					key := "examples:auth:" + lang + ":" + strings.ReplaceAll(tc.name, " ", "-")
+					p := start(t, testutil.Environ(append([]string{"LEASEHOLD_ADDR=" + ts.Addr().String()}, tc.env...)...), "", interp, script, key).wait()
+					if strings.Contains(p.stdout.String()+p.stderr.String(), "sesame") {
+						t.Errorf("the password is printed: %s", p)
+					}
+					if tc.fail == "" {
+						checkExample(t, p, key, lang)
+						return
+					}
+					if p.exit != 1 || !strings.Contains(p.stderr.String(), lang+" example:") {
+						t.Fatalf("want exit 1 and the reason; got %s", p)
+					}
+					// redis-py turns WRONGPASS into AuthenticationError with
+					// its own text.
+					if want := tc.fail; !strings.Contains(p.stderr.String(), want) &&
+						!(lang == "python" && want == "WRONGPASS" && strings.Contains(p.stderr.String(), "invalid username-password pair")) &&
+						!(lang == "python" && want == "NOAUTH" && strings.Contains(p.stderr.String(), "Authentication required")) {
+						t.Errorf("stderr lacks %s: %s", want, p)
+					}
+				})
+			}
+		})
+	}
+}
+
+// tlsServer is a server with a password and a TLS listener that wants a
+// client certificate, and the environment that reaches the TLS listener,
+// as the examples and the scripts read it.
+type tlsServer struct {
+	*lockServer
+	certs *tlstest.Files
+	env   []string // LEASEHOLD_ADDR, the password and every TLS setting
+}
+
+func startTLSServer(t *testing.T, password string) *tlsServer {
+	t.Helper()
+	certs := tlstest.New(t, t.TempDir())
+	ts := startServerWith(t, func(c *server.Config) {
+		c.RequirePass = password
+		c.TLS.Addr = "127.0.0.1:0"
+		c.TLS.CertFile, c.TLS.KeyFile, c.TLS.CACertFile = certs.ServerCert, certs.ServerKey, certs.CACert
+		c.TLS.AuthClients = "yes"
+	})
+	cert, key := certs.ClientCert(t, "example")
+	return &tlsServer{lockServer: ts, certs: certs, env: []string{
+		"LEASEHOLD_ADDR=" + ts.TLSAddr().String(), "LEASEHOLD_PASSWORD=" + password, "LEASEHOLD_TLS=1",
+		"LEASEHOLD_TLS_CACERT=" + certs.CACert, "LEASEHOLD_TLS_CERT=" + cert, "LEASEHOLD_TLS_KEY=" + key,
+	}}
+}
+
+// TestExamplesTLS runs both examples over TLS with a client certificate
+// and a password, and checks that they verify the server and refuse a TLS
+// setting without LEASEHOLD_TLS.
+func TestExamplesTLS(t *testing.T) {
+	t.Parallel()
+	const pw = "open sesame"
+	ts := startTLSServer(t, pw)
+	for _, lang := range []string{"python", "node"} {
+		t.Run(lang, func(t *testing.T) {
+			t.Parallel()
+			interp, script := example(t, lang)
+			key := "examples:tls:" + lang
+			p := start(t, testutil.Environ(ts.env...), "", interp, script, key).wait()
+			checkExample(t, p, key, lang)
+			if _, held := ts.Table().Status([]byte(key)); held {
+				t.Error("the example left its lock behind")
+			}
+			for _, tc := range []struct {
+				name string
+				env  []string
+				want string // in stderr
+			}{
+				// The test's CA is not among the system's (Node's).
+				{"unknown CA", []string{"LEASEHOLD_TLS_CACERT="}, map[string]string{"python": "certificate verify failed", "node": "unable to verify the first certificate"}[lang]},
+				{"no TLS", []string{"LEASEHOLD_TLS=0", "LEASEHOLD_TLS_CACERT=", "LEASEHOLD_TLS_CERT=", "LEASEHOLD_TLS_KEY="}, lang + " example:"},
+				{"TLS setting without TLS", []string{"LEASEHOLD_TLS="}, "LEASEHOLD_TLS_CACERT is a setting of TLS: set LEASEHOLD_TLS=1"},
+				{"not a boolean", []string{"LEASEHOLD_TLS=yes"}, "LEASEHOLD_TLS must be 1 or 0"},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					p := start(t, testutil.Environ(slices.Concat(ts.env, tc.env)...), "", interp, script, key).wait()
+					if p.exit != 1 || !strings.Contains(p.stderr.String(), tc.want) {
+						t.Fatalf("want exit 1 and %q on stderr; got %s", tc.want, p)
+					}
+					if strings.Contains(p.stdout.String()+p.stderr.String(), "sesame") {
+						t.Errorf("the password is printed: %s", p)
+					}
+				})
+			}
+		})
 	}
 }

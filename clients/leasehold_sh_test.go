@@ -269,6 +269,54 @@ func TestLeaseholdShAddress(t *testing.T) {
 	}
 }
 
+// TestLeaseholdShTLSOptions checks the redis-cli options the TLS settings
+// become, with a redis-cli that shows its arguments, and that a setting
+// without LEASEHOLD_TLS is refused rather than sent in plain text.
+func TestLeaseholdShTLSOptions(t *testing.T) {
+	t.Parallel()
+	bash := lookTool(t, "bash", "bash")
+	lib := repoPath(t, "scripts/leasehold.sh")
+	const fakeCLI = `redis-cli() { echo "redis-cli $*" >&2; echo 42; }` + "\n"
+	const plain = "redis-cli -h 127.0.0.1 -p 7379 --raw ACQUIRE d 30000\n"
+	for _, c := range []struct {
+		name string
+		env  []string
+		exit int
+		says string // on stderr
+	}{
+		{"none", nil, 0, plain},
+		{"off", []string{"LEASEHOLD_TLS=0"}, 0, plain},
+		{"on", []string{"LEASEHOLD_TLS=1"}, 0, "redis-cli -h 127.0.0.1 -p 7379 --tls --raw ACQUIRE"},
+		{"every setting", []string{"LEASEHOLD_TLS=true", "LEASEHOLD_TLS_CACERT=/ca dir/ca.crt", "LEASEHOLD_TLS_CERT=c.crt",
+			"LEASEHOLD_TLS_KEY=c.key", "LEASEHOLD_TLS_SNI=locks.internal", "LEASEHOLD_TLS_INSECURE=1", "LEASEHOLD_USER=alice"}, 0,
+			"redis-cli -h 127.0.0.1 -p 7379 --user alice --tls --cacert /ca dir/ca.crt --cert c.crt --key c.key --sni locks.internal --insecure --raw ACQUIRE"},
+		{"insecure off", []string{"LEASEHOLD_TLS=1", "LEASEHOLD_TLS_INSECURE=0"}, 0, "-p 7379 --tls --raw"},
+		{"not a boolean", []string{"LEASEHOLD_TLS=yes"}, 2, "leasehold_acquire: LEASEHOLD_TLS must be 1 or 0, got 'yes'\n"},
+		{"CA without TLS", []string{"LEASEHOLD_TLS_CACERT=ca.crt"}, 2, "leasehold_acquire: LEASEHOLD_TLS_CACERT is a setting of TLS: set LEASEHOLD_TLS=1\n"},
+		{"insecure without TLS", []string{"LEASEHOLD_TLS=0", "LEASEHOLD_TLS_INSECURE=1"}, 2, "LEASEHOLD_TLS_INSECURE is a setting of TLS"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			p := start(t, testutil.Environ(append([]string{"LH=" + lib}, c.env...)...), "", bash, "-c",
+				"set -euo pipefail\nsource \"$LH\"\n"+fakeCLI+"rc=0; leasehold_acquire d 30000 || rc=$?\necho \"status $rc\"\n").wait()
+			want := fmt.Sprintf("status %d\n", c.exit)
+			if c.exit == 0 {
+				want = "42\n" + want
+			}
+			if p.stdout.String() != want || !strings.Contains(p.stderr.String(), c.says) {
+				t.Errorf("want stdout %q and %q on stderr; got %s", want, c.says, p)
+			}
+		})
+	}
+	// leasehold_with_lock checks them before anything else, and exports
+	// them to COMMAND.
+	p := start(t, testutil.Environ("LH="+lib, "LEASEHOLD_TLS_CERT=c.crt"), "", bash, "-c",
+		"source \"$LH\"\n"+fakeCLI+"leasehold_with_lock k 30000 echo ran\n").wait()
+	if p.exit != 2 || p.stdout.String() != "" || strings.Contains(p.stderr.String(), "redis-cli -h") {
+		t.Errorf("with_lock and LEASEHOLD_TLS_CERT alone: %s", p)
+	}
+}
+
 // TestLeaseholdShWithLockBinary: under leasehold_with_lock, as under
 // leasehold run, the leasehold binary reaches the same server with no
 // address given: LEASEHOLD_ADDR is in the command's environment, even when
@@ -562,4 +610,42 @@ st leasehold_release k "$tok"
 			expect(t, p, 0, tc.want)
 		})
 	}
+}
+
+// TestLeaseholdShTLS runs the functions with redis-cli over TLS, with a
+// client certificate and a password, and leasehold_with_lock's COMMAND
+// reaching the server the same way when the caller set the TLS settings in
+// its shell only.
+func TestLeaseholdShTLS(t *testing.T) {
+	t.Parallel()
+	const pw = "s3cret"
+	sh := newShell(t)
+	ts := startTLSServer(t, pw)
+	sh.ts = ts.lockServer
+	p := sh.run(`
+st() { "$@" && echo "status 0" || echo "status $?"; }
+tok=$(leasehold_acquire k 30000) && echo "token $tok"
+st leasehold_verify k "$tok"
+st leasehold_release k "$tok"
+`, ts.env...)
+	expect(t, p, 0, "token {n}\nstatus 0\nstatus 0\n")
+
+	// Shell variables, not exported: leasehold_with_lock exports them for
+	// COMMAND (the password, exported here, COMMAND inherits).
+	var settings strings.Builder
+	for _, kv := range ts.env {
+		if name, _, _ := strings.Cut(kv, "="); name != "LEASEHOLD_PASSWORD" && name != "LEASEHOLD_ADDR" {
+			fmt.Fprintf(&settings, "%s=%q\n", name, kv[len(name)+1:])
+			fmt.Fprintf(&settings, "export -n %s\n", name)
+		}
+	}
+	p = sh.run(settings.String()+`
+leasehold_with_lock w 30000 bash -c 'source "$LH"; leasehold_verify "$LEASEHOLD_KEY" "$LEASEHOLD_TOKEN" && echo "verified over $LEASEHOLD_TLS"'
+`, ts.env...)
+	expect(t, p, 0, "verified over 1\n")
+	sh.checkFree("w")
+
+	// Without TLS, against the TLS port: an error, not a hang.
+	p = sh.run(`rc=0; leasehold_acquire k 30000 || rc=$?; echo "status $rc"`, "LEASEHOLD_ADDR="+ts.TLSAddr().String(), "LEASEHOLD_PASSWORD="+pw)
+	expect(t, p, 0, "status 2\n")
 }

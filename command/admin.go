@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,7 +15,8 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// The admin commands manage locks for scripts: create, delete, locks, info.
+// The admin commands manage locks for scripts: create, delete, locks, info;
+// and force-release, the operator's override.
 
 func jsonFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "json", Usage: "print the answer as JSON"}
@@ -215,6 +217,55 @@ func infoCmd(c *cli.Context) error {
 		return failure(c, err)
 	}
 	fmt.Fprint(c.App.Writer, strings.ReplaceAll(text, "\r\n", "\n"))
+	return nil
+}
+
+// forceReleaseCommand ends a lease whoever holds it.
+func forceReleaseCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "force-release",
+		Usage:     "end a stuck lease whoever holds it (the operator's override)",
+		ArgsUsage: "KEY [TOKEN]",
+		Description: "Ends, with FORCE-RELEASE, the lease TOKEN holds on KEY, or without TOKEN every\n" +
+			"lease of KEY and a lock-delay in progress, whoever holds them. Prints how many\n" +
+			"it ended. The holder is not told: its next renewal fails, as after an expiry,\n" +
+			"and the next grant's token is higher, so a fenced resource turns it away.\n\n" +
+			"Exit status: 0 some lease (or lock-delay) ended; 1 none did (no such lease or\n" +
+			"lock); 2 on an error.",
+		Flags:  []cli.Flag{clientFlagAddr()},
+		Action: forceReleaseCmd,
+	}
+}
+
+func forceReleaseCmd(c *cli.Context) error {
+	if c.NArg() < 1 || c.NArg() > 2 {
+		return usageError("force-release takes KEY [TOKEN], got %d arguments", c.NArg())
+	}
+	key := c.Args().Get(0)
+	var token uint64
+	if c.NArg() == 2 {
+		var err error
+		token, err = strconv.ParseUint(c.Args().Get(1), 10, 64)
+		if err != nil || token == 0 {
+			return usageError("token %q is not a fencing token (a positive integer)", c.Args().Get(1))
+		}
+	}
+	cl, _, err := newCLIClient(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	n, err := cl.ForceRelease(c.Context, key, token)
+	if err != nil {
+		return failure(c, err)
+	}
+	fmt.Fprintln(c.App.Writer, n)
+	if n == 0 {
+		if token != 0 {
+			return exitWith(exitNo, fmt.Errorf("token %d holds no lease of %q", token, key))
+		}
+		return exitWith(exitNo, fmt.Errorf("no lease of %q to end", key))
+	}
 	return nil
 }
 

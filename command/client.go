@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"time"
@@ -34,14 +35,14 @@ func acquireFlags() []cli.Flag {
 }
 
 // clientCommands are the commands that talk to a server; each takes
-// --user (clientFlagUser).
+// --user (clientFlagUser) and the TLS flags (clientFlagsTLS).
 func clientCommands() []*cli.Command {
 	cmds := []*cli.Command{
 		runCommand(), acquireCommand(), verifyCommand(), releaseCommand(), extendCommand(), statusCommand(),
-		createCommand(), deleteCommand(), locksCommand(), infoCommand(),
+		createCommand(), deleteCommand(), locksCommand(), infoCommand(), forceReleaseCommand(),
 	}
 	for _, cmd := range cmds {
-		cmd.Flags = append(cmd.Flags, clientFlagUser())
+		cmd.Flags = append(append(cmd.Flags, clientFlagUser()), clientFlagsTLS()...)
 	}
 	return cmds
 }
@@ -109,12 +110,17 @@ func newCLIClient(c *cli.Context) (*leasehold.Client, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	tlsConfig, err := clientTLS(c, addr)
+	if err != nil {
+		return nil, "", err
+	}
 	// The command reports its errors itself; go-redis would log each
 	// failed dial too.
 	redis.SetLogger(quietLogger{})
 	cfg := leasehold.DefaultConfig()
 	cfg.Redis.Addr = addr
 	cfg.Redis.Username, cfg.Redis.Password = user, password
+	cfg.Redis.TLSConfig = tlsConfig
 	// One dial per attempt (go-redis's MaxRetries still retries): no server
 	// is reported in well under a second, not after twenty dials.
 	cfg.Redis.DialerRetries = 1
@@ -238,6 +244,11 @@ func checkTTL(c *cli.Context) (time.Duration, error) {
 func failure(c *cli.Context, err error) error {
 	if sig := interruptedBy(c.Context); sig != nil {
 		return exitWith(signalStatus(sig), nil)
+	}
+	if errors.Is(err, io.EOF) && !c.Bool("tls") {
+		// A TLS port closes a connection that does not open with a
+		// handshake: go-redis says only EOF.
+		err = fmt.Errorf("%w (the server closed the connection: if it is a TLS port, add --tls)", err)
 	}
 	return exitWith(exitFailure, err)
 }

@@ -159,6 +159,43 @@ func TestClientCommands(t *testing.T) {
 	}
 }
 
+// TestForceReleaseCommand ends a lease the command line did not take, by
+// its token and then every lease of a lock, and checks the exit statuses.
+func TestForceReleaseCommand(t *testing.T) {
+	t.Parallel()
+	_, addr := startServe(t)
+	rdb := client(t, addr)
+	at := []string{"LEASEHOLD_ADDR=" + addr}
+	expect := func(args []string, wantExit int, wantOut, wantErr string) {
+		t.Helper()
+		out, errOut, exit := run(t, at, args...)
+		if exit != wantExit || strings.TrimSpace(out) != wantOut || !strings.Contains(errOut, wantErr) {
+			t.Fatalf("leasehold %q: exit %d, stdout %q, stderr %q; want exit %d, stdout %q, stderr with %q", args, exit, out, errOut, wantExit, wantOut, wantErr)
+		}
+	}
+	n, err := rdb.Do(testCtx(t), "ACQUIRE", "stuck", 60000, "OWNER", "gone").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := strconv.FormatInt(n, 10)
+	expect([]string{"force-release", "stuck", "12345"}, exitNo, "0", `token 12345 holds no lease of "stuck"`)
+	expect([]string{"force-release", "stuck", tok}, 0, "1", "")
+	if n, _ := rdb.Do(testCtx(t), "VERIFY", "stuck", tok).Int(); n != 0 {
+		t.Fatalf("VERIFY after force-release: %d, want 0", n)
+	}
+	for _, owner := range []string{"r1", "r2"} {
+		if err := rdb.Do(testCtx(t), "ACQUIRE", "shared", 60000, "SHARED", "OWNER", owner).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect([]string{"force-release", "shared"}, 0, "2", "")
+	if st := lockStatus(t, rdb, "shared"); st != nil && st["state"] == "held" {
+		t.Fatalf("STATUS after force-release of every lease: %v", st)
+	}
+	expect([]string{"force-release", "shared"}, exitNo, "0", `no lease of "shared" to end`)
+	expect([]string{"force-release", "never-made"}, exitNo, "0", "")
+}
+
 func TestClientCommandsFail(t *testing.T) {
 	t.Parallel()
 	_, addr := startServe(t)
@@ -526,7 +563,7 @@ func TestHelpListsClientCommands(t *testing.T) {
 	if exit != 0 {
 		t.Fatalf("--help: exit %d", exit)
 	}
-	for _, name := range []string{"run", "acquire", "verify", "release", "extend", "status"} {
+	for _, name := range []string{"run", "acquire", "verify", "release", "extend", "status", "force-release"} {
 		if !strings.Contains(out, "   "+name+" ") {
 			t.Errorf("--help does not list %s:\n%s", name, out)
 		}
@@ -564,6 +601,8 @@ func TestClientCommandsAuth(t *testing.T) {
 		{"user", []string{"LEASEHOLD_PASSWORD=" + pw}, []string{"acquire", "--user", "default", "--ttl", "1s", "d"}, 0, ""},
 		{"user from the environment", []string{"LEASEHOLD_PASSWORD=" + pw, "LEASEHOLD_USER=default"}, []string{"acquire", "--ttl", "1s", "g"}, 0, ""},
 		{"run", []string{"LEASEHOLD_PASSWORD=" + pw}, []string{"run", "e", "--", "true"}, 0, ""},
+		{"force-release", []string{"LEASEHOLD_PASSWORD=" + pw}, []string{"force-release", "h"}, exitNo, `no lease of "h"`},
+		{"force-release without password", nil, []string{"force-release", "h"}, exitFailure, "NOAUTH Authentication required."},
 		{"no password", nil, []string{"acquire", "f"}, exitFailure, "NOAUTH Authentication required."},
 		{"wrong password", []string{"LEASEHOLD_PASSWORD=wrong"}, []string{"acquire", "f"}, exitFailure, "WRONGPASS"},
 		{"unknown user", []string{"LEASEHOLD_PASSWORD=" + pw}, []string{"verify", "--user", "bob", "f", "1"}, exitFailure, "WRONGPASS"},
@@ -580,5 +619,10 @@ func TestClientCommandsAuth(t *testing.T) {
 				t.Errorf("the password is echoed: stdout %q, stderr %q", out, errOut)
 			}
 		})
+	}
+	// run hands --user on to COMMAND, for a client command inside.
+	out, errOut, exit := run(t, []string{at, "LEASEHOLD_PASSWORD=" + pw}, "run", "--user", "default", "u", "--", "sh", "-c", `echo "user $LEASEHOLD_USER"`)
+	if exit != 0 || out != "user default\n" {
+		t.Errorf("run --user: exit %d, stdout %q, stderr %q; want COMMAND to see LEASEHOLD_USER=default", exit, out, errOut)
 	}
 }

@@ -21,6 +21,9 @@ func hangupReloads(srv *server.Server, cfg server.Config) []reload {
 	if cfg.ACLFile != "" {
 		rs = append(rs, reload{"acl file", srv.ReloadACL})
 	}
+	if cfg.TLS.Addr != "" {
+		rs = append(rs, reload{"tls certificates", srv.ReloadTLS})
+	}
 	return rs
 }
 

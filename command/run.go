@@ -145,6 +145,12 @@ func runCmd(c *cli.Context) error {
 		"LEASEHOLD_TOKEN="+strconv.FormatUint(lease.Token(), 10),
 		"LEASEHOLD_ADDR="+addr,
 	)
+	// How to reach the server, for a client command inside; the password is
+	// in the environment already (it is read from nowhere else).
+	if user := c.String("user"); user != "" {
+		env = append(env, "LEASEHOLD_USER="+user)
+	}
+	env = append(env, tlsEnviron(c)...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = env

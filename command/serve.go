@@ -20,8 +20,8 @@ import (
 // help text cannot drift from what the server does.
 func serveFlags() []cli.Flag {
 	def := server.DefaultConfig()
-	return []cli.Flag{
-		&cli.StringFlag{Name: "addr", Value: def.Addr, EnvVars: env("ADDR"), Usage: "TCP address to listen on, HOST:PORT"},
+	return append([]cli.Flag{
+		&cli.StringFlag{Name: "addr", Value: def.Addr, EnvVars: env("ADDR"), Usage: "TCP address to listen on, HOST:PORT; \"\" for none, with a TLS listener"},
 		&cli.IntFlag{Name: "shards", Value: def.Locker.Shards, EnvVars: env("SHARDS"), Usage: "lock table shards, a power of two; the default is 16 per CPU"},
 		&cli.DurationFlag{Name: "max-ttl", Value: def.Locker.MaxTTL, EnvVars: env("MAX_TTL"), Usage: "longest lease or default ttl a client may ask for"},
 		&cli.IntFlag{Name: "max-key-len", Value: def.Locker.MaxKeyLen, EnvVars: env("MAX_KEY_LEN"), Usage: fmt.Sprintf("longest lock name or owner id in bytes (at most %d)", locker.MaxKeyLenLimit)},
@@ -48,7 +48,7 @@ func serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "protected-mode", Value: yesNo(def.ProtectedMode), EnvVars: env("PROTECTED_MODE"), Usage: "yes or no; yes, without a password, refuses clients that are not on loopback, as Redis's protected mode"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"), Usage: "debug, info, warn or error"},
 		&cli.StringFlag{Name: "log-format", EnvVars: env("LOG_FORMAT"), Usage: "json or console (default: console when stderr is a terminal)"},
-	}
+	}, tlsFlags()...)
 }
 
 // needDataDir are serve's flags that mean nothing without --data-dir.
@@ -120,6 +120,9 @@ func serve(c *cli.Context) error {
 	default:
 		return usageError("invalid value %q for flag -protected-mode: want yes or no", v)
 	}
+	if cfg.TLS, err = tlsConfig(c, cfg.Addr); err != nil {
+		return cannotStart(err)
+	}
 	srv, err := server.New(cfg, log)
 	if err != nil {
 		return cannotStart(err)
@@ -127,7 +130,7 @@ func serve(c *cli.Context) error {
 	stopReloads := reloadOnHangup(log, hangupReloads(srv, cfg))
 	defer stopReloads()
 	if err := srv.ListenAndServe(c.Context); err != nil {
-		if srv.Addr() == nil { // Listen failed: the address is taken, say
+		if srv.Addr() == nil && srv.TLSAddr() == nil { // Listen failed: the address is taken, say
 			srv.Close() // the data directory, opened by New
 			return cannotStart(err)
 		}

@@ -41,6 +41,12 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{anyPort, "stauts", "k"}, `unknown command "stauts"; did you mean "status"?`, "'leasehold --help'"},
 		{[]string{"xyzzy"}, `unknown command "xyzzy"`, "'leasehold --help'"},
 		{[]string{"help", "runn"}, `unknown command "runn"; did you mean "run"?`, "'leasehold --help'"},
+		{[]string{"force-release"}, "force-release takes KEY [TOKEN], got 0 arguments", "'leasehold force-release --help'"},
+		{[]string{"force-release", "k", "x"}, `token "x" is not a fencing token`, "'leasehold force-release --help'"},
+		// The TLS options without --tls: the connection would go out in plain text.
+		{[]string{"status", "--cacert", "ca.pem", "k"}, "--cacert (or LEASEHOLD_TLS_CACERT) is an option of TLS: add --tls", "'leasehold status --help'"},
+		{[]string{"run", "k", "--insecure", "true"}, "--insecure (or LEASEHOLD_TLS_INSECURE) is an option of TLS: add --tls", "'leasehold run --help'"},
+		{[]string{"acquire", "--tls", "--cert", "c.pem", "k"}, "--cert and --key go together", "'leasehold acquire --help'"},
 		{[]string{"completion"}, "completion takes one SHELL", "'leasehold completion --help'"},
 		{[]string{"completion", "fish"}, `no completion for shell "fish"`, "'leasehold completion --help'"},
 	}
@@ -122,7 +128,7 @@ func TestCompletion(t *testing.T) {
 		t.Fatal(buildErr)
 	}
 	stdout, _, exit := run(t, nil, "--generate-bash-completion")
-	for _, name := range []string{"serve", "run", "acquire", "verify", "release", "extend", "status", "completion"} {
+	for _, name := range []string{"serve", "run", "acquire", "verify", "release", "extend", "status", "create", "delete", "locks", "info", "force-release", "completion"} {
 		if exit != 0 || !strings.Contains("\n"+stdout, "\n"+name+"\n") {
 			t.Errorf("--generate-bash-completion: exit %d, lacks %s:\n%s", exit, name, stdout)
 		}

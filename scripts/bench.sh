@@ -30,7 +30,7 @@
 #   FSYNC_POLICIES     the policies it runs, in order ("always everysec no")
 #   DUR_SECS           seconds per durability cycle run (CYCLE_SECS; QUICK: 0.5)
 #   ONLY               run only these sections, space- or comma-separated, of
-#                      throughput variants memory expiry durability
+#                      throughput variants memory expiry durability security
 #                      (e.g. ONLY=durability); empty for all
 #   STEP_TIMEOUT=180   seconds any one client command may take
 #   BENCH_BUDGET       seconds the whole run may take (1800; QUICK: 240)
@@ -80,8 +80,8 @@ die() {
 
 for w in ${ONLY//,/ }; do
 	case $w in
-	throughput | variants | memory | expiry | durability) ;;
-	*) die "ONLY: unknown section $w (throughput variants memory expiry durability)" ;;
+	throughput | variants | memory | expiry | durability | security) ;;
+	*) die "ONLY: unknown section $w (throughput variants memory expiry durability security)" ;;
 	esac
 done
 for w in $FSYNC_POLICIES; do
@@ -327,12 +327,17 @@ measure() {
 	budget
 }
 
-# rb TEST TARGET ROUND P N GOAL CMD...: one redis-benchmark run.
+# rb TEST TARGET ROUND P N GOAL CMD...: one redis-benchmark run, on the
+# server's plain port, or with RB_TLS=1 on its TLS port with RB_ARGS (the
+# security section's).
+RB_TLS=0 RB_ARGS=()
 rb() {
-	local test=$1 tgt=$2 round=$3 p=$4 n=$5 goal=$6 line rps p50 p99
+	local test=$1 tgt=$2 round=$3 p=$4 n=$5 goal=$6 line rps p50 p99 port
 	shift 6
 	log "$test: $tgt (round $round)"
-	measure "$tgt" redis-benchmark -h 127.0.0.1 -p "$(port_of "$tgt")" -c "$CONNS" -P "$p" -n "$n" -r 1000000 --csv "$@"
+	port=$(port_of "$tgt")
+	[ "$RB_TLS" = 0 ] || port=$(tls_port_of "$tgt")
+	measure "$tgt" redis-benchmark -h 127.0.0.1 -p "$port" -c "$CONNS" -P "$p" -n "$n" -r 1000000 --csv ${RB_ARGS[@]+"${RB_ARGS[@]}"} "$@"
 	line=$(tail -n 1 <<<"$OUT" | tr -d '"')
 	IFS=, read -r _ rps _ _ p50 _ p99 _ <<<"$line"
 	[[ $rps =~ ^[0-9.]+$ ]] || die "cannot read redis-benchmark's CSV: $OUT"
@@ -677,6 +682,57 @@ if section durability && [ "$DURABILITY" = 1 ]; then
 		budget
 	done
 	DUR_DIR=
+fi
+
+# ---- security: TLS and AUTH, against Redis's (issue 14) ----------------------
+
+# tls_port_of TARGET: the security section's TLS ports.
+LH_TLS_PORT='' RD_TLS_PORT=''
+tls_port_of() { if [ "$1" = redis ]; then echo "$RD_TLS_PORT"; else echo "$LH_TLS_PORT"; fi; }
+
+# make_certs DIR: a CA, a server certificate for 127.0.0.1 and a client
+# certificate, as Redis's utils/gen-test-certs.sh makes them; both servers
+# get the same files.
+make_certs() {
+	local d=$1
+	mkdir -p "$d"
+	openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -keyout "$d/ca.key" \
+		-sha256 -days 2 -subj "/CN=bench CA" -out "$d/ca.crt" 2>/dev/null
+	local who
+	for who in server client; do
+		openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -keyout "$d/$who.key" \
+			-subj "/CN=bench $who" -out "$d/$who.csr" 2>/dev/null
+		openssl x509 -req -in "$d/$who.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -days 2 -sha256 \
+			-extfile <(printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n') -out "$d/$who.crt" 2>/dev/null
+	done
+}
+
+if section security; then
+	command -v openssl >/dev/null || die "the security section needs openssl to make its certificates"
+	CERTS=$PWD/$WORK/certs
+	make_certs "$CERTS"
+	for r in $(seq "$ROUNDS"); do
+		LH_TLS_PORT=$(bin/loadgen freeport)
+		start_lh "--tls-port $LH_TLS_PORT --tls-cert-file $CERTS/server.crt --tls-key-file $CERTS/server.key --tls-ca-cert-file $CERTS/ca.crt"
+		RD_TLS_PORT=$(bin/loadgen freeport)
+		start_rd --appendonly no --tls-port "$RD_TLS_PORT" --tls-cert-file "$CERTS/server.crt" --tls-key-file "$CERTS/server.key" --tls-ca-cert-file "$CERTS/ca.crt"
+		RB_TLS=1 RB_ARGS=(--tls --cacert "$CERTS/ca.crt" --cert "$CERTS/client.crt" --key "$CERTS/client.key")
+		acquire_rows "$r" ", TLS" "tls:r$r:"
+		RB_TLS=0 RB_ARGS=()
+	done
+	# The servers' INFO and wait_ready's PING authenticate from here on.
+	export REDISCLI_AUTH=bench-password
+	printf '%s\n' "$REDISCLI_AUTH" >"$CERTS/password"
+	for r in $(seq "$ROUNDS"); do
+		start_lh "--requirepass-file $CERTS/password"
+		start_rd --appendonly no --requirepass "$REDISCLI_AUTH"
+		RB_ARGS=(-a "$REDISCLI_AUTH")
+		acquire_rows "$r" ", AUTH" "auth:r$r:"
+		RB_ARGS=()
+	done
+	unset REDISCLI_AUTH
+	stop_lh
+	stop_rd
 fi
 
 # ---- the table -------------------------------------------------------------

@@ -73,6 +73,22 @@
 #                                   never on its command line
 #   LEASEHOLD_USER                  the user to AUTH as (redis-cli --user);
 #                                   the default user without it
+#   LEASEHOLD_TLS                   1 (or true): connect with TLS (redis-cli
+#                                   --tls, which needs a redis-cli built with
+#                                   TLS, as Debian's is), verifying the server
+#   LEASEHOLD_TLS_CACERT            with TLS, the CA certificate file to verify
+#                                   the server with (--cacert; default: the
+#                                   system's)
+#   LEASEHOLD_TLS_CERT, _TLS_KEY    with TLS, a client certificate and its key
+#                                   (--cert, --key), for a server that asks
+#   LEASEHOLD_TLS_SNI               with TLS, the server name to ask for (--sni)
+#   LEASEHOLD_TLS_INSECURE          1: with TLS, do not verify the server
+#                                   (--insecure; for tests only)
+#
+# They are the leasehold binary's (docs/cli.md), and leasehold_with_lock
+# exports them and LEASEHOLD_USER (with LEASEHOLD_ADDR) to COMMAND; the
+# password only if the caller exported it. A TLS setting without
+# LEASEHOLD_TLS is an error, not a connection in plain text.
 #
 # redis-cli, as it is in Redis 7.0: with stdout not a terminal (as in $(...))
 # it prints an integer bare, nil as an empty line (the "(nil)" is for
@@ -84,8 +100,15 @@
 # as nil only with exit status 0. 7.0's redis-cli has no connect or read
 # timeout option; renewals are bounded with coreutils' timeout instead.
 
+# _leasehold_check WHO: checks LEASEHOLD_ADDR (HOST:PORT) and the TLS
+# settings, saying on stderr what is wrong. Every public function checks
+# them first.
+_leasehold_check() {
+	_leasehold_addr "$1" && _leasehold_tls_check "$1"
+}
+
 # _leasehold_addr WHO: checks LEASEHOLD_ADDR (HOST:PORT), saying why on
-# stderr when it is not one. Every public function checks it first.
+# stderr when it is not one.
 _leasehold_addr() {
 	local addr=${LEASEHOLD_ADDR:-}
 	if [ -z "$addr" ] && { [ -n "${LEASEHOLD_HOST:-}" ] || [ -n "${LEASEHOLD_PORT:-}" ]; }; then
@@ -112,44 +135,80 @@ _leasehold_split() {
 	printf -v "$2" '%s' "${_lh_addr##*:}"
 }
 
-# _leasehold_auth USERVAR: in the subshell that runs redis-cli, exports the
+# _leasehold_tls_on: whether LEASEHOLD_TLS turns TLS on (1, t, true, as
+# the leasehold binary reads it). _leasehold_tls_check has refused other
+# values.
+_leasehold_tls_on() {
+	case ${LEASEHOLD_TLS:-} in 1 | t | T | true | TRUE | True) return 0 ;; esac
+	return 1
+}
+
+# _leasehold_tls_check WHO: LEASEHOLD_TLS is a boolean, and the TLS settings
+# are not given without it (the connection would go out in plain text).
+_leasehold_tls_check() {
+	case ${LEASEHOLD_TLS:-} in
+	'' | 0 | f | F | false | FALSE | False | 1 | t | T | true | TRUE | True) ;;
+	*)
+		echo "$1: LEASEHOLD_TLS must be 1 or 0, got '$LEASEHOLD_TLS'" >&2
+		return 2
+		;;
+	esac
+	_leasehold_tls_on && return 0
+	local v
+	for v in LEASEHOLD_TLS_CACERT LEASEHOLD_TLS_CERT LEASEHOLD_TLS_KEY LEASEHOLD_TLS_SNI LEASEHOLD_TLS_INSECURE; do
+		if [ -n "${!v:-}" ]; then
+			echo "$1: $v is a setting of TLS: set LEASEHOLD_TLS=1" >&2
+			return 2
+		fi
+	done
+}
+
+# _leasehold_auth OPTSVAR: in the subshell that runs redis-cli, exports the
 # password (LEASEHOLD_PASSWORD, else REDISCLI_AUTH) as REDISCLI_AUTH, where
 # redis-cli reads it, never on its command line, which ps shows; and sets the
-# array USERVAR to --user LEASEHOLD_USER when that is set.
+# array OPTSVAR to redis-cli's options for the user (--user LEASEHOLD_USER)
+# and TLS (--tls, --cacert, --cert, --key, --sni, --insecure).
 _leasehold_auth() {
-	local _lh_pw=${LEASEHOLD_PASSWORD:-${REDISCLI_AUTH:-}}
+	local _lh_pw=${LEASEHOLD_PASSWORD:-${REDISCLI_AUTH:-}} _lh_opts=()
 	if [ -n "$_lh_pw" ]; then
 		export REDISCLI_AUTH="$_lh_pw"
 	else
 		unset REDISCLI_AUTH
 	fi
 	if [ -n "${LEASEHOLD_USER:-}" ]; then
-		eval "$1"'=(--user "$LEASEHOLD_USER")'
-	else
-		eval "$1"'=()'
+		_lh_opts+=(--user "$LEASEHOLD_USER")
 	fi
+	if _leasehold_tls_on; then
+		_lh_opts+=(--tls)
+		[ -z "${LEASEHOLD_TLS_CACERT:-}" ] || _lh_opts+=(--cacert "$LEASEHOLD_TLS_CACERT")
+		[ -z "${LEASEHOLD_TLS_CERT:-}" ] || _lh_opts+=(--cert "$LEASEHOLD_TLS_CERT")
+		[ -z "${LEASEHOLD_TLS_KEY:-}" ] || _lh_opts+=(--key "$LEASEHOLD_TLS_KEY")
+		[ -z "${LEASEHOLD_TLS_SNI:-}" ] || _lh_opts+=(--sni "$LEASEHOLD_TLS_SNI")
+		case ${LEASEHOLD_TLS_INSECURE:-} in 1 | t | T | true | TRUE | True) _lh_opts+=(--insecure) ;; esac
+	fi
+	eval "$1"'=("${_lh_opts[@]}")'
 }
 
 # _leasehold_cli ARG...: redis-cli with the server's address, the password
 # (_leasehold_auth) and raw output, never reading the caller's stdin. A
 # subshell, so that the export stays in it.
 _leasehold_cli() (
-	local host port user
+	local host port opts
 	_leasehold_split host port
-	_leasehold_auth user
-	redis-cli -h "$host" -p "$port" "${user[@]}" --raw "$@" </dev/null
+	_leasehold_auth opts
+	redis-cli -h "$host" -p "$port" "${opts[@]}" --raw "$@" </dev/null
 )
 
 # _leasehold_cli_within MS ARG...: _leasehold_cli, killed after MS
 # milliseconds when coreutils' timeout is there.
 _leasehold_cli_within() (
-	local secs host port user
+	local secs host port opts
 	_leasehold_secs secs "$1"
 	shift
 	if command -v timeout >/dev/null 2>&1; then
 		_leasehold_split host port
-		_leasehold_auth user
-		timeout -k 1 "$secs" redis-cli -h "$host" -p "$port" "${user[@]}" --raw "$@" </dev/null
+		_leasehold_auth opts
+		timeout -k 1 "$secs" redis-cli -h "$host" -p "$port" "${opts[@]}" --raw "$@" </dev/null
 	else
 		_leasehold_cli "$@"
 	fi
@@ -192,7 +251,7 @@ _leasehold_where() {
 # 0 granted, 1 not granted, 2 error reply, 3 no reply (worth a retry).
 _leasehold_take() {
 	local who=$1 owner=$2 key=$3 ttl=$4 wait=$5 reply
-	_leasehold_addr "$who" || return 2
+	_leasehold_check "$who" || return 2
 	local args=(ACQUIRE "$key" "$ttl")
 	if [ -n "$owner" ]; then
 		args+=(OWNER "$owner")
@@ -218,7 +277,7 @@ _leasehold_take() {
 _leasehold_yes_no() {
 	local who=$1 reply
 	shift
-	_leasehold_addr "$who" || return 2
+	_leasehold_check "$who" || return 2
 	if ! reply=$(_leasehold_cli "$@"); then
 		echo "$who: no reply from the leasehold server at $(_leasehold_where)" >&2
 		return 2
@@ -419,7 +478,7 @@ leasehold_with_lock() (
 		echo "leasehold_with_lock: TTL_MS must be a positive number of milliseconds, got '$ttl'" >&2
 		exit 2
 	fi
-	_leasehold_addr leasehold_with_lock || exit 2
+	_leasehold_check leasehold_with_lock || exit 2
 	if ! command -v timeout >/dev/null 2>&1; then
 		# Without it a renewal to a server that stopped answering could hang
 		# for ever, and the loss never be noticed.
@@ -486,6 +545,13 @@ leasehold_with_lock() (
 
 	export LEASEHOLD_KEY="$key" LEASEHOLD_TOKEN="$token"
 	export LEASEHOLD_ADDR="${LEASEHOLD_ADDR:-127.0.0.1:7379}"
+	# How to reach the server, for a client inside COMMAND, even where the
+	# caller set it in its shell only; but not the password, which COMMAND
+	# gets only if the caller exported it.
+	local v
+	for v in LEASEHOLD_USER LEASEHOLD_TLS LEASEHOLD_TLS_CACERT LEASEHOLD_TLS_CERT LEASEHOLD_TLS_KEY LEASEHOLD_TLS_SNI LEASEHOLD_TLS_INSECURE; do
+		[ -z "${!v:-}" ] || export "${v?}"
+	done
 	lease_lost=0
 	# A pipe this shell holds open at both ends: read -t on it naps without a
 	# sleep process, and the renewer writes "lost" on it.

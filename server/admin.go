@@ -452,6 +452,9 @@ func (s *Server) infoServer(b *strings.Builder) {
 	if addr := s.Addr(); addr != nil {
 		infoLine(b, "tcp_addr", addr.String())
 	}
+	if addr := s.TLSAddr(); addr != nil {
+		infoLine(b, "tls_addr", addr.String())
+	}
 	infoLine(b, "uptime_in_seconds", int64(uptime.Seconds()))
 	infoLine(b, "uptime_in_days", int64(uptime.Hours()/24))
 }
@@ -488,6 +491,9 @@ func (s *Server) infoStats(b *strings.Builder) {
 	infoLine(b, "rejected_connections", s.stats.connectionsRejected.Load())
 	infoLine(b, "total_protocol_errors", s.stats.protocolErrors.Load())
 	infoLine(b, "security_attacks", s.stats.securityAttacks.Load())
+	if s.tls != nil {
+		infoLine(b, "tls_handshake_failures", s.tls.failures.Load())
+	}
 	infoLine(b, "acl_access_denied_auth", s.auth.failures.Load())
 	infoLine(b, "acl_access_denied_cmd", s.auth.deniedCmd.Load())
 	infoLine(b, "acl_access_denied_key", s.auth.deniedKey.Load())

@@ -16,7 +16,9 @@ const DefaultPort = 7379
 
 // Config holds every setting of a Server. Build it from DefaultConfig.
 type Config struct {
-	// Addr is the TCP address to listen on, HOST:PORT; port 0 picks a free one.
+	// Addr is the TCP address to listen on, HOST:PORT; port 0 picks a free
+	// one. "" for no plain listener, with a TLS one (TLS.Addr), as Redis's
+	// port 0 beside tls-port.
 	Addr string
 	// MaxClients bounds open connections; one more is told so and closed.
 	// New lowers the bound it enforces, with a warning, where the open-file
@@ -70,6 +72,9 @@ type Config struct {
 	// PeerIsLoopback, for tests only, decides which peers protected mode
 	// counts as loopback in place of the real check; nil otherwise.
 	PeerIsLoopback func(net.Addr) bool
+
+	// TLS configures a TLS listener beside (or instead of) Addr's.
+	TLS TLSConfig
 }
 
 // DefaultConfig returns a Config with every default set. The bulk length
@@ -91,13 +96,20 @@ func DefaultConfig() Config {
 		ShutdownTimeout: 10 * time.Second,
 		Version:         "dev",
 		ProtectedMode:   true,
+		TLS:             DefaultTLSConfig(),
 	}
 }
 
 // Validate reports the first setting out of range; it never changes c.
 func (c Config) Validate() error {
-	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+	if c.Addr == "" && c.TLS.Addr == "" {
+		return errors.New("server: no address to listen on: set addr, tls addr, or both")
+	}
+	if _, _, err := net.SplitHostPort(c.Addr); c.Addr != "" && err != nil {
 		return fmt.Errorf("server: addr %q: %w", c.Addr, err)
+	}
+	if err := c.TLS.Validate(); err != nil {
+		return err
 	}
 	if c.MaxClients < 1 {
 		return fmt.Errorf("server: max clients must be positive, got %d", c.MaxClients)

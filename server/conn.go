@@ -41,6 +41,13 @@ type conn struct {
 	fd   int      // event-loop transport: a non-blocking socket owned by loop
 	loop *ioLoop
 
+	// TLS (tls.go): tlsConn is the connection's TLS, nil for a plain one;
+	// the event loop reads and writes through it in memory, the goroutine
+	// transport seals its replies with it (writeSocketTLS). tlsCN is the
+	// verified client certificate's common name, "" for none.
+	tlsConn *tlsConn
+	tlsCN   string
+
 	// Owned by whoever runs the connection's commands.
 	name, libName, libVer string
 	user                  *acl.User                  // the user c authenticated as, nil before (auth.go, acl.go)

@@ -109,6 +109,10 @@ func (l *ioLoop) stop(deadline time.Time) {
 // adopt hands nc's socket to the loop. The net.Conn is closed: the loop
 // keeps a duplicate descriptor, out of the Go runtime's poller.
 func (l *ioLoop) adopt(nc net.Conn) (*conn, error) {
+	tc, _ := nc.(*tlsConn)
+	if tc != nil {
+		nc = tc.tr.Conn // the socket; tc reads and writes memory from now on
+	}
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return nil, errors.New("server: event loop needs a socket")
@@ -132,6 +136,9 @@ func (l *ioLoop) adopt(nc net.Conn) (*conn, error) {
 		return nil, err
 	}
 	c.fd, c.loop = fd, l
+	if tc != nil {
+		adoptTLS(c, tc)
+	}
 	c.wr = redcon.NewWriter(loopWriter{c})
 	c.rd = protocol.NewReader(loopReader{c}, c.readerLimits())
 	c.lastRead = l.srv.monotonic()
@@ -151,6 +158,11 @@ func (l *ioLoop) register(c *conn) {
 	}
 	l.conns[c.fd] = c
 	c.watching = unix.EPOLLIN | unix.EPOLLRDHUP
+	if c.tlsConn != nil {
+		// The handshake's last read may have taken the first commands
+		// from the socket too: no event will report them.
+		l.continueLater(c)
+	}
 	c.log.Debug().Msg("connected")
 }
 
@@ -663,6 +675,9 @@ func (l *ioLoop) closeConn(c *conn) {
 type loopReader struct{ c *conn }
 
 func (r loopReader) Read(p []byte) (int, error) {
+	if r.c.tlsConn != nil {
+		return r.c.tlsRead(p)
+	}
 	if r.c.drained {
 		// The last read left room in the buffer, so it took all the socket
 		// had: skip the read that would only say EAGAIN. epoll is level
@@ -697,6 +712,14 @@ func (r loopReader) Read(p []byte) (int, error) {
 type loopWriter struct{ c *conn }
 
 func (w loopWriter) Write(p []byte) (int, error) {
+	if w.c.tlsConn != nil {
+		return w.c.tlsWrite(p)
+	}
+	return w.writeRaw(p)
+}
+
+// writeRaw is Write's socket part: bytes as they go on the wire.
+func (w loopWriter) writeRaw(p []byte) (int, error) {
 	c := w.c
 	if c.pending.Len() > 0 {
 		c.pending.Append(p)

@@ -24,7 +24,9 @@ import (
 func newGoroutineConn(s *Server, nc net.Conn) *conn {
 	c := newConn(s, nc.RemoteAddr().String(), nc.LocalAddr().String())
 	c.nc = nc
-	if sc, ok := nc.(syscall.Conn); ok {
+	if tc, ok := nc.(*tlsConn); ok {
+		c.sealWithTLS(tc)
+	} else if sc, ok := nc.(syscall.Conn); ok {
 		c.raw, _ = sc.SyscallConn()
 	}
 	c.outDrained.L = &c.wmu
@@ -210,6 +212,14 @@ func (c *conn) writeSocket(p []byte, pubsub bool) error {
 	if c.outErr != nil {
 		return c.outErr
 	}
+	if c.tlsConn != nil {
+		return c.writeSocketTLS(p, pubsub) // encrypts p, then comes back below
+	}
+	return c.writeSocketRaw(p, pubsub)
+}
+
+// writeSocketRaw is writeSocket's part for bytes as they go on the wire.
+func (c *conn) writeSocketRaw(p []byte, pubsub bool) error {
 	unsent := c.unsent.Load()
 	size := unsent + int64(len(p))
 	c.srv.notePeakOutput(size)
@@ -271,7 +281,7 @@ func (c *conn) writeQueued() error {
 		if err != nil || len(out) == 0 {
 			return err
 		}
-		n, err := c.nc.Write(out)
+		n, err := c.socket().Write(out)
 		c.wmu.Lock()
 		left := c.unsent.Add(-int64(n))
 		if c.wakeReader && left < outputPause {

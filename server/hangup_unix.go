@@ -19,6 +19,7 @@ import (
 // goroutine, which it owns, and clears the read deadline it used.
 func watchHangup(nc net.Conn) (hangup <-chan struct{}, stop func()) {
 	hup := make(chan struct{})
+	nc = socketOf(nc)
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return hup, func() {}

@@ -11,6 +11,7 @@ import (
 // reading: POLLRDHUP is set even when unread bytes wait before the FIN, which
 // a read-based check would have to consume.
 func peerClosed(nc net.Conn) bool {
+	nc = socketOf(nc)
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return false

@@ -35,8 +35,9 @@ type Server struct {
 	// once its confirmation is written: where an event once went missing.
 	afterSubscribeFlush atomic.Pointer[func()]
 
-	mu     sync.Mutex // guards ln, conns, closed, loops
-	ln     net.Listener
+	mu     sync.Mutex       // guards ln, tlsLn, conns, closed, loops, tls.handshaking
+	ln     net.Listener     // nil with Config.Addr ""
+	tlsLn  net.Listener     // nil without Config.TLS.Addr
 	conns  map[uint64]*conn // open connections by CLIENT ID
 	closed bool
 	loops  []*ioLoop
@@ -49,6 +50,7 @@ type Server struct {
 	users      atomic.Pointer[acl.Store] // swapped whole by ReloadACL; dispatch reads it lock-free
 	aclMu      sync.Mutex                // serialises ReloadACL
 	aclLog     aclLog
+	tls        *tlsState     // nil without a TLS listener
 	closing    chan struct{} // closed by Close: waits in progress end
 
 	closeOnce sync.Once
@@ -84,6 +86,10 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		return nil, err
 	}
 	users, err := loadUsers(cfg)
+	if err != nil {
+		return nil, err
+	}
+	tlsState, err := newTLSState(cfg.TLS)
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +141,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	s := &Server{
 		auth:     newAuthState(cfg),
 		owners:   newOwnerNumbers(),
+		tls:      tlsState,
 		store:    store,
 		hub:      hub,
 		cfg:      cfg,
@@ -152,23 +159,40 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	return s, nil
 }
 
-// Listen binds the configured address. Addr reports the bound address after.
+// Listen binds the configured addresses, plain and TLS. Addr and TLSAddr
+// report the bound addresses after.
 func (s *Server) Listen() error {
-	ln, err := net.Listen("tcp", s.cfg.Addr)
-	if err != nil {
-		return err
+	var ln, tlsLn net.Listener
+	var err error
+	if s.cfg.Addr != "" {
+		if ln, err = net.Listen("tcp", s.cfg.Addr); err != nil {
+			return err
+		}
+	}
+	if s.cfg.TLS.Addr != "" {
+		if tlsLn, err = net.Listen("tcp", s.cfg.TLS.Addr); err != nil {
+			if ln != nil {
+				ln.Close()
+			}
+			return err
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		ln.Close()
+		for _, l := range []net.Listener{ln, tlsLn} {
+			if l != nil {
+				l.Close()
+			}
+		}
 		return ErrServerClosed
 	}
-	s.ln = ln
+	s.ln, s.tlsLn = ln, tlsLn
 	return nil
 }
 
-// Addr is the address the server listens on, or nil before Listen.
+// Addr is the address the server listens on, or nil before Listen or
+// without a plain listener.
 func (s *Server) Addr() net.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -186,9 +210,9 @@ func (s *Server) Table() *locker.Table { return s.table }
 // after Close.
 func (s *Server) Serve() error {
 	s.mu.Lock()
-	ln := s.ln
+	ln, tlsLn := s.ln, s.tlsLn
 	s.mu.Unlock()
-	if ln == nil {
+	if ln == nil && tlsLn == nil {
 		return errors.New("server: Serve called before Listen")
 	}
 	if err := s.startLoops(); err != nil {
@@ -200,7 +224,27 @@ func (s *Server) Serve() error {
 	if err := s.startMemoryWatch(); err != nil {
 		return err
 	}
-	s.logStart(ln.Addr())
+	s.logStart(ln, tlsLn)
+	if tlsLn == nil {
+		return s.accept(ln, s.startConn)
+	}
+	if ln == nil {
+		return s.accept(tlsLn, s.startTLS)
+	}
+	// Both: the first to end (at Close, or failing) ends the other.
+	errs := make(chan error, 2)
+	go func() { errs <- s.accept(tlsLn, s.startTLS) }()
+	go func() { errs <- s.accept(ln, s.startConn) }()
+	err := <-errs
+	ln.Close()
+	tlsLn.Close()
+	<-errs
+	return err
+}
+
+// accept accepts connections on ln until it is closed, handing each to
+// start, and returns ErrServerClosed after Close, or the failure.
+func (s *Server) accept(ln net.Listener, start func(net.Conn)) error {
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -220,7 +264,7 @@ func (s *Server) Serve() error {
 		}
 		backoff = 0
 		s.stats.connectionsReceived.Add(1)
-		s.startConn(nc)
+		start(nc)
 	}
 }
 
@@ -373,6 +417,9 @@ func (s *Server) shutdown() error {
 	var err error
 	if s.ln != nil {
 		err = s.ln.Close()
+	}
+	if s.tlsLn != nil {
+		s.tlsLn.Close()
 	}
 	open, waiting := len(s.conns), s.stats.blocked.Load()
 	for _, c := range s.conns {
@@ -527,14 +574,22 @@ func (s *Server) commandCount() uint64 {
 
 // logStart writes the one line that says what the server runs with: its
 // address, version, transport and data directory, then the limits.
-func (s *Server) logStart(addr net.Addr) {
+func (s *Server) logStart(ln, tlsLn net.Listener) {
 	c := s.cfg
+	addr, tlsAddr := "", ""
+	if ln != nil {
+		addr = ln.Addr().String()
+	}
+	if tlsLn != nil {
+		tlsAddr = tlsLn.Addr().String()
+	}
 	transport := "epoll"
 	if c.IOLoops == 0 {
 		transport = "goroutine-per-connection"
 	}
 	ev := s.log.Info().
-		Str("addr", addr.String()).
+		Str("addr", addr).
+		Str("tls_addr", tlsAddr).
 		Str("version", c.Version).
 		Str("transport", transport).
 		Int("io_loops", c.IOLoops).

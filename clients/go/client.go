@@ -18,9 +18,12 @@ const DefaultAddr = "127.0.0.1:7379"
 type Config struct {
 	// Redis holds the connection settings as go-redis takes them: Addr,
 	// Username and Password (for a server started with a password: every
-	// connection sends AUTH, the user being "default", the only one),
-	// TLSConfig, Dialer, DialTimeout, ReadTimeout, WriteTimeout, PoolSize,
-	// MaxRetries and the rest. New uses it; NewFromRedis ignores it.
+	// connection sends AUTH; without Username, as the "default" user),
+	// TLSConfig (every connection speaks TLS: those of a waiting Acquire
+	// and of CLIENT UNBLOCK too), Dialer, DialTimeout, ReadTimeout,
+	// WriteTimeout, PoolSize, MaxRetries and the rest. New uses it;
+	// NewFromRedis ignores it. This package reads no environment variable
+	// and never logs the password.
 	//
 	// ReadTimeout (go-redis's default 5s when 0, none when -1) bounds each
 	// call of this package, retries included, and for a waiting Acquire it

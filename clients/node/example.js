@@ -3,12 +3,17 @@
 //
 //   cd clients/node && npm ci && node example.js [key]
 //
-// LEASEHOLD_ADDR (HOST:PORT, default 127.0.0.1:7379) names the server, as for
-// the leasehold binary.
+// The environment says how to reach the server, as for the leasehold binary:
+// LEASEHOLD_ADDR (HOST:PORT, default 127.0.0.1:7379); LEASEHOLD_PASSWORD (else
+// REDISCLI_AUTH) and LEASEHOLD_USER for a server with a password;
+// LEASEHOLD_TLS=1 for TLS, with LEASEHOLD_TLS_CACERT (the CA to verify the
+// server with; default Node's) and, for a server that asks for a client
+// certificate, LEASEHOLD_TLS_CERT and LEASEHOLD_TLS_KEY.
 // It prints what it does, one step a line, ends with "ok" and exits 0; on any
 // surprise it prints why on stderr and exits 1.
 'use strict';
 
+const fs = require('fs');
 const os = require('os');
 const { createClient } = require('redis');
 
@@ -62,9 +67,42 @@ function hostPort(a) {
   return [host, Number(port)];
 }
 
+const TRUE = ['1', 't', 'T', 'true', 'TRUE', 'True'];
+const FALSE = ['', '0', 'f', 'F', 'false', 'FALSE', 'False'];
+
+// connectionOptions adds to createClient's options the password and TLS the
+// environment sets. The password is never printed.
+function connectionOptions(options) {
+  const env = process.env;
+  const password = env.LEASEHOLD_PASSWORD || env.REDISCLI_AUTH;
+  if (password) {
+    // AUTH user password; without a user, AUTH password (the default user).
+    options.password = password;
+    if (env.LEASEHOLD_USER) options.username = env.LEASEHOLD_USER;
+  }
+  const tls = env.LEASEHOLD_TLS || '';
+  check(TRUE.includes(tls) || FALSE.includes(tls), `LEASEHOLD_TLS must be 1 or 0, got ${JSON.stringify(tls)}`);
+  const files = { ca: 'LEASEHOLD_TLS_CACERT', cert: 'LEASEHOLD_TLS_CERT', key: 'LEASEHOLD_TLS_KEY' };
+  if (FALSE.includes(tls)) {
+    for (const name of Object.values(files)) {
+      // Not a connection in plain text that the user believes encrypted.
+      check(!env[name], `${name} is a setting of TLS: set LEASEHOLD_TLS=1`);
+    }
+    return options;
+  }
+  // tls.connect's options: the server's certificate is verified (against
+  // ca, else Node's CAs) for the host connected to.
+  options.socket.tls = true;
+  for (const [option, name] of Object.entries(files)) {
+    if (env[name]) options.socket[option] = fs.readFileSync(env[name]);
+  }
+  return options;
+}
+
 async function main() {
   const [host, port] = hostPort(addr);
-  const options = { socket: { host, port, connectTimeout: 5000, reconnectStrategy: false } };
+  // duplicate() copies them, password and TLS included.
+  const options = connectionOptions({ socket: { host, port, connectTimeout: 5000, reconnectStrategy: false } });
   const client = createClient(options);
   // A subscribed connection runs only (P)SUBSCRIBE, PING and QUIT: use a second one.
   const subscriber = client.duplicate();

@@ -5,8 +5,12 @@
     python3 clients/python/example.py [key]
 
 Runs on Debian's python3-redis (redis-py 4) or any later redis-py.
-LEASEHOLD_ADDR (HOST:PORT, default 127.0.0.1:7379) names the server, as for
-the leasehold binary.
+The environment says how to reach the server, as for the leasehold binary:
+LEASEHOLD_ADDR (HOST:PORT, default 127.0.0.1:7379); LEASEHOLD_PASSWORD (else
+REDISCLI_AUTH) and LEASEHOLD_USER for a server with a password;
+LEASEHOLD_TLS=1 for TLS, with LEASEHOLD_TLS_CACERT (the CA to verify the
+server with; default the system's) and, for a server that asks for a client
+certificate, LEASEHOLD_TLS_CERT and LEASEHOLD_TLS_KEY.
 It prints what it does, one step a line, ends with "ok" and exits 0; on any
 surprise it prints why on stderr and exits 1.
 """
@@ -43,13 +47,46 @@ def host_port(addr):
     return host.strip("[]"), int(port)
 
 
+TRUE, FALSE = ("1", "t", "T", "true", "TRUE", "True"), ("", "0", "f", "F", "false", "FALSE", "False")
+TLS_SETTINGS = ("LEASEHOLD_TLS_CACERT", "LEASEHOLD_TLS_CERT", "LEASEHOLD_TLS_KEY")
+
+
+def connection_options():
+    """redis.Redis's options for the password and TLS the environment sets.
+    The password is never printed."""
+    opts = {}
+    password = os.environ.get("LEASEHOLD_PASSWORD") or os.environ.get("REDISCLI_AUTH")
+    if password:
+        opts["password"] = password
+        # AUTH user password; without a user, AUTH password (the default user).
+        opts["username"] = os.environ.get("LEASEHOLD_USER") or None
+    tls = os.environ.get("LEASEHOLD_TLS", "")
+    check(tls in TRUE + FALSE, "LEASEHOLD_TLS must be 1 or 0, got %r" % tls)
+    if tls in FALSE:
+        for name in TLS_SETTINGS:
+            # Not a connection in plain text that the user believes encrypted.
+            check(not os.environ.get(name), "%s is a setting of TLS: set LEASEHOLD_TLS=1" % name)
+        return opts
+    opts.update(
+        ssl=True,
+        ssl_cert_reqs="required",
+        # redis-py 4 leaves the host name unchecked unless asked.
+        ssl_check_hostname=True,
+        ssl_ca_certs=os.environ.get("LEASEHOLD_TLS_CACERT") or None,
+        ssl_certfile=os.environ.get("LEASEHOLD_TLS_CERT") or None,
+        ssl_keyfile=os.environ.get("LEASEHOLD_TLS_KEY") or None,
+    )
+    return opts
+
+
 def main():
     key = sys.argv[1] if len(sys.argv) > 1 else "examples:python"
     host, port = host_port(ADDR)
     owner = "python-example-%s-%d" % (socket.gethostname(), os.getpid())
     # decode_responses: replies and messages as str. Integer replies (tokens)
-    # are Python ints either way.
-    r = redis.Redis(host=host, port=port, socket_timeout=10, decode_responses=True)
+    # are Python ints either way. The PubSub below connects with the same
+    # options, password and TLS included.
+    r = redis.Redis(host=host, port=port, socket_timeout=10, decode_responses=True, **connection_options())
     # A subscribed connection runs only (P)SUBSCRIBE, PING and QUIT: the
     # PubSub object keeps one of its own.
     events = r.pubsub()
