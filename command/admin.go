@@ -288,12 +288,16 @@ type statusJSON struct {
 	// HoldersTotal counts every live lease; Holders lists the oldest 100.
 	HoldersTotal int          `json:"holders_total"`
 	Holders      []holderJSON `json:"holders"`
+	// Hidden: the lease is another user's; token, owner and last_token
+	// are not shown (0 and "").
+	Hidden bool `json:"hidden,omitempty"`
 }
 
 type holderJSON struct {
-	Token uint64 `json:"token"`
-	Owner string `json:"owner"`
-	TTLms int64  `json:"ttl_ms"`
+	Token  uint64 `json:"token"`
+	Owner  string `json:"owner"`
+	TTLms  int64  `json:"ttl_ms"`
+	Hidden bool   `json:"hidden,omitempty"` // another user's lease, as statusJSON's
 }
 
 // printStatusJSON writes st (nil: a lock the server does not know) as JSON,
@@ -311,9 +315,10 @@ func printStatusJSON(w io.Writer, key string, st *leasehold.Status) {
 		Key: key, State: st.State, Mode: st.Mode, Token: st.Token, Owner: st.Owner, TTLms: ms(st.TTL),
 		LastToken: st.LastToken, Created: st.Created, DefaultTTL: ms(st.DefaultTTL), LockDelay: ms(st.LockDelay),
 		DelayLeft: ms(st.DelayLeft), Waiters: st.Waiters, Limit: st.Limit, HoldersTotal: st.HoldersTotal, Holders: []holderJSON{},
+		Hidden: st.Hidden,
 	}
 	for _, h := range st.Holders {
-		out.Holders = append(out.Holders, holderJSON{Token: h.Token, Owner: h.Owner, TTLms: ms(h.TTL)})
+		out.Holders = append(out.Holders, holderJSON{Token: h.Token, Owner: h.Owner, TTLms: ms(h.TTL), Hidden: h.Hidden})
 	}
 	writeJSON(w, out)
 }

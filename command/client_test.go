@@ -626,3 +626,38 @@ func TestClientCommandsAuth(t *testing.T) {
 		t.Errorf("run --user: exit %d, stdout %q, stderr %q; want COMMAND to see LEASEHOLD_USER=default", exit, out, errOut)
 	}
 }
+
+// TestStatusOfAnotherUsersLease: `leasehold status`, as a user who is not an
+// admin, says another user's lease is hidden instead of failing on the empty
+// token the server writes, and shows the user's own lease in full.
+func TestStatusOfAnotherUsersLease(t *testing.T) {
+	t.Parallel()
+	acl := filepath.Join(t.TempDir(), "users.acl")
+	users := "user default off\nuser alice on >alice-pw ~* &* +@read +@lock\nuser bob on >bob-pw ~* &* +@read +@lock\n"
+	if err := os.WriteFile(acl, []byte(users), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, addr := serveBinary(t, func(addr string) ([]string, []string) {
+		return nil, []string{"serve", "--addr", addr, "--acl-file", acl, "--log-format", "json"}
+	})
+	as := func(user string) []string {
+		return []string{"LEASEHOLD_ADDR=" + addr, "LEASEHOLD_USER=" + user, "LEASEHOLD_PASSWORD=" + user + "-pw"}
+	}
+	tok, errOut, exit := run(t, as("alice"), "acquire", "--ttl", "60s", "--owner", "w1", "jobs")
+	if exit != 0 {
+		t.Fatalf("alice's acquire: exit %d, stderr %q", exit, errOut)
+	}
+	tok = strings.TrimSpace(tok)
+	out, errOut, exit := run(t, as("bob"), "status", "jobs")
+	if exit != 0 || !strings.Contains(out, "hidden (another user's lease)") || strings.Contains(out, tok) || strings.Contains(out, "w1") {
+		t.Errorf("bob's status: exit %d, stdout %q, stderr %q; want the lease hidden, without token %s or owner w1", exit, out, errOut, tok)
+	}
+	out, _, exit = run(t, as("bob"), "status", "--json", "jobs")
+	if exit != 0 || !strings.Contains(out, `"hidden": true`) {
+		t.Errorf("bob's status --json: exit %d, stdout %q; want \"hidden\": true", exit, out)
+	}
+	out, errOut, exit = run(t, as("alice"), "status", "jobs")
+	if exit != 0 || !strings.Contains(out, tok) || !strings.Contains(out, "w1") || strings.Contains(out, "hidden") {
+		t.Errorf("alice's status: exit %d, stdout %q, stderr %q; want her token %s and owner w1", exit, out, errOut, tok)
+	}
+}

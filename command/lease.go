@@ -187,6 +187,10 @@ func statusCmd(c *cli.Context) error {
 	return nil
 }
 
+// hiddenLease stands for the token of another user's lease, which the
+// server does not show (docs/security.md).
+const hiddenLease = "hidden (another user's lease)"
+
 // printStatus writes the lock's fields, one per line, then one line per
 // holder STATUS listed (the oldest 100).
 func printStatus(w io.Writer, st *leasehold.Status) {
@@ -199,12 +203,18 @@ func printStatus(w io.Writer, st *leasehold.Status) {
 	}
 	fmt.Fprintf(tw, "state\t%s\n", st.State)
 	fmt.Fprintf(tw, "mode\t%s\n", none(st.Mode))
+	if st.Hidden {
+		fmt.Fprintf(tw, "token\t%s\n", hiddenLease)
+		fmt.Fprintf(tw, "ttl\t%s\n", st.TTL)
+	}
 	if st.Token != 0 {
 		fmt.Fprintf(tw, "token\t%d\n", st.Token)
 		fmt.Fprintf(tw, "owner\t%s\n", none(st.Owner))
 		fmt.Fprintf(tw, "ttl\t%s\n", st.TTL)
 	}
-	fmt.Fprintf(tw, "last-token\t%d\n", st.LastToken)
+	if st.LastToken != 0 || !st.Hidden {
+		fmt.Fprintf(tw, "last-token\t%d\n", st.LastToken)
+	}
 	fmt.Fprintf(tw, "created\t%t\n", st.Created)
 	fmt.Fprintf(tw, "default-ttl\t%s\n", st.DefaultTTL)
 	fmt.Fprintf(tw, "lock-delay\t%s\n", st.LockDelay)
@@ -223,7 +233,11 @@ func printStatus(w io.Writer, st *leasehold.Status) {
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  TOKEN\tOWNER\tTTL")
 	for _, h := range st.Holders {
-		fmt.Fprintf(tw, "  %d\t%s\t%s\n", h.Token, none(h.Owner), h.TTL)
+		token := strconv.FormatUint(h.Token, 10)
+		if h.Hidden {
+			token = hiddenLease
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", token, none(h.Owner), h.TTL)
 	}
 	tw.Flush()
 }

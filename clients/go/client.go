@@ -286,9 +286,13 @@ func (c *Client) Extend(ctx context.Context, key string, token uint64, ttl time.
 
 // Status is a lock's state as STATUS reports it (see docs/commands.md).
 type Status struct {
-	State      string        // "held", "free" or "delayed" (in its lock-delay)
-	Token      uint64        // the exclusive lease's token; 0 when not held exclusively
-	Owner      string        // the exclusive lease's owner
+	State string // "held", "free" or "delayed" (in its lock-delay)
+	Token uint64 // the exclusive lease's token; 0 when not held exclusively, or Hidden
+	Owner string // the exclusive lease's owner
+	// Hidden: the lease is another user's, whose token and owner the
+	// server shows only to that user and to admins; LastToken is hidden
+	// with it (0). See docs/security.md.
+	Hidden     bool
 	TTL        time.Duration // time left on the exclusive lease
 	LastToken  uint64        // the last token granted for the lock
 	DefaultTTL time.Duration // from CREATE ... TTL; 0 for none
@@ -307,9 +311,10 @@ type Status struct {
 
 // Holder is one live lease of a lock.
 type Holder struct {
-	Token uint64
-	Owner string
-	TTL   time.Duration
+	Token  uint64 // 0 when Hidden
+	Owner  string
+	TTL    time.Duration
+	Hidden bool // another user's lease, as Status.Hidden
 }
 
 // Status returns the lock's state, or ErrUnknownLock.
@@ -355,13 +360,13 @@ func parseStatus(reply []any) (*Status, error) {
 		case "state":
 			st.State = val
 		case "token":
-			st.Token, err = strconv.ParseUint(val, 10, 64)
+			st.Token, st.Hidden, err = parseToken(val)
 		case "owner":
 			st.Owner = val
 		case "ttl":
 			st.TTL, err = parseMillis(val)
 		case "last-token":
-			st.LastToken, err = strconv.ParseUint(val, 10, 64)
+			st.LastToken, _, err = parseToken(val)
 		case "default-ttl":
 			st.DefaultTTL, err = parseMillis(val)
 		case "created":
@@ -408,7 +413,7 @@ func parseHolders(v any) ([]Holder, error) {
 			var err error
 			switch name {
 			case "token":
-				h.Token, err = strconv.ParseUint(val, 10, 64)
+				h.Token, h.Hidden, err = parseToken(val)
 			case "owner":
 				h.Owner = val
 			case "ttl":
@@ -421,6 +426,16 @@ func parseHolders(v any) ([]Holder, error) {
 		hs = append(hs, h)
 	}
 	return hs, nil
+}
+
+// parseToken reads a token of STATUS or HOLDERS: empty when the server
+// hides it from this user.
+func parseToken(s string) (token uint64, hidden bool, err error) {
+	if s == "" {
+		return 0, true, nil
+	}
+	token, err = strconv.ParseUint(s, 10, 64)
+	return token, false, err
 }
 
 func parseMillis(s string) (time.Duration, error) {

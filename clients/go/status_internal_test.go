@@ -21,3 +21,21 @@ func TestParseStatusWithoutHoldersTotal(t *testing.T) {
 		}
 	}
 }
+
+// TestParseStatusHidden: the server writes another user's token and owner,
+// and the last token with them, as empty strings: Hidden, not an error.
+func TestParseStatusHidden(t *testing.T) {
+	reply := []any{"state", "held", "token", "", "owner", "", "ttl", "900", "last-token", "", "mode", "exclusive",
+		"holders-total", "1", "holders", []any{[]any{"token", "", "owner", "", "ttl", "900"}}}
+	st, err := parseStatus(reply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Hidden || st.Token != 0 || st.LastToken != 0 || len(st.Holders) != 1 || !st.Holders[0].Hidden {
+		t.Fatalf("parseStatus of a hidden lease = %+v", st)
+	}
+	st, err = parseStatus([]any{"state", "held", "token", "7", "owner", "me", "last-token", "7", "holders", []any{}})
+	if err != nil || st.Hidden || st.Token != 7 {
+		t.Fatalf("parseStatus of an own lease = %+v, %v", st, err)
+	}
+}
