@@ -81,7 +81,7 @@ func reloadOnHangup(ctx context.Context, srv *server.Server, log zerolog.Logger)
 		for {
 			select {
 			case <-ch:
-				log.Info().Msg("SIGHUP: reloading")
+				log.Info().Msg("SIGHUP: reloading the TLS certificates")
 				srv.ReloadTLS()
 			case <-ctx.Done():
 				return
