@@ -325,7 +325,7 @@ func (s *Server) monotonic() int64 { return int64(time.Since(s.started)) }
 
 func (s *Server) startConn(nc net.Conn) {
 	if s.refuseProtected(nc) {
-		nc.Close()
+		closeRefused(nc)
 		return
 	}
 	s.mu.Lock()
@@ -340,7 +340,7 @@ func (s *Server) startConn(nc net.Conn) {
 		// Redis's reply; written best-effort to a socket we are about to close.
 		nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 		nc.Write(protocol.ErrMaxClients.Frame())
-		nc.Close()
+		closeRefused(nc)
 		return
 	}
 	if len(s.loops) > 0 {

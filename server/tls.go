@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -275,6 +276,32 @@ type tlsConn struct {
 // alert up to 5 s, under the lock a blocked write holds), and the alert
 // adds nothing a lock client needs after a QUIT or a refusal.
 func (c *tlsConn) Close() error { return c.tr.Conn.Close() }
+
+// lingerRefused bounds how long closeRefused waits for a refused TLS
+// client to read its refusal and go.
+const lingerRefused = 500 * time.Millisecond
+
+// closeRefused closes a connection startConn refused, after writing why. A
+// TLS client has likely sent its first command by then (its side of the
+// handshake ends before ours), and closing a socket with input unread
+// resets the connection, which can discard the refusal before the client
+// reads it. So for TLS the socket's sending side is shut first, and its
+// input read and dropped until the client closes, or lingerRefused. It
+// runs on the handshake's goroutine (startTLS), never the accept loop.
+func closeRefused(nc net.Conn) {
+	tc, ok := nc.(*tlsConn)
+	if !ok {
+		nc.Close()
+		return
+	}
+	sock := tc.tr.Conn
+	if tcp, ok := sock.(*net.TCPConn); ok {
+		tcp.CloseWrite()
+		tcp.SetReadDeadline(time.Now().Add(lingerRefused))
+		io.Copy(io.Discard, io.LimitReader(tcp, 1<<20))
+	}
+	sock.Close()
+}
 
 // peerCN is the common name of nc's client certificate, verified in the
 // handshake; "" for a plain connection or a client that presented none.

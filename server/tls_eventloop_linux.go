@@ -45,6 +45,12 @@ func (c *conn) tlsRead(p []byte) (int, error) {
 			}
 			return 0, err
 		}
+		if c.drained {
+			// As loopReader: the last read left room, so it took all the
+			// socket had; epoll reports what comes later.
+			c.drained = false
+			return 0, protocol.ErrWouldBlock
+		}
 		if t.inBuf == nil {
 			t.inBuf = make([]byte, tlsRecordRoom)
 		}
@@ -60,6 +66,7 @@ func (c *conn) tlsRead(p []byte) (int, error) {
 			t.readErr = io.EOF
 		default:
 			t.in = t.inBuf[:m]
+			c.drained = m < len(t.inBuf)
 			if c.srv.cfg.IdleTimeout > 0 {
 				c.lastRead = c.srv.monotonic()
 			}
