@@ -54,7 +54,7 @@ var serveFlagNames = []string{
 	"max-locks", "maxmemory", "client-output-buffer-limit",
 	"data-dir", "fsync", "restart-grace", "repair", "allow-clock-before-epoch", "shutdown-timeout",
 	"requirepass", "requirepass-file", "acl-file", "protected-mode",
-	"tls-port", "tls-addr", "tls-cert-file", "tls-key-file", "tls-ca-cert-file", "tls-auth-clients", "tls-protocols",
+	"tls-port", "tls-addr", "tls-cert-file", "tls-key-file", "tls-ca-cert-file", "tls-auth-clients", "tls-auth-clients-user", "tls-protocols",
 }
 
 // run runs the binary to completion, bounded by commandTimeout.

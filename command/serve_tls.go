@@ -19,12 +19,13 @@ func tlsFlags() []cli.Flag {
 		&cli.StringFlag{Name: "tls-key-file", EnvVars: env("TLS_KEY_FILE"), Usage: "the server certificate's private key, PEM; read again on SIGHUP"},
 		&cli.StringFlag{Name: "tls-ca-cert-file", EnvVars: env("TLS_CA_CERT_FILE"), Usage: "CA certificates, PEM, that client certificates are verified against; read again on SIGHUP"},
 		&cli.StringFlag{Name: "tls-auth-clients", Value: def.AuthClients, EnvVars: env("TLS_AUTH_CLIENTS"), Usage: "yes (a client needs a certificate signed by the CA), optional (verified if given) or no"},
+		&cli.StringFlag{Name: "tls-auth-clients-user", Value: "off", EnvVars: env("TLS_AUTH_CLIENTS_USER"), Usage: "CN: a client whose verified certificate's common name is an ACL user's name is that user, with no AUTH (Redis 8.6's setting); off: certificates grant no user"},
 		&cli.StringFlag{Name: "tls-protocols", EnvVars: env("TLS_PROTOCOLS"), Usage: "TLS versions allowed, \"TLSv1.2\", \"TLSv1.3\" or both (default: both; never older)"},
 	}
 }
 
 // tlsFileFlags mean nothing without a TLS listener.
-var tlsFileFlags = []string{"tls-cert-file", "tls-key-file", "tls-ca-cert-file", "tls-auth-clients", "tls-protocols"}
+var tlsFileFlags = []string{"tls-cert-file", "tls-key-file", "tls-ca-cert-file", "tls-auth-clients", "tls-auth-clients-user", "tls-protocols"}
 
 // tlsConfig reads serve's TLS flags. plainAddr is --addr, whose host
 // --tls-port listens on (127.0.0.1's if --addr is "").
@@ -62,5 +63,6 @@ func tlsConfig(c *cli.Context, plainAddr string) (server.TLSConfig, error) {
 	cfg.CACertFile = str("tls-ca-cert-file")
 	cfg.AuthClients = str("tls-auth-clients")
 	cfg.Protocols = str("tls-protocols")
+	cfg.AuthClientsUser = str("tls-auth-clients-user")
 	return cfg, nil
 }

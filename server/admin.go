@@ -498,6 +498,7 @@ func (s *Server) infoStats(b *strings.Builder) {
 	infoLine(b, "acl_access_denied_cmd", s.auth.deniedCmd.Load())
 	infoLine(b, "acl_access_denied_key", s.auth.deniedKey.Load())
 	infoLine(b, "acl_access_denied_channel", s.auth.deniedChannel.Load())
+	infoLine(b, "acl_access_denied_tls_cert", s.auth.deniedCert.Load())
 	infoLine(b, "protected_mode_refusals", s.auth.refused.Load())
 	infoLine(b, "total_handler_panics", s.stats.panics.Load())
 	s.hub.mu.RLock()

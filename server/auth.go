@@ -27,6 +27,7 @@ type authState struct {
 	deniedCmd     atomic.Uint64 // commands refused by the user's rules: acl_access_denied_cmd
 	deniedKey     atomic.Uint64 // keys refused: acl_access_denied_key
 	deniedChannel atomic.Uint64 // channels and patterns refused: acl_access_denied_channel
+	deniedCert    atomic.Uint64 // client certificates that named no user: acl_access_denied_tls_cert
 }
 
 // authFailureWarnEvery is how often at most a refused AUTH is logged, so

@@ -45,6 +45,11 @@ type TLSConfig struct {
 	// "TLSv1.2", "TLSv1.3" or both, space-separated; "" for both. Older
 	// versions are never allowed.
 	Protocols string
+	// AuthClientsUser is Redis 8.6's tls-auth-clients-user: "CN" has a
+	// client whose verified certificate's common name is a user's name
+	// start as that user, with no AUTH; "off" (or "") has certificates
+	// grant no user (see certuser.go).
+	AuthClientsUser string
 	// HandshakeTimeout bounds a handshake, so that a client that connects
 	// and says nothing holds a goroutine and a descriptor only that long.
 	HandshakeTimeout time.Duration
@@ -79,6 +84,15 @@ func (c TLSConfig) Validate() error {
 	}
 	if _, _, err := parseTLSProtocols(c.Protocols); err != nil {
 		return err
+	}
+	switch strings.ToLower(c.AuthClientsUser) {
+	case "", "off":
+	case "cn":
+		if c.AuthClients == "no" {
+			return errors.New("server: tls-auth-clients-user CN needs client certificates: tls-auth-clients yes or optional")
+		}
+	default:
+		return fmt.Errorf("server: tls-auth-clients-user %q: want CN or off", c.AuthClientsUser)
 	}
 	if c.HandshakeTimeout <= 0 {
 		return fmt.Errorf("server: tls handshake timeout must be positive, got %s", c.HandshakeTimeout)
@@ -409,6 +423,7 @@ const tlsRecordRoom = 32 << 10
 func (c *conn) sealWithTLS(tc *tlsConn) {
 	c.tlsConn = tc
 	c.tlsCN = peerCN(tc)
+	c.authenticateByCertificate()
 	tc.tr.writeMemory = true
 	if sc, ok := tc.tr.Conn.(syscall.Conn); ok {
 		c.raw, _ = sc.SyscallConn()

@@ -23,6 +23,7 @@ func adoptTLS(c *conn, tc *tlsConn) {
 	tc.tr.memory = true
 	c.tlsConn = tc
 	c.tlsCN = peerCN(tc)
+	c.authenticateByCertificate()
 }
 
 // tlsRead is loopReader's Read for a TLS connection: plaintext the
