@@ -224,18 +224,39 @@ echo "long wait: $tok"
 	expect(t, p, 0, "short wait: 1\nlong wait: {n}\n")
 }
 
+// shAcquireCase is leasehold_acquire run with env under a stand-in
+// redis-cli, ending with status exit and saying says on stderr.
+type shAcquireCase struct {
+	name string
+	env  []string
+	exit int
+	says string
+}
+
+// runShAcquire runs c as a parallel subtest; fakeCLI defines the redis-cli
+// function, which answers 42.
+func runShAcquire(t *testing.T, bash, lib, fakeCLI string, c shAcquireCase) {
+	t.Run(c.name, func(t *testing.T) {
+		t.Parallel()
+		p := start(t, testutil.Environ(append([]string{"LH=" + lib}, c.env...)...), "", bash, "-c",
+			"set -euo pipefail\nsource \"$LH\"\n"+fakeCLI+"rc=0; leasehold_acquire d 30000 || rc=$?\necho \"status $rc\"\n").wait()
+		want := fmt.Sprintf("status %d\n", c.exit)
+		if c.exit == 0 {
+			want = "42\n" + want
+		}
+		if p.stdout.String() != want || !strings.Contains(p.stderr.String(), c.says) {
+			t.Errorf("want stdout %q and %q on stderr; got %s", want, c.says, p)
+		}
+	})
+}
+
 func TestLeaseholdShAddress(t *testing.T) {
 	t.Parallel()
 	bash := lookTool(t, "bash", "bash")
 	lib := repoPath(t, "scripts/leasehold.sh")
 	// redis-cli here is a function that shows where it would connect.
 	const fakeCLI = `redis-cli() { echo "redis-cli $1 $2 $3 $4" >&2; echo 42; }` + "\n"
-	for _, c := range []struct {
-		name string
-		env  []string
-		exit int
-		says string // on stderr
-	}{
+	for _, c := range []shAcquireCase{
 		// Under set -u, unset: the default.
 		{"default", nil, 0, "redis-cli -h 127.0.0.1 -p 7379\n"},
 		{"host and port", []string{"LEASEHOLD_ADDR=locks.internal:7400"}, 0, "redis-cli -h locks.internal -p 7400\n"},
@@ -248,18 +269,7 @@ func TestLeaseholdShAddress(t *testing.T) {
 			"leasehold_acquire: LEASEHOLD_HOST and LEASEHOLD_PORT are no longer read: set LEASEHOLD_ADDR=HOST:PORT\n"},
 		{"old and new", []string{"LEASEHOLD_HOST=elsewhere", "LEASEHOLD_ADDR=locks.internal:7400"}, 0, "redis-cli -h locks.internal -p 7400\n"},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			p := start(t, testutil.Environ(append([]string{"LH=" + lib}, c.env...)...), "", bash, "-c",
-				"set -euo pipefail\nsource \"$LH\"\n"+fakeCLI+"rc=0; leasehold_acquire d 30000 || rc=$?\necho \"status $rc\"\n").wait()
-			want := fmt.Sprintf("status %d\n", c.exit)
-			if c.exit == 0 {
-				want = "42\n" + want
-			}
-			if p.stdout.String() != want || !strings.Contains(p.stderr.String(), c.says) {
-				t.Errorf("want stdout %q and %q on stderr; got %s", want, c.says, p)
-			}
-		})
+		runShAcquire(t, bash, lib, fakeCLI, c)
 	}
 	// leasehold_with_lock checks the address before anything else.
 	p := start(t, testutil.Environ("LH="+lib, "LEASEHOLD_PORT=7400"), "", bash, "-c",
@@ -278,12 +288,7 @@ func TestLeaseholdShTLSOptions(t *testing.T) {
 	lib := repoPath(t, "scripts/leasehold.sh")
 	const fakeCLI = `redis-cli() { echo "redis-cli $*" >&2; echo 42; }` + "\n"
 	const plain = "redis-cli -h 127.0.0.1 -p 7379 --raw ACQUIRE d 30000\n"
-	for _, c := range []struct {
-		name string
-		env  []string
-		exit int
-		says string // on stderr
-	}{
+	for _, c := range []shAcquireCase{
 		{"none", nil, 0, plain},
 		{"off", []string{"LEASEHOLD_TLS=0"}, 0, plain},
 		{"on", []string{"LEASEHOLD_TLS=1"}, 0, "redis-cli -h 127.0.0.1 -p 7379 --tls --raw ACQUIRE"},
@@ -295,18 +300,7 @@ func TestLeaseholdShTLSOptions(t *testing.T) {
 		{"CA without TLS", []string{"LEASEHOLD_TLS_CACERT=ca.crt"}, 2, "leasehold_acquire: LEASEHOLD_TLS_CACERT is a setting of TLS: set LEASEHOLD_TLS=1\n"},
 		{"insecure without TLS", []string{"LEASEHOLD_TLS=0", "LEASEHOLD_TLS_INSECURE=1"}, 2, "LEASEHOLD_TLS_INSECURE is a setting of TLS"},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			p := start(t, testutil.Environ(append([]string{"LH=" + lib}, c.env...)...), "", bash, "-c",
-				"set -euo pipefail\nsource \"$LH\"\n"+fakeCLI+"rc=0; leasehold_acquire d 30000 || rc=$?\necho \"status $rc\"\n").wait()
-			want := fmt.Sprintf("status %d\n", c.exit)
-			if c.exit == 0 {
-				want = "42\n" + want
-			}
-			if p.stdout.String() != want || !strings.Contains(p.stderr.String(), c.says) {
-				t.Errorf("want stdout %q and %q on stderr; got %s", want, c.says, p)
-			}
-		})
+		runShAcquire(t, bash, lib, fakeCLI, c)
 	}
 	// leasehold_with_lock checks them before anything else, and exports
 	// them to COMMAND.
