@@ -79,13 +79,24 @@ func (historySnapshot) Release() {}
 // send to nor receive from any other (every node's transport asks it
 // before sending), as a network partition would.
 type faultNet struct {
-	mu       sync.Mutex // guards isolated
+	mu       sync.Mutex // guards isolated, muted
 	isolated map[raft.ServerAddress]bool
+	muted    map[raft.ServerAddress]bool // can receive, cannot send
 }
 
 var errPartitioned = errors.New("test: partitioned")
 
-func newFaultNet() *faultNet { return &faultNet{isolated: map[raft.ServerAddress]bool{}} }
+func newFaultNet() *faultNet {
+	return &faultNet{isolated: map[raft.ServerAddress]bool{}, muted: map[raft.ServerAddress]bool{}}
+}
+
+// mute cuts addr one way: its RPCs (and so its answers to nothing, as
+// raft's answers ride on the caller's connection) fail, RPCs to it pass.
+func (f *faultNet) mute(addr string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.muted[raft.ServerAddress(addr)] = true
+}
 
 func (f *faultNet) isolate(addr string) {
 	f.mu.Lock()
@@ -97,12 +108,13 @@ func (f *faultNet) heal() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	clear(f.isolated)
+	clear(f.muted)
 }
 
 func (f *faultNet) cut(from, to raft.ServerAddress) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.isolated[from] || f.isolated[to]
+	return f.isolated[from] || f.isolated[to] || f.muted[from]
 }
 
 // faultTransport drops (fails) every RPC its faultNet cuts.
@@ -208,10 +220,11 @@ func (l *testLog) Write(p []byte) (int, error) {
 // member is one node of a test cluster, across restarts: its config (and
 // so its data dir and address) stays, its *Node changes.
 type member struct {
-	cfg  Config
-	fsm  *historyFSM // replaced on each start; read by the test goroutine only
-	net  *faultNet
-	node atomic.Pointer[Node] // nil while down
+	cfg    Config
+	fsm    *historyFSM // replaced on each start; read by the test goroutine only
+	net    *faultNet
+	node   atomic.Pointer[Node] // nil while down
+	noSync bool
 }
 
 func newMember(t *testing.T, net *faultNet, log *testLog, id string, bootstrap bool, opts ...func(*Config)) *member {
@@ -244,8 +257,10 @@ func (m *member) start(t *testing.T) {
 	t.Helper()
 	m.fsm = &historyFSM{}
 	m.cfg.FSM = m.fsm
-	n, err := open(m.cfg, func(inner netTransport) netTransport {
-		return &faultTransport{netTransport: inner, net: m.net}
+	n, err := open(m.cfg, testHooks{
+		wrapTransport: func(inner netTransport) netTransport {
+			return &faultTransport{netTransport: inner, net: m.net}
+		},
 	})
 	if err != nil {
 		t.Fatalf("open %s: %v", m.cfg.NodeID, err)

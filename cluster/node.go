@@ -49,12 +49,17 @@ type Node struct {
 // snapshot and the log into cfg.FSM. It returns without waiting for a
 // leader. The caller must Close the node.
 func Open(cfg Config) (*Node, error) {
-	return open(cfg, nil)
+	return open(cfg, testHooks{})
 }
 
-// open is Open with a hook that wraps the TCP transport (tests inject
-// faults with it). The #695 wrapper always goes outermost.
-func open(cfg Config, wrap func(netTransport) netTransport) (n *Node, err error) {
+// testHooks change how open builds a node, for tests only.
+type testHooks struct {
+	// wrapTransport wraps the TCP transport (fault injection). The #695
+	// wrapper always goes outermost.
+	wrapTransport func(netTransport) netTransport
+}
+
+func open(cfg Config, hooks testHooks) (n *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -89,8 +94,8 @@ func open(cfg Config, wrap func(netTransport) netTransport) (n *Node, err error)
 		return nil, fmt.Errorf("cluster: listening on %s: %w", cfg.RaftAddr, err)
 	}
 	var inner netTransport = tcp
-	if wrap != nil {
-		inner = wrap(inner)
+	if hooks.wrapTransport != nil {
+		inner = hooks.wrapTransport(inner)
 	}
 	trans := newMainThreadTransport(inner)
 	closers = append(closers, trans.Close)
