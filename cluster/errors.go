@@ -40,7 +40,7 @@ var (
 	// ID. Remove the old entry first (RemoveServer).
 	ErrServerConflict = errors.New("cluster: server ID or address already in the configuration")
 
-	// ErrClosed is returned by a Node's methods after Close.
+	// ErrClosed is wrapped by the errors of a Node's methods after Close.
 	ErrClosed = errors.New("cluster: node closed")
 )
 

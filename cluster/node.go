@@ -256,8 +256,13 @@ func (n *Node) Snapshot() error {
 // committed when it was added (waiting at most Config.CatchUpTimeout), as a
 // voter, so that a new, empty server never counts towards a quorum it
 // cannot yet serve. Joining a server that is already a voter at addr does
-// nothing. Leader only; one membership change commits at a time.
+// nothing, so Join may be retried after any error (a configuration change
+// that failed with ErrNotLeader may still have committed). Leader only;
+// one membership change commits at a time.
 func (n *Node) Join(id, addr string) error {
+	if !n.IsLeader() {
+		return &outcomeError{kinds: []error{ErrNotLeader}, cause: raft.ErrNotLeader}
+	}
 	sid, saddr := raft.ServerID(id), raft.ServerAddress(addr)
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -270,9 +275,6 @@ func (n *Node) Join(id, addr string) error {
 		case s.ID == sid && s.Address != saddr, s.ID != sid && s.Address == saddr:
 			return fmt.Errorf("%w: %s at %s", ErrServerConflict, s.ID, s.Address)
 		}
-	}
-	if !n.IsLeader() {
-		return &outcomeError{kinds: []error{ErrNotLeader}, cause: raft.ErrNotLeader}
 	}
 	// Progress seen under this ID before may belong to a server that has
 	// since lost its disk.
@@ -312,7 +314,9 @@ func (n *Node) waitCaughtUp(id raft.ServerID) error {
 
 // RemoveServer removes the server id from the configuration, voter or not.
 // A leader may remove itself; it steps down once the change commits.
-// Leader only; one membership change commits at a time.
+// Removing a server that is not there changes nothing, so RemoveServer may
+// be retried after any error. Leader only; one membership change commits
+// at a time.
 func (n *Node) RemoveServer(id string) error {
 	sid := raft.ServerID(id)
 	err := leaderError(n.raft.RemoveServer(sid, 0, n.cfg.CatchUpTimeout).Error())
