@@ -15,13 +15,14 @@ import (
 // passes them as alternating keys and values, with the odd one out (if any)
 // kept under "extra".
 type hclogAdapter struct {
-	zl      zerolog.Logger
+	base    zerolog.Logger // the node's logger
+	zl      zerolog.Logger // base with the component's name
 	name    string
 	implied []any
 }
 
 func newHclogAdapter(zl zerolog.Logger, name string) hclog.Logger {
-	return &hclogAdapter{zl: zl.With().Str("component", name).Logger(), name: name}
+	return &hclogAdapter{base: zl, zl: zl.With().Str("component", name).Logger(), name: name}
 }
 
 var _ hclog.Logger = (*hclogAdapter)(nil)
@@ -111,7 +112,7 @@ func (h *hclogAdapter) Named(name string) hclog.Logger {
 func (h *hclogAdapter) ResetNamed(name string) hclog.Logger {
 	c := *h
 	c.name = name
-	c.zl = h.zl.With().Str("component", name).Logger()
+	c.zl = h.base.With().Str("component", name).Logger()
 	return &c
 }
 
