@@ -1,0 +1,128 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/rs/zerolog"
+)
+
+// Config is what a Node is made of. Start from DefaultConfig.
+type Config struct {
+	// NodeID names this member in the Raft configuration. It must stay the
+	// same across restarts of the same data directory.
+	NodeID string
+
+	// RaftAddr is the HOST:PORT the node listens on for Raft traffic and
+	// tells its peers; so HOST must be an address they can reach (not
+	// 0.0.0.0). Port 0 picks a free port (tests); Node.Addr reports it.
+	RaftAddr string
+
+	// DataDir holds the node's Raft state under DataDir/raft: raft.db (the
+	// log and the term/vote, raft-boltdb/v2) and snapshots/.
+	DataDir string
+
+	// Bootstrap makes this node, if its stores are empty, the first member
+	// of a new cluster: a configuration with itself as the only voter. It is
+	// ignored when the stores hold state, so it is safe to leave on across
+	// restarts of the first node.
+	Bootstrap bool
+
+	// FSM is the replicated state machine. If it also implements
+	// raft.BatchingFSM, hashicorp/raft hands it batches of entries.
+	FSM raft.FSM
+
+	// Logger receives the node's and hashicorp/raft's log lines.
+	Logger zerolog.Logger
+
+	// HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout and
+	// CommitTimeout are hashicorp/raft's (see raft.Config). The defaults are
+	// raft.DefaultConfig's: 1 s, 1 s, 500 ms, 50 ms. A follower starts an
+	// election after HeartbeatTimeout without hearing from the leader; a
+	// leader steps down after LeaderLeaseTimeout without a quorum.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+
+	// SnapshotInterval, SnapshotThreshold and TrailingLogs are
+	// hashicorp/raft's (raft.DefaultConfig's: check every 120 s, snapshot
+	// when 8192 entries are past the last snapshot, keep 10240 entries
+	// after one so a slightly lagging follower is caught up from the log
+	// rather than by a snapshot install).
+	SnapshotInterval  time.Duration
+	SnapshotThreshold uint64
+	TrailingLogs      uint64
+
+	// TransferTimeout bounds the leadership transfer that Close of a leader
+	// tries before shutting down.
+	TransferTimeout time.Duration
+
+	// CatchUpTimeout bounds how long Join waits for a new non-voter to
+	// catch up before it would make it a voter.
+	CatchUpTimeout time.Duration
+}
+
+// DefaultConfig returns a Config with every default set; the caller fills in
+// NodeID, RaftAddr, DataDir, FSM (and Bootstrap, Logger).
+func DefaultConfig() Config {
+	rc := raft.DefaultConfig()
+	return Config{
+		Logger:             zerolog.Nop(),
+		HeartbeatTimeout:   rc.HeartbeatTimeout,
+		ElectionTimeout:    rc.ElectionTimeout,
+		LeaderLeaseTimeout: rc.LeaderLeaseTimeout,
+		CommitTimeout:      rc.CommitTimeout,
+		SnapshotInterval:   rc.SnapshotInterval,
+		SnapshotThreshold:  rc.SnapshotThreshold,
+		TrailingLogs:       rc.TrailingLogs,
+		TransferTimeout:    2 * rc.ElectionTimeout,
+		CatchUpTimeout:     30 * time.Second,
+	}
+}
+
+// Validate reports the first thing wrong with c, nil if nothing is.
+func (c Config) Validate() error {
+	switch {
+	case c.NodeID == "":
+		return errors.New("cluster: NodeID is empty")
+	case c.DataDir == "":
+		return errors.New("cluster: DataDir is empty")
+	case c.FSM == nil:
+		return errors.New("cluster: FSM is nil")
+	case c.TransferTimeout <= 0:
+		return errors.New("cluster: TransferTimeout must be positive")
+	case c.CatchUpTimeout <= 0:
+		return errors.New("cluster: CatchUpTimeout must be positive")
+	}
+	host, _, err := net.SplitHostPort(c.RaftAddr)
+	if err != nil {
+		return fmt.Errorf("cluster: RaftAddr %q: %w", c.RaftAddr, err)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return fmt.Errorf("cluster: RaftAddr %q: peers cannot reach an unspecified host", c.RaftAddr)
+	}
+	if err := raft.ValidateConfig(c.raftConfig()); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	return nil
+}
+
+// raftConfig is hashicorp/raft's configuration for c: raft.DefaultConfig
+// with c's settings over it.
+func (c Config) raftConfig() *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(c.NodeID)
+	rc.HeartbeatTimeout = c.HeartbeatTimeout
+	rc.ElectionTimeout = c.ElectionTimeout
+	rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
+	rc.CommitTimeout = c.CommitTimeout
+	rc.SnapshotInterval = c.SnapshotInterval
+	rc.SnapshotThreshold = c.SnapshotThreshold
+	rc.TrailingLogs = c.TrailingLogs
+	rc.Logger = newHclogAdapter(c.Logger, "raft")
+	return rc
+}

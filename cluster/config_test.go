@@ -1,0 +1,66 @@
+package cluster
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigValidate(t *testing.T) {
+	valid := func() Config {
+		c := DefaultConfig()
+		c.NodeID, c.RaftAddr, c.DataDir, c.FSM = "n1", "127.0.0.1:7000", "/tmp/x", &historyFSM{}
+		return c
+	}
+	if err := valid().Validate(); err != nil {
+		t.Fatalf("valid config: %v", err)
+	}
+	for _, tc := range []struct {
+		name    string
+		change  func(*Config)
+		wantErr string
+	}{
+		{"no node id", func(c *Config) { c.NodeID = "" }, "NodeID"},
+		{"no data dir", func(c *Config) { c.DataDir = "" }, "DataDir"},
+		{"no fsm", func(c *Config) { c.FSM = nil }, "FSM"},
+		{"no port", func(c *Config) { c.RaftAddr = "127.0.0.1" }, "RaftAddr"},
+		{"unspecified host", func(c *Config) { c.RaftAddr = "0.0.0.0:7000" }, "unspecified"},
+		{"empty host", func(c *Config) { c.RaftAddr = ":7000" }, "unspecified"},
+		{"lease above heartbeat", func(c *Config) { c.LeaderLeaseTimeout = 2 * c.HeartbeatTimeout }, "LeaderLeaseTimeout"},
+		{"no transfer timeout", func(c *Config) { c.TransferTimeout = 0 }, "TransferTimeout"},
+		{"no catch-up timeout", func(c *Config) { c.CatchUpTimeout = 0 }, "CatchUpTimeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := valid()
+			tc.change(&c)
+			err := c.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("Validate: %v, want an error about %s", err, tc.wantErr)
+			}
+			if _, err := Open(c); err == nil {
+				t.Fatal("Open accepted an invalid config")
+			}
+		})
+	}
+}
+
+// TestBootstrapOnlyOnce restarts a bootstrapped single node with Bootstrap
+// still set: it must come back from its stores, not start a new cluster.
+func TestBootstrapOnlyOnce(t *testing.T) {
+	_, ms := startCluster(t, 1)
+	m := ms[0]
+	acked := apply(t, m, "a", 5)
+	m.stop(t)
+	if m.node.Load() != nil {
+		t.Fatal("node still set after stop")
+	}
+	m.start(t)
+	waitLeader(t, ms)
+	if got := waitSameHistory(t, ms, len(acked)); !slices.Equal(got, acked) {
+		t.Fatalf("history after restart = %q, want %q", got, acked)
+	}
+	if _, err := m.node.Load().Apply([]byte("b"), time.Second); err != nil {
+		t.Fatalf("apply after restart: %v", err)
+	}
+}

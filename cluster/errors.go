@@ -1,0 +1,96 @@
+package cluster
+
+import (
+	"errors"
+
+	"github.com/hashicorp/raft"
+)
+
+// Every error a Node returns for a failed command is one of two kinds, told
+// apart with errors.Is: ErrNotApplied (the command never reached the log:
+// retrying it, here or at the leader, cannot apply it twice) or
+// ErrOutcomeUnknown (it may be applied, now or later, on every node). The
+// error also wraps hashicorp/raft's own (raft.ErrLeadershipLost, ...).
+var (
+	// ErrNotApplied is wrapped by an Apply error when the command certainly
+	// was not and will not be applied: raft refused it before giving it a
+	// log index (not the leader, leadership transfer in progress, the
+	// enqueue timeout passed, the node is shut down).
+	ErrNotApplied = errors.New("cluster: command not applied")
+
+	// ErrNotLeader is returned when an operation that only the leader can do
+	// (Apply, VerifyLeader, Barrier, Join, RemoveServer, ...) is asked of a
+	// node that is not the leader, or is no longer, or is handing leadership
+	// over. An Apply error that wraps it also wraps ErrNotApplied.
+	ErrNotLeader = errors.New("cluster: not the leader")
+
+	// ErrOutcomeUnknown is wrapped by an Apply error when the command was
+	// written to the leader's log but the node lost leadership (or shut
+	// down) before learning whether a quorum holds it: it may still commit
+	// under the next leader (hashicorp/raft's Apply doc, issue #359).
+	ErrOutcomeUnknown = errors.New("cluster: outcome unknown")
+
+	// ErrCatchUpTimeout is returned by Join when the new server, added as a
+	// non-voter, has not caught up with the leader's commit index within
+	// Config.CatchUpTimeout. It stays a non-voter; Join may be called again.
+	ErrCatchUpTimeout = errors.New("cluster: new server did not catch up in time")
+
+	// ErrServerConflict is returned by Join when the ID is in the
+	// configuration under another address, or the address under another
+	// ID. Remove the old entry first (RemoveServer).
+	ErrServerConflict = errors.New("cluster: server ID or address already in the configuration")
+
+	// ErrClosed is wrapped by the errors of a Node's methods after Close.
+	ErrClosed = errors.New("cluster: node closed")
+)
+
+// outcomeError is a failed command: what is known of its fate (kinds, the
+// most specific last) and raft's error (cause).
+type outcomeError struct {
+	kinds []error
+	cause error
+}
+
+func (e *outcomeError) Error() string {
+	return e.kinds[len(e.kinds)-1].Error() + ": " + e.cause.Error()
+}
+
+func (e *outcomeError) Unwrap() []error {
+	return append(append([]error(nil), e.kinds...), e.cause)
+}
+
+// commandError classifies err, raft's error for a command (an Apply, or a
+// Barrier, which is an entry too), by whether raft had given the command a
+// log index (dispatched). Before that, nothing was written anywhere;
+// after it, only a commit tells, and raft's errors after dispatch
+// (ErrLeadershipLost, a log store failure, ErrRaftShutdown while the entry
+// was waiting for the FSM) all leave the outcome open.
+func commandError(err error, dispatched bool) error {
+	switch {
+	case dispatched:
+		return &outcomeError{kinds: []error{ErrOutcomeUnknown}, cause: err}
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return &outcomeError{kinds: []error{ErrNotApplied, ErrNotLeader}, cause: err}
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return &outcomeError{kinds: []error{ErrNotApplied, ErrClosed}, cause: err}
+	default:
+		return &outcomeError{kinds: []error{ErrNotApplied}, cause: err}
+	}
+}
+
+// leaderError maps raft's error for a leader-only operation that is not a
+// command (VerifyLeader, a membership change's refusal) onto ErrNotLeader
+// where that is what it means.
+func leaderError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return &outcomeError{kinds: []error{ErrNotLeader}, cause: err}
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return &outcomeError{kinds: []error{ErrClosed}, cause: err}
+	default:
+		return err
+	}
+}

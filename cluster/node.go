@@ -1,0 +1,368 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+)
+
+const (
+	// snapshotsRetained is how many snapshots the file store keeps: the
+	// newest, and one to fall back on if the newest turns out damaged.
+	snapshotsRetained = 2
+	// logCacheSize is how many recent entries are kept in memory in front
+	// of the bolt log, so that replication to followers rarely reads disk.
+	logCacheSize = 512
+	// transportPool and transportTimeout are the TCP transport's
+	// connection pool per peer and its I/O deadline (Consul's values).
+	transportPool    = 3
+	transportTimeout = 10 * time.Second
+	// catchUpPoll is how often Join looks at a non-voter's progress.
+	catchUpPoll = 20 * time.Millisecond
+)
+
+// Node is one member of a Raft group: hashicorp/raft with a bolt log, a file
+// snapshot store and a TCP transport whose heartbeats run on raft's main
+// goroutine (see mainThreadTransport). Its methods are safe for concurrent
+// use. Leader-only methods return an error wrapping ErrNotLeader elsewhere;
+// they do not forward.
+type Node struct {
+	cfg   Config
+	raft  *raft.Raft
+	trans *mainThreadTransport
+	store *raftboltdb.BoltStore
+
+	closeOnce   sync.Once
+	closeErr    error
+	transferErr error // the outcome of Close's leadership transfer, for tests
+}
+
+// Open starts a node from cfg: it opens (or creates) the stores under
+// cfg.DataDir/raft, listens on cfg.RaftAddr, bootstraps a one-voter cluster
+// if cfg.Bootstrap is set and the stores are empty, and replays the newest
+// snapshot and the log into cfg.FSM. It returns without waiting for a
+// leader. The caller must Close the node.
+func Open(cfg Config) (*Node, error) {
+	return open(cfg, testHooks{})
+}
+
+// testHooks change how open builds a node, for tests only.
+type testHooks struct {
+	// wrapTransport wraps the TCP transport (fault injection). The #695
+	// wrapper always goes outermost.
+	wrapTransport func(netTransport) netTransport
+}
+
+func open(cfg Config, hooks testHooks) (n *Node, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(cfg.DataDir, "raft")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	var closers []func() error
+	defer func() {
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				_ = closers[i]()
+			}
+		}
+	}()
+
+	store, err := raftboltdb.NewBoltStore(filepath.Join(dir, "raft.db"))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: opening the raft log: %w", err)
+	}
+	closers = append(closers, store.Close)
+	logs, err := raft.NewLogCache(logCacheSize, store)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, snapshotsRetained, newHclogAdapter(cfg.Logger, "raft-snapshots"))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: opening the snapshot store: %w", err)
+	}
+	tcp, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, nil, transportPool, transportTimeout, newHclogAdapter(cfg.Logger, "raft-net"))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: listening on %s: %w", cfg.RaftAddr, err)
+	}
+	var inner netTransport = tcp
+	if hooks.wrapTransport != nil {
+		inner = hooks.wrapTransport(inner)
+	}
+	trans := newMainThreadTransport(inner)
+	closers = append(closers, trans.Close)
+
+	rc := cfg.raftConfig()
+	if cfg.Bootstrap {
+		existing, err := raft.HasExistingState(logs, store, snaps)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: reading the raft stores: %w", err)
+		}
+		if !existing {
+			first := raft.Configuration{Servers: []raft.Server{{
+				Suffrage: raft.Voter, ID: rc.LocalID, Address: trans.LocalAddr(),
+			}}}
+			if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, first); err != nil {
+				return nil, fmt.Errorf("cluster: bootstrap: %w", err)
+			}
+		}
+	}
+	r, err := raft.NewRaft(rc, cfg.FSM, logs, store, snaps, trans)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	return &Node{cfg: cfg, raft: r, trans: trans, store: store}, nil
+}
+
+// ID is the node's ID (Config.NodeID).
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// Addr is the address the node's Raft transport listens on and advertises.
+func (n *Node) Addr() string { return string(n.trans.LocalAddr()) }
+
+// Close shuts the node down and closes its stores; it is safe to call twice.
+// A leader with other voters first tries to hand leadership to the most
+// up-to-date of them, for at most Config.TransferTimeout, so that the
+// cluster does not wait out an election timeout. Close does not wait for
+// commands in flight to commit: their Apply returns ErrOutcomeUnknown.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		if n.IsLeader() && n.otherVoters() {
+			n.transferErr = n.transferLeadership()
+		}
+		n.closeErr = n.shutdown()
+	})
+	return n.closeErr
+}
+
+// transferLeadership asks raft to hand leadership over and waits for the
+// answer for at most TransferTimeout. raft gives up by itself after an
+// election timeout; the bound is for the case where its answer is late.
+// The goroutine ends when raft answers, at the latest on Shutdown.
+func (n *Node) transferLeadership() error {
+	done := make(chan error, 1)
+	go func() { done <- n.raft.LeadershipTransfer().Error() }()
+	timer := time.NewTimer(n.cfg.TransferTimeout)
+	defer timer.Stop()
+	var err error
+	select {
+	case err = <-done:
+	case <-timer.C:
+		err = fmt.Errorf("no answer within %s", n.cfg.TransferTimeout)
+	}
+	if err != nil {
+		n.cfg.Logger.Warn().Err(err).Msg("leadership transfer before shutdown failed; the cluster will elect a leader after its heartbeat timeout")
+	} else {
+		n.cfg.Logger.Info().Msg("leadership transferred before shutdown")
+	}
+	return err
+}
+
+// shutdown stops raft (which closes the transport) and the stores, without
+// a leadership transfer: what a crash leaves behind, apart from the
+// unsynced page cache.
+func (n *Node) shutdown() error {
+	err := n.raft.Shutdown().Error()
+	return errors.Join(err, n.store.Close())
+}
+
+func (n *Node) otherVoters() bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter && s.ID != raft.ServerID(n.cfg.NodeID) {
+			return true
+		}
+	}
+	return false
+}
+
+// Apply proposes cmd and, once it is committed and applied to the local FSM,
+// returns what the FSM's Apply returned for it (an error the FSM returns
+// is a response, not a failure of Apply). timeout bounds only the wait to
+// hand cmd to raft (0: no bound); after that Apply waits until the entry is
+// applied or raft reports leadership lost, which a leader cut off from its
+// quorum does within LeaderLeaseTimeout. On failure the error wraps
+// ErrNotApplied (with ErrNotLeader on a follower) or ErrOutcomeUnknown;
+// see errors.go.
+func (n *Node) Apply(cmd []byte, timeout time.Duration) (any, error) {
+	f := n.raft.Apply(cmd, timeout)
+	if err := f.Error(); err != nil {
+		// A future that got a log index was dispatched: written to the
+		// leader's log, perhaps replicated. raft's early refusals (and its
+		// errorFuture) have index 0.
+		return nil, commandError(err, f.Index() != 0)
+	}
+	return f.Response(), nil
+}
+
+// IsLeader reports whether this node believes it is the leader. Only
+// VerifyLeader makes sure.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Leader returns the ID and Raft address of the leader as this node knows
+// it, both empty if it knows none (during an election).
+func (n *Node) Leader() (id, addr string) {
+	a, i := n.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
+// LeaderCh delivers true when this node becomes the leader and false when
+// it stops being it. It holds only the latest change: a reader that is
+// late sees the newest state, not every transition (raft.LeaderCh).
+func (n *Node) LeaderCh() <-chan bool { return n.raft.LeaderCh() }
+
+// VerifyLeader confirms with a quorum that this node is still the leader,
+// the check a linearizable read needs. It blocks for one round trip to the
+// followers, and returns an error wrapping ErrNotLeader if not.
+func (n *Node) VerifyLeader() error {
+	return leaderError(n.raft.VerifyLeader().Error())
+}
+
+// Barrier blocks until every entry committed before the call is applied to
+// the local FSM; a new leader calls it before serving reads. timeout bounds
+// the wait to enqueue (0: no bound). Leader only.
+func (n *Node) Barrier(timeout time.Duration) error {
+	return leaderError(n.raft.Barrier(timeout).Error())
+}
+
+// CommitIndex is the highest log index this node knows to be committed.
+func (n *Node) CommitIndex() uint64 { return n.raft.CommitIndex() }
+
+// AppliedIndex is the highest log index applied to this node's FSM
+// (configuration and no-op entries count too).
+func (n *Node) AppliedIndex() uint64 { return n.raft.AppliedIndex() }
+
+// Snapshot takes a snapshot now (raft.Snapshot) and compacts the log up to
+// TrailingLogs behind it. It blocks until the snapshot is on disk and
+// returns raft.ErrNothingNewToSnapshot if nothing was applied since the
+// last one.
+func (n *Node) Snapshot() error {
+	return n.raft.Snapshot().Error()
+}
+
+// Join adds the server id at Raft address addr as a voter, the safe way:
+// first as a non-voter, then, once it holds every entry the leader had
+// committed when it was added (waiting at most Config.CatchUpTimeout), as a
+// voter, so that a new, empty server never counts towards a quorum it
+// cannot yet serve. Joining a server that is already a voter at addr does
+// nothing, so Join may be retried after any error (a configuration change
+// that failed with ErrNotLeader may still have committed). Leader only;
+// one membership change commits at a time.
+func (n *Node) Join(id, addr string) error {
+	if !n.IsLeader() {
+		return &outcomeError{kinds: []error{ErrNotLeader}, cause: raft.ErrNotLeader}
+	}
+	sid, saddr := raft.ServerID(id), raft.ServerAddress(addr)
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return leaderError(err)
+	}
+	for _, s := range f.Configuration().Servers {
+		switch {
+		case s.ID == sid && s.Address == saddr && s.Suffrage == raft.Voter:
+			return nil
+		case s.ID == sid && s.Address != saddr, s.ID != sid && s.Address == saddr:
+			return fmt.Errorf("%w: %s at %s", ErrServerConflict, s.ID, s.Address)
+		}
+	}
+	// Progress seen under this ID before may belong to a server that has
+	// since lost its disk.
+	n.trans.progress.forget(sid)
+	if err := n.raft.AddNonvoter(sid, saddr, 0, n.cfg.CatchUpTimeout).Error(); err != nil {
+		return leaderError(err)
+	}
+	if err := n.waitCaughtUp(sid); err != nil {
+		return err
+	}
+	return leaderError(n.raft.AddVoter(sid, saddr, 0, n.cfg.CatchUpTimeout).Error())
+}
+
+// waitCaughtUp polls until id has confirmed the leader's commit index as of
+// the call, for at most CatchUpTimeout.
+func (n *Node) waitCaughtUp(id raft.ServerID) error {
+	target, term := n.raft.CommitIndex(), n.raft.CurrentTerm()
+	deadline := time.NewTimer(n.cfg.CatchUpTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(catchUpPoll)
+	defer tick.Stop()
+	for {
+		if !n.IsLeader() || n.raft.CurrentTerm() != term {
+			return &outcomeError{kinds: []error{ErrNotLeader}, cause: raft.ErrLeadershipLost}
+		}
+		if n.trans.progress.matchIndex(id, term) >= target {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return fmt.Errorf("%w: %s has index %d of %d after %s", ErrCatchUpTimeout,
+				id, n.trans.progress.matchIndex(id, term), target, n.cfg.CatchUpTimeout)
+		}
+	}
+}
+
+// RemoveServer removes the server id from the configuration, voter or not.
+// A leader may remove itself; it steps down once the change commits.
+// Removing a server that is not there changes nothing, so RemoveServer may
+// be retried after any error. Leader only; one membership change commits
+// at a time.
+func (n *Node) RemoveServer(id string) error {
+	sid := raft.ServerID(id)
+	err := leaderError(n.raft.RemoveServer(sid, 0, n.cfg.CatchUpTimeout).Error())
+	if err == nil {
+		n.trans.progress.forget(sid)
+	}
+	return err
+}
+
+// Server is one member of the configuration, as CLUSTER NODES lists it.
+type Server struct {
+	ID     string
+	Addr   string
+	Voter  bool // false: a non-voter, still catching up or kept as a read replica
+	Leader bool // the leader as this node knows it
+}
+
+// Servers returns the latest configuration this node knows (committed or
+// not), in configuration order.
+func (n *Node) Servers() ([]Server, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, leaderError(err)
+	}
+	leaderID, _ := n.Leader()
+	var out []Server
+	for _, s := range f.Configuration().Servers {
+		out = append(out, Server{
+			ID:     string(s.ID),
+			Addr:   string(s.Address),
+			Voter:  s.Suffrage == raft.Voter,
+			Leader: string(s.ID) == leaderID,
+		})
+	}
+	return out, nil
+}
+
+// Stats returns hashicorp/raft's statistics (state, term, last_log_index,
+// commit_index, applied_index, last_snapshot_index, num_peers,
+// last_contact, ...) plus node_id, raft_addr, leader_id and leader_addr,
+// as CLUSTER INFO lists them.
+func (n *Node) Stats() map[string]string {
+	s := n.raft.Stats()
+	s["node_id"] = n.cfg.NodeID
+	s["raft_addr"] = n.Addr()
+	s["leader_id"], s["leader_addr"] = n.Leader()
+	s["heartbeat_fast_path"] = "off" // see mainThreadTransport (#695)
+	return s
+}
