@@ -47,6 +47,11 @@ type Config struct {
 	// existing locks go on. Restore is never refused: restoring what a data
 	// directory holds is not making new locks (see Table.OverMaxLocks).
 	MaxLocks int
+	// Replicated makes the table one replica of a replicated state machine
+	// (see the package doc's "Replicated mode"): tokens are counted per key
+	// slot above a floor (RaiseTokenFloor), and no lease or lock-delay ends
+	// by itself, only by Fire. Exclusive with Journal: the log is the journal.
+	Replicated bool
 	// PrefetchFrom is the number of live locks from which the table asks
 	// callers to prefetch pipelined keys (see Table.PrefetchWorthwhile);
 	// 0 means DefaultPrefetchFrom.
@@ -153,6 +158,8 @@ func (c Config) Validate() error {
 		return errors.New("locker: clock is required")
 	case c.MaxLocks < 0:
 		return fmt.Errorf("locker: max locks must not be negative (0 for no bound), got %d", c.MaxLocks)
+	case c.Replicated && c.Journal != nil:
+		return errors.New("locker: a replicated table takes no journal (its log is one)")
 	case c.PrefetchFrom < 0:
 		return fmt.Errorf("locker: prefetch threshold must not be negative, got %d", c.PrefetchFrom)
 	}

@@ -34,6 +34,8 @@ type holder struct {
 	// stays taken (a permit of a semaphore, a reader that blocks writers)
 	// until deadline, but it is no lease: VERIFY and RELEASE ignore it.
 	delayed bool
+	// renewals counts the lease's renewals (replicated mode's Due.Renewals).
+	renewals uint32
 }
 
 // holderSet is the leases of one lock, in grant order.
@@ -106,7 +108,7 @@ func (s *shard) grantHolder(i uint32, now, ttl int64, owner []byte) uint64 {
 		s.holderSets[i] = hs
 		e.flags |= flagMulti
 	}
-	e.token = s.nextToken()
+	e.token = s.nextToken(i)
 	h := holder{token: e.token, deadline: now + ttl, owner: string(owner)}
 	s.journal(ChangeGrant, i, h.token, h.deadline, owner, e.flags&flagSemaphore == 0)
 	hs.items = append(hs.items, h)
@@ -170,6 +172,7 @@ func (s *shard) ownersHolder(i uint32, owner []byte) int {
 func (s *shard) renewHolder(i uint32, n int, now, ttl int64) {
 	h := &s.holders(i).items[n]
 	h.deadline = now + ttl
+	h.renewals++
 	s.journal(ChangeExtend, i, h.token, h.deadline, nil, false)
 	s.counts.renewed.Add(1)
 	s.emitHolder(EventExtended, i, h)

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/keyslot"
 )
 
 // Journal receives the changes a restart must replay to rebuild the table,
@@ -58,7 +60,8 @@ type LockState struct {
 	LastToken uint64
 	// Leases are the live leases and the expired ones serving a
 	// lock-delay. A live lease whose deadline has passed by the time it is
-	// restored expires then, into its lock-delay from that deadline.
+	// restored expires then, into its lock-delay from that deadline; in
+	// replicated mode nothing expires, and such a lease waits for Fire.
 	Leases []LeaseState
 }
 
@@ -72,6 +75,9 @@ type LeaseState struct {
 	// lock-delay runs until then (on the table's Clock): it holds its
 	// place, but it is no lease.
 	DelayedUntil int64
+	// Renewals counts the lease's renewals; only a replicated table keeps
+	// them for an exclusive lease (see Due.Renewals).
+	Renewals uint32
 }
 
 // TokenReserveChunk is how many tokens the table reserves at a time: a
@@ -99,8 +105,12 @@ func (b *tokenBudget) reserve(token uint64) {
 	b.ceiling.Store(next)
 }
 
-// nextToken is the shard's next token, within the journal's reservation.
-func (s *shard) nextToken() uint64 {
+// nextToken is entry i's next token: the shard's next, within the
+// journal's reservation, or in replicated mode its key slot's.
+func (s *shard) nextToken(i uint32) uint64 {
+	if s.tokens != nil {
+		return s.tokens.next(keyslot.Of(s.key(s.at(i))))
+	}
 	s.lastToken++
 	if s.budget != nil && s.lastToken > s.budget.ceiling.Load() {
 		s.budget.reserve(s.lastToken)
@@ -177,7 +187,7 @@ func (s *shard) state(i uint32) LockState {
 	}
 	switch {
 	case e.flags&flagHeld != 0:
-		l := LeaseState{Token: e.token, Deadline: e.deadline}
+		l := LeaseState{Token: e.token, Deadline: e.deadline, Renewals: s.renewals[i]}
 		if e.ownerLen > 0 {
 			l.Owner = append([]byte(nil), s.strings.get(e.ownerRef, int(e.ownerLen))...)
 		}
@@ -188,7 +198,7 @@ func (s *shard) state(i uint32) LockState {
 	if hs := s.holders(i); hs != nil {
 		shared := e.flags&flagSemaphore == 0
 		for _, h := range hs.items {
-			l := LeaseState{Token: h.token, Deadline: h.deadline, Owner: []byte(h.owner), Shared: shared}
+			l := LeaseState{Token: h.token, Deadline: h.deadline, Owner: []byte(h.owner), Shared: shared, Renewals: h.renewals}
 			if h.delayed {
 				l.Deadline, l.DelayedUntil = 0, h.deadline
 			}
@@ -200,8 +210,9 @@ func (s *shard) state(i uint32) LockState {
 
 // Restore installs a lock, as Dump reported it or a replay rebuilt it, into
 // a table that does not have it; it journals nothing. Leases past their
-// deadline expire at once, into their lock-delay if it has not ended. Call
-// it before the table serves requests.
+// deadline expire at once, into their lock-delay if it has not ended, except
+// in replicated mode, where they stay until Fire. Call it before the table
+// serves requests.
 func (t *Table) Restore(st *LockState) error {
 	if err := t.CheckKey(st.Key); err != nil {
 		return err
@@ -225,6 +236,14 @@ func (t *Table) Restore(st *LockState) error {
 	}
 	e.token = max(e.token, st.LastToken)
 	s.lastToken = max(s.lastToken, st.LastToken)
+	if s.tokens != nil {
+		// Without RestoreTokenState the lock's own tokens still only grow.
+		slot := keyslot.Of(st.Key)
+		s.tokens.raise(slot, st.LastToken)
+		for _, l := range st.Leases {
+			s.tokens.raise(slot, l.Token)
+		}
+	}
 	for _, l := range st.Leases {
 		if l.Shared || e.flags&flagSemaphore != 0 {
 			if e.flags&(flagHeld|flagDelayed) != 0 {
@@ -240,7 +259,7 @@ func (t *Table) Restore(st *LockState) error {
 			// order (liveHolder searches by it), whatever LastToken says.
 			e.token = max(e.token, l.Token)
 			s.lastToken = max(s.lastToken, l.Token)
-			h := holder{token: l.Token, deadline: l.Deadline, owner: string(l.Owner)}
+			h := holder{token: l.Token, deadline: l.Deadline, owner: string(l.Owner), renewals: l.Renewals}
 			if l.DelayedUntil != 0 {
 				h = holder{token: l.Token, deadline: l.DelayedUntil, delayed: true}
 			} else {
@@ -262,6 +281,9 @@ func (t *Table) Restore(st *LockState) error {
 		}
 		e.flags |= flagHeld
 		e.deadline = l.Deadline
+		if s.replicated && l.Renewals > 0 {
+			s.renewals[i] = l.Renewals
+		}
 		if len(l.Owner) > 0 {
 			e.ownerRef = s.putString(l.Owner)
 			e.ownerLen = uint16(len(l.Owner))

@@ -188,6 +188,16 @@ func (t *Table) acquireAllAtOnce(req *Request) ([]uint64, bool, error) {
 		h, si := t.place(k)
 		places[j] = place{h: h, shard: si, key: k, at: j}
 	}
+	if t.cfg.Replicated {
+		// The duplicate named must not depend on the shards: the first in
+		// key order.
+		slices.SortFunc(places, func(a, b place) int { return bytes.Compare(a.key, b.key) })
+		for j := 1; j < len(places); j++ {
+			if bytes.Equal(places[j].key, places[j-1].key) {
+				return nil, false, &KeyError{Key: string(places[j].key), Err: ErrDuplicateKey}
+			}
+		}
+	}
 	slices.SortFunc(places, func(a, b place) int {
 		if a.shard != b.shard {
 			return a.shard - b.shard
@@ -211,6 +221,12 @@ func (t *Table) acquireAllAtOnce(req *Request) ([]uint64, bool, error) {
 			t.unlock(s)
 		}
 	}()
+	if t.cfg.Replicated {
+		// Shard order is per replica: check (the first refusal is the
+		// answer) and grant (keys of one slot share a token counter) in
+		// the request's order, with every shard locked already.
+		slices.SortFunc(places, func(a, b place) int { return a.at - b.at })
+	}
 	now := int64(t.cfg.Clock.Now())
 	// Check every key before granting any.
 	newLocks := 0

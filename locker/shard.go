@@ -107,6 +107,13 @@ type shard struct {
 
 	lastToken uint64 // tokens granted by this shard only grow from here
 
+	// Replicated mode (Config.Replicated); the zero values otherwise.
+	replicated bool
+	tokens     *slotTokens          // the table's per-slot token counters
+	renewals   map[uint32]uint32    // renewals of exclusive leases renewed at least once (Due.Renewals)
+	collected  map[collectKey]int64 // CollectDue's items, until they may be returned again; the leader's only
+	nextSweep  int64                // when CollectDue next forgets collected items past their retry
+
 	// counts are written under mu but read without it, so that INFO never
 	// waits behind the reaper or a long Scan.
 	counts shardCounts
@@ -301,7 +308,7 @@ func (s *shard) lockDelay(i uint32) int64 {
 // grant gives entry i a new lease.
 func (s *shard) grant(i uint32, now, ttl int64, owner []byte) uint64 {
 	e := s.at(i)
-	e.token = s.nextToken()
+	e.token = s.nextToken(i)
 	e.flags |= flagHeld
 	e.deadline = now + ttl
 	if len(owner) > 0 {
@@ -320,6 +327,9 @@ func (s *shard) grant(i uint32, now, ttl int64, owner []byte) uint64 {
 func (s *shard) renew(i uint32, now, ttl int64) {
 	e := s.at(i)
 	e.deadline = now + ttl
+	if s.replicated {
+		s.renewals[i]++
+	}
 	s.wheel.schedule(i, s.wheelDue(i))
 	s.journal(ChangeExtend, i, e.token, e.deadline, nil, false)
 	s.counts.renewed.Add(1)
@@ -336,6 +346,9 @@ func (s *shard) endLease(i uint32) {
 	e.flags &^= flagHeld
 	s.wheel.cancel(i)
 	s.counts.held.Add(-1)
+	if s.replicated && len(s.renewals) > 0 {
+		delete(s.renewals, i)
+	}
 }
 
 // removeIfUnused removes entry i if nothing keeps it: it is free, out of its
@@ -352,12 +365,18 @@ func (s *shard) removeIfUnused(i uint32) bool {
 // fired yet: a lease whose deadline has passed is expired, and enters its
 // lock-delay if the lock has one; a lock-delay that has passed ends. It
 // returns the entry's index afterwards: i, or 0 when the lock is gone.
+// In replicated mode nothing has passed, whatever now says: only Fire ends
+// leases and lock-delays.
 func (s *shard) settle(i uint32, now int64) uint32 {
 	if i == 0 {
 		return 0
 	}
+	expiry := now // what deadlines are judged by; grants are dated from now
+	if s.replicated {
+		expiry = neverPassed
+	}
 	e := s.at(i)
-	if e.flags&flagHeld != 0 && e.deadline <= now {
+	if e.flags&flagHeld != 0 && e.deadline <= expiry {
 		s.counts.expired.Add(1)
 		s.emit(EventExpired, i)
 		s.endLease(i)
@@ -370,12 +389,12 @@ func (s *shard) settle(i uint32, now int64) uint32 {
 			s.wheel.schedule(i, s.wheelDue(i))
 		}
 	}
-	if e.flags&flagDelayed != 0 && e.deadline <= now {
+	if e.flags&flagDelayed != 0 && e.deadline <= expiry {
 		e.flags &^= flagDelayed
 		s.wheel.cancel(i)
 	}
-	if e.flags&flagMulti != 0 && e.deadline <= now {
-		s.settleHolders(i, now)
+	if e.flags&flagMulti != 0 && e.deadline <= expiry {
+		s.settleHolders(i, expiry)
 	}
 	s.handOff(i, now)
 	if s.removeIfUnused(i) {
@@ -383,6 +402,10 @@ func (s *shard) settle(i uint32, now int64) uint32 {
 	}
 	return i
 }
+
+// neverPassed is replicated mode's "now" for expiry checks: no deadline is
+// at or before it.
+const neverPassed = -1 << 63
 
 // find looks key up and settles it.
 func (s *shard) find(h uint32, key []byte, now int64) uint32 {

@@ -25,6 +25,10 @@ type Table struct {
 
 	prefetching atomic.Bool // PrefetchWorthwhile's answer, refreshed by ExpireDue
 	bound       *lockBound  // Config.MaxLocks; nil for none
+	tokens      *slotTokens // replicated mode's token counters; nil in the default mode
+
+	collectMu   sync.Mutex // serialises CollectDue; guards collectFrom
+	collectFrom int        // the shard CollectDue starts at
 
 	mu      sync.Mutex // guards started, closed
 	started bool
@@ -59,10 +63,18 @@ func New(cfg Config) (*Table, error) {
 	if cfg.Journal != nil {
 		budget = &tokenBudget{journal: cfg.Journal}
 	}
+	if cfg.Replicated {
+		t.tokens = &slotTokens{}
+		t.tokens.floor.Store(cfg.FirstToken)
+	}
 	for i := range t.shards {
 		s := newShard(t.seed, cfg.FirstToken, now, t.tick, int64(cfg.LockDelay), cfg.Events)
 		s.num, s.journalTo, s.budget = i, cfg.Journal, budget
 		s.bound = t.bound
+		if cfg.Replicated {
+			s.replicated, s.tokens = true, t.tokens
+			s.renewals = make(map[uint32]uint32)
+		}
 		t.shards[i] = s
 	}
 	return t, nil
@@ -72,7 +84,8 @@ func New(cfg Config) (*Table, error) {
 func (t *Table) Config() Config { return t.cfg }
 
 // Start launches the reaper goroutine, which the table owns: it calls
-// ExpireDue every Tick until Close.
+// ExpireDue every Tick until Close. In replicated mode the reaper only
+// keeps house (gives memory back); it ends nothing.
 func (t *Table) Start() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -121,7 +134,18 @@ func (t *Table) Close() error {
 
 // ExpireDue reclaims every lease whose deadline has passed by the wheel's
 // resolution and returns how many it expired. The reaper calls it each tick.
+// In replicated mode it expires nothing and returns 0: it only keeps house,
+// and the wheel is CollectDue's.
 func (t *Table) ExpireDue() int {
+	if t.cfg.Replicated {
+		for _, s := range t.shards {
+			s.mu.Lock()
+			s.tidy()
+			t.unlock(s)
+		}
+		t.updatePrefetching()
+		return 0
+	}
 	n := 0
 	for _, s := range t.shards {
 		upTo := int64(t.cfg.Clock.Now())
@@ -561,12 +585,12 @@ func (t *Table) Status(key []byte) (Status, bool) {
 	}
 	if e.flags&flagDelayed != 0 {
 		st.Delayed = true
-		st.DelayLeft = time.Duration(e.deadline - now)
+		st.DelayLeft = timeLeft(e.deadline, now)
 	}
 	if e.flags&flagHeld != 0 {
 		st.Held = true
 		st.Token = e.token
-		st.TTL = time.Duration(e.deadline - now)
+		st.TTL = timeLeft(e.deadline, now)
 		if e.ownerLen > 0 {
 			st.Owner = string(s.strings.get(e.ownerRef, int(e.ownerLen)))
 		}
@@ -584,9 +608,9 @@ func (t *Table) Status(key []byte) (Status, bool) {
 			}
 			switch h := &hs.items[n]; {
 			case h.delayed:
-				st.DelayLeft = max(st.DelayLeft, time.Duration(h.deadline-now))
+				st.DelayLeft = max(st.DelayLeft, timeLeft(h.deadline, now))
 			case len(st.Holders) < StatusHolders:
-				st.Holders = append(st.Holders, Holder{Token: h.token, Owner: h.owner, TTL: time.Duration(h.deadline - now), Shared: shared})
+				st.Holders = append(st.Holders, Holder{Token: h.token, Owner: h.owner, TTL: timeLeft(h.deadline, now), Shared: shared})
 			}
 		}
 		st.HoldersTotal += hs.live
@@ -596,6 +620,10 @@ func (t *Table) Status(key []byte) (Status, bool) {
 	}
 	return st, true
 }
+
+// timeLeft is the time from now to deadline, 0 once it has passed: in
+// replicated mode a lease outlives its deadline until Fire ends it.
+func timeLeft(deadline, now int64) time.Duration { return time.Duration(max(deadline-now, 0)) }
 
 // Holders lists key's live leases SCAN-style, in token order, which is the
 // order they were granted in. Start with cursor 0; each call returns the
@@ -627,7 +655,7 @@ func (t *Table) Holders(key []byte, cursor uint64, count int, dst []Holder) (nex
 			if e.ownerLen > 0 {
 				owner = string(s.strings.get(e.ownerRef, int(e.ownerLen)))
 			}
-			dst = append(dst, Holder{Token: e.token, Owner: owner, TTL: time.Duration(e.deadline - now)})
+			dst = append(dst, Holder{Token: e.token, Owner: owner, TTL: timeLeft(e.deadline, now)})
 		}
 		return 0, dst
 	}
@@ -656,7 +684,7 @@ func (s *shard) holderPage(i uint32, cursor uint64, count int, now int64, dst []
 		if h.delayed {
 			continue
 		}
-		dst = append(dst, Holder{Token: h.token, Owner: h.owner, TTL: time.Duration(h.deadline - now), Shared: shared})
+		dst = append(dst, Holder{Token: h.token, Owner: h.owner, TTL: timeLeft(h.deadline, now), Shared: shared})
 		if bytes += len(h.owner); bytes >= HolderPageBytes {
 			end = n + k + 1
 			break
