@@ -200,7 +200,7 @@ func (s *shard) state(i uint32) LockState {
 		for _, h := range hs.items {
 			l := LeaseState{Token: h.token, Deadline: h.deadline, Owner: []byte(h.owner), Shared: shared, Renewals: h.renewals}
 			if h.delayed {
-				l.Deadline, l.DelayedUntil = 0, h.deadline
+				l.Deadline, l.DelayedUntil, l.Renewals = 0, h.deadline, 0
 			}
 			st.Leases = append(st.Leases, l)
 		}

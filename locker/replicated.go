@@ -163,6 +163,10 @@ func (t *Table) RestoreTokenState(floor uint64, counters []uint64) error {
 	return nil
 }
 
+// noRoom is collectEntry's next look at an entry whose due items did not
+// all fit: at once, from the shard's backlog.
+const noRoom = -1 << 63
+
 // collectKey names one item CollectDue returned, to hold it back for
 // DueRetry: the entry, the lease's token and the kind.
 type collectKey struct {
@@ -226,6 +230,14 @@ func (s *shard) collectDue(upTo, now int64, limit int, out []Due) ([]Due, bool) 
 			}
 		}
 	}
+	for len(s.backlog) > 0 && len(out) < limit {
+		i := s.backlog[0]
+		s.backlog = s.backlog[1:]
+		out = s.collectEntry(i, now, limit, out)
+	}
+	if len(out) >= limit {
+		return out, false
+	}
 	budget := min(expireBatch, limit-len(out))
 	done := s.wheel.advanceBudget(upTo/s.tick, budget, func(i uint32) {
 		out = s.collectEntry(i, now, limit, out)
@@ -253,7 +265,7 @@ func (s *shard) collectEntry(i uint32, now int64, limit int, out []Due) []Due {
 			return
 		}
 		if len(out) >= limit {
-			next = now // no room: the next call looks again
+			next = noRoom
 			return
 		}
 		out = append(out, Due{Kind: kind, Key: string(s.key(e)), Token: token, Renewals: renewals})
@@ -276,7 +288,12 @@ func (s *shard) collectEntry(i uint32, now int64, limit int, out []Due) []Due {
 			}
 		}
 	}
-	if next != 1<<63-1 {
+	switch next {
+	case 1<<63 - 1:
+	case noRoom:
+		// The next call looks again first, whatever the clock says.
+		s.backlog = append(s.backlog, i)
+	default:
 		s.wheel.schedule(i, ceilDiv(next, s.tick))
 	}
 	return out

@@ -113,6 +113,7 @@ type shard struct {
 	renewals   map[uint32]uint32    // renewals of exclusive leases renewed at least once (Due.Renewals)
 	collected  map[collectKey]int64 // CollectDue's items, until they may be returned again; the leader's only
 	nextSweep  int64                // when CollectDue next forgets collected items past their retry
+	backlog    []uint32             // entries with due items CollectDue had no room for; the leader's only
 
 	// counts are written under mu but read without it, so that INFO never
 	// waits behind the reaper or a long Scan.
