@@ -50,7 +50,9 @@ type Config struct {
 	// Replicated makes the table one replica of a replicated state machine
 	// (see the package doc's "Replicated mode"): tokens are counted per key
 	// slot above a floor (RaiseTokenFloor), and no lease or lock-delay ends
-	// by itself, only by Fire. Exclusive with Journal: the log is the journal.
+	// by itself, only by Fire. Every replica must have the same FirstToken
+	// (DefaultConfig's comes from the wall clock). Exclusive with Journal:
+	// the log is the journal.
 	Replicated bool
 	// PrefetchFrom is the number of live locks from which the table asks
 	// callers to prefetch pipelined keys (see Table.PrefetchWorthwhile);

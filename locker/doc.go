@@ -25,4 +25,30 @@
 //     key's tokens grow through release, expiry, DELETE and re-CREATE. Tokens
 //     of different locks may coincide. See BootEpochToken for how tokens stay
 //     ahead across a restart and below 2^53.
+//
+// # Replicated mode
+//
+// With Config.Replicated the table is one replica of a Raft group's state
+// machine: replicas that apply the same calls in the same order reach the
+// same state and give the same answers, whatever their shard count, hash
+// seed or clock.
+//   - Tokens come from one counter per key slot (internal/keyslot, Redis
+//     Cluster's CRC16), shared by all shards: a grant's token is
+//     max(counter, floor)+1. The floor starts at Config.FirstToken, which
+//     must be the same on every replica, and only rises (RaiseTokenFloor,
+//     applied by the state machine at the start of each term).
+//   - Nothing ends by itself: no lease, reader, permit or lock-delay ends
+//     on touch or by the reaper, however far the Clock moves. Deadlines are
+//     still dated from the Clock (each replica's soft deadline: when it
+//     applied the grant or renewal, plus the ttl). The leader asks
+//     CollectDue what has passed by its clock, proposes it, and every replica
+//     applies it with Fire, which ends only what still matches (key, token,
+//     and the lease's renewal count): a stale proposal never ends a newer
+//     or renewed lease. A lock-delay begun by Fire runs from the later of the
+//     deadline and the apply.
+//   - The reaper (Start) only gives memory back; the timer wheel serves
+//     CollectDue alone.
+//   - A snapshot is TokenState plus Dump; RestoreTokenState plus Restore
+//     rebuild a replica that issues the same next tokens, and Restore
+//     expires nothing. Waiting requests are not part of it.
 package locker

@@ -11,21 +11,9 @@ import (
 	"github.com/leasehold/leasehold/internal/keyslot"
 )
 
-// Replicated mode (Config.Replicated) makes the table the state of a
-// replicated state machine: every replica applies the same calls in the same
-// order and must reach the same state and give the same answers, whatever
-// its shard count, hash seed or clock. Two things differ from the default:
-//
-//   - Tokens come from one counter per key slot (keyslot.Of, as Redis
-//     Cluster's), table-wide, above a floor that only rises
-//     (RaiseTokenFloor): a grant's token is max(counter, floor)+1. A key's
-//     slot never changes, so its tokens only grow, as in the default mode.
-//   - The table ends nothing by itself: no lease and no lock-delay ends on
-//     its own, however far the Clock moves. Deadlines are still computed
-//     from the Clock (each replica's soft deadline: its apply time plus the
-//     ttl), and a leader asks CollectDue which have passed, proposes them
-//     through the log, and every replica ends them with Fire, whose outcome
-//     depends on the table's state only.
+// Replicated mode (Config.Replicated): see the package doc. This file holds
+// its token counters and the leader's and every replica's side of expiry:
+// CollectDue and Fire.
 
 // DueKind names what a Due item would end.
 type DueKind uint8
