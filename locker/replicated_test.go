@@ -675,3 +675,50 @@ func TestDefaultModeIgnoresCollectDue(t *testing.T) {
 		t.Fatal("TokenState returned slot counters in the default mode")
 	}
 }
+
+// TestCollectDueWhileApplying: the leader's ticker collects while its state
+// machine applies (run with -race).
+func TestCollectDueWhileApplying(t *testing.T) {
+	tb, clock := newReplicatedTable(t, func(c *Config) { c.LockDelay = time.Millisecond })
+	items := make(chan []Due, 64)
+	done := make(chan struct{})
+	go func() {
+		defer close(items)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if got := tb.CollectDue(16); len(got) > 0 {
+				select {
+				case items <- got:
+				case <-done:
+					return
+				}
+			}
+		}
+	}()
+	fired := 0
+	for n := range 2000 {
+		tb.Acquire(&Request{Key: []byte(fmt.Sprint("k", n%50)), TTL: 10 * time.Millisecond, Owner: []byte(fmt.Sprint("o", n%7))})
+		clock.Advance(time.Millisecond)
+		select {
+		case got := <-items:
+			fired += tb.Fire(got)
+		default:
+		}
+	}
+	close(done)
+	for got := range items {
+		fired += tb.Fire(got)
+	}
+	// Whatever was collected and dropped comes back after DueRetry.
+	clock.Advance(DueRetry + time.Second)
+	for got := tb.CollectDue(16); len(got) > 0; got = tb.CollectDue(16) {
+		fired += tb.Fire(got)
+	}
+	if st := tb.Stats(); st.Held != 0 || fired == 0 {
+		t.Fatalf("%d leases still held after every due one was fired (%d fired)", st.Held, fired)
+	}
+}
