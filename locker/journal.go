@@ -75,8 +75,8 @@ type LeaseState struct {
 	// lock-delay runs until then (on the table's Clock): it holds its
 	// place, but it is no lease.
 	DelayedUntil int64
-	// Renewals counts the lease's renewals; only a replicated table keeps
-	// them for an exclusive lease (see Due.Renewals).
+	// Renewals counts a live lease's renewals, in replicated mode only
+	// (see Due.Renewals); 0 otherwise.
 	Renewals uint32
 }
 
@@ -198,9 +198,12 @@ func (s *shard) state(i uint32) LockState {
 	if hs := s.holders(i); hs != nil {
 		shared := e.flags&flagSemaphore == 0
 		for _, h := range hs.items {
-			l := LeaseState{Token: h.token, Deadline: h.deadline, Owner: []byte(h.owner), Shared: shared, Renewals: h.renewals}
-			if h.delayed {
-				l.Deadline, l.DelayedUntil, l.Renewals = 0, h.deadline, 0
+			l := LeaseState{Token: h.token, Deadline: h.deadline, Owner: []byte(h.owner), Shared: shared}
+			switch {
+			case h.delayed:
+				l.Deadline, l.DelayedUntil = 0, h.deadline
+			case s.replicated:
+				l.Renewals = h.renewals
 			}
 			st.Leases = append(st.Leases, l)
 		}
