@@ -722,3 +722,25 @@ func TestCollectDueWhileApplying(t *testing.T) {
 		t.Fatalf("%d leases still held after every due one was fired (%d fired)", st.Held, fired)
 	}
 }
+
+// TestFireHandsOff: a lease ended by Fire goes to the head of the queue,
+// as after Release, and its token is above the expired one.
+func TestFireHandsOff(t *testing.T) {
+	tb, clock := newReplicatedTable(t)
+	old := mustAcquire(t, tb, "x", time.Second, "")
+	var got uint64
+	w := &Wait{Notify: func(tok uint64) { got = tok }}
+	if _, ok, err := tb.AcquireWait(&Request{Key: []byte("x"), TTL: time.Second}, w); ok || err != nil {
+		t.Fatalf("AcquireWait = %v, %v; want queued", ok, err)
+	}
+	clock.Advance(time.Hour)
+	if got != 0 {
+		t.Fatal("the waiter was granted before Fire")
+	}
+	if n := tb.Fire(tb.CollectDue(10)); n != 1 || got != old+1 || !tb.Verify([]byte("x"), got) {
+		t.Fatalf("Fire = %d, waiter granted %d; want 1, %d", n, got, old+1)
+	}
+	if st := tb.Stats(); st.Expired != 1 || st.WaitGrants != 1 {
+		t.Fatalf("stats %+v; want 1 expired, 1 wait grant", st)
+	}
+}
