@@ -1,0 +1,233 @@
+package lockfsm
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/leasehold/leasehold/locker"
+)
+
+// replica is an FSM with its own clock and shard count, as on one node.
+type replica struct {
+	fsm   *FSM
+	clock *locker.ManualClock
+	index uint64
+}
+
+func newReplica(t *testing.T, shards int) *replica {
+	t.Helper()
+	clock := &locker.ManualClock{}
+	cfg := locker.DefaultConfig()
+	cfg.Shards, cfg.Clock, cfg.FirstToken = shards, clock, 1000
+	f, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Table().Close() })
+	return &replica{fsm: f, clock: clock}
+}
+
+// apply applies one entry of cmds and returns its results.
+func (r *replica) apply(t *testing.T, cmds ...Command) []Result {
+	t.Helper()
+	r.index++
+	out := r.fsm.Apply(&raft.Log{Index: r.index, Term: 1, Type: raft.LogCommand, Data: AppendEntry(nil, cmds)})
+	res, ok := out.([]Result)
+	if !ok {
+		t.Fatalf("Apply returned %T %v", out, out)
+	}
+	return res
+}
+
+// randomCommand is one command of a random workload over a few keys, so
+// that locks are contended, shared, semaphores, renewed and fired.
+func randomCommand(rng *rand.Rand, term uint64, due []locker.Due, tokens []uint64) Command {
+	token := uint64(1)
+	if len(tokens) > 0 {
+		token = tokens[rng.IntN(len(tokens))]
+	}
+	keys := []string{"a", "b", "c", "sem", "rw"}
+	key := []byte(keys[rng.IntN(len(keys))])
+	owners := [][]byte{nil, []byte("alice\x00w1"), []byte("bob\x00w1")}
+	scopes := [][]byte{nil, []byte("alice\x00"), []byte("bob\x00")}
+	switch n := rng.IntN(100); {
+	case n < 5:
+		return Command{Op: OpCreate, Key: []byte("sem"), Options: locker.CreateOptions{Limit: 2, LockDelay: time.Second, LockDelaySet: true}}
+	case n < 40:
+		return Command{Op: OpAcquire, Key: key, TTL: time.Duration(1+rng.IntN(3)) * time.Second, Owner: owners[rng.IntN(3)], Shared: string(key) == "rw" && rng.IntN(2) == 0}
+	case n < 48:
+		return Command{Op: OpAcquireAll, Keys: [][]byte{[]byte("a"), []byte("b")}, TTL: 2 * time.Second, Owner: owners[rng.IntN(3)]}
+	case n < 65:
+		return Command{Op: OpRelease, Key: key, Token: token, Scope: scopes[rng.IntN(3)]}
+	case n < 75:
+		return Command{Op: OpExtend, Key: key, Token: token, TTL: 5 * time.Second}
+	case n < 78:
+		return Command{Op: OpDelete, Key: key}
+	case n < 80:
+		return Command{Op: OpForceRelease, Key: key}
+	case n < 82:
+		return Command{Op: OpTerm, Term: term + 1, Floor: 1000 + uint64(rng.IntN(3000))}
+	default:
+		return Command{Op: OpFire, Term: term, Due: due}
+	}
+}
+
+// TestReplicasAgree: replicas with different shard counts and clocks that
+// apply the same entries give the same results and hold the same locks,
+// the leader's clock alone deciding expiry (through OpFire); a replica
+// restored from one's snapshot then goes on in step with them.
+func TestReplicasAgree(t *testing.T) {
+	leader, follower := newReplica(t, 64), newReplica(t, 1)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var term uint64
+	var tokens []uint64 // the latest granted, for RELEASE and EXTEND to name
+	var granted, fired int
+	step := func(rs ...*replica) {
+		t.Helper()
+		var entry []Command
+		for range 1 + rng.IntN(8) {
+			entry = append(entry, randomCommand(rng, term, leader.fsm.Table().CollectDue(16), tokens))
+		}
+		var first []Result
+		for n, r := range rs {
+			got := r.apply(t, entry...)
+			if n == 0 {
+				first = got
+			} else if !reflect.DeepEqual(got, first) {
+				t.Fatalf("replica %d's results %+v differ from the leader's %+v for %+v", n, got, first, entry)
+			}
+		}
+		for i, r := range first {
+			switch {
+			case entry[i].Op == OpFire:
+				fired += r.N
+			case r.Granted && (entry[i].Op == OpAcquire || entry[i].Op == OpAcquireAll):
+				granted++
+			}
+			if r.Token != 0 {
+				tokens = append(tokens, r.Token)
+			}
+			tokens = append(tokens, r.Tokens...)
+		}
+		if len(tokens) > 32 {
+			tokens = tokens[len(tokens)-32:]
+		}
+		term = leader.fsm.Term()
+		leader.clock.Advance(time.Duration(rng.IntN(400)) * time.Millisecond)
+		follower.clock.Advance(time.Duration(rng.IntN(2000)) * time.Millisecond) // a clock that runs fast decides nothing
+	}
+	for range 2000 {
+		step(leader, follower)
+	}
+	if !bytes.Equal(dump(t, leader), dump(t, follower)) {
+		t.Fatal("the replicas hold different locks")
+	}
+	if granted < 100 || fired < 50 {
+		t.Fatalf("the workload granted %d leases and fired %d expiries: too few to show anything", granted, fired)
+	}
+
+	restored := newReplica(t, 8)
+	sink := &memSink{}
+	snap, err := follower.fsm.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	if err := restored.fsm.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	restored.index = follower.index
+	if restored.fsm.Term() != follower.fsm.Term() {
+		t.Fatalf("restored term %d, want %d", restored.fsm.Term(), follower.fsm.Term())
+	}
+	for range 1000 {
+		step(leader, follower, restored)
+	}
+	if !bytes.Equal(dump(t, leader), dump(t, restored)) {
+		t.Fatal("the restored replica holds different locks")
+	}
+}
+
+// dump is a replica's locks as text, without the soft deadlines (which are
+// each replica's own), in key order.
+func dump(t *testing.T, r *replica) []byte {
+	t.Helper()
+	var lines []string
+	r.fsm.Table().Dump(func(st *locker.LockState) {
+		s := fmt.Sprintf("%q created=%v opts=%+v last=%d", st.Key, st.Created, st.Options, st.LastToken)
+		for _, l := range st.Leases {
+			s += fmt.Sprintf(" [%d %q shared=%v delayed=%v]", l.Token, l.Owner, l.Shared, l.DelayedUntil != 0)
+		}
+		lines = append(lines, s)
+	})
+	slices.Sort(lines)
+	var b bytes.Buffer
+	for _, l := range lines {
+		b.WriteString(l + "\n")
+	}
+	floor, counters := r.fsm.Table().TokenState()
+	fmt.Fprintf(&b, "floor %d counters %v\n", floor, nonZero(counters))
+	return b.Bytes()
+}
+
+func nonZero(cs []uint64) map[int]uint64 {
+	m := map[int]uint64{}
+	for i, c := range cs {
+		if c != 0 {
+			m[i] = c
+		}
+	}
+	return m
+}
+
+// TestFireOnlyInItsTerm: a FIRE proposed in an older term than the last
+// OpTerm applied ends nothing.
+func TestFireOnlyInItsTerm(t *testing.T) {
+	r := newReplica(t, 4)
+	r.apply(t, Command{Op: OpTerm, Term: 3, Floor: 1})
+	res := r.apply(t, Command{Op: OpAcquire, Key: []byte("k"), TTL: time.Second})
+	if !res[0].Granted {
+		t.Fatal("not granted")
+	}
+	tok := res[0].Token
+	r.clock.Advance(2 * time.Second)
+	due := r.fsm.Table().CollectDue(8)
+	if len(due) != 1 || due[0].Token != tok {
+		t.Fatalf("CollectDue = %+v, want the lease %d", due, tok)
+	}
+	r.apply(t, Command{Op: OpTerm, Term: 4, Floor: 1})
+	if got := r.apply(t, Command{Op: OpFire, Term: 3, Due: due}); got[0].N != 0 || !r.fsm.Table().Verify([]byte("k"), tok) {
+		t.Fatalf("a FIRE of term 3 after term 4 began ended %d leases", got[0].N)
+	}
+	if got := r.apply(t, Command{Op: OpFire, Term: 4, Due: due}); got[0].N != 1 || r.fsm.Table().Verify([]byte("k"), tok) {
+		t.Fatalf("a FIRE of the current term ended %d leases, want 1", got[0].N)
+	}
+}
+
+// TestApplyRefusesBadEntry: a malformed entry is refused the same way on
+// every replica, and changes nothing.
+func TestApplyRefusesBadEntry(t *testing.T) {
+	r := newReplica(t, 4)
+	out := r.fsm.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: []byte{9, 9, 9}})
+	if err, ok := out.(error); !ok || err == nil {
+		t.Fatalf("Apply of garbage = %v, want an error", out)
+	}
+	if r.fsm.Apply(&raft.Log{Index: 2, Type: raft.LogNoop}) != nil {
+		t.Fatal("a no-op entry has a response")
+	}
+}
+
+type memSink struct{ bytes.Buffer }
+
+func (*memSink) ID() string    { return "mem" }
+func (*memSink) Cancel() error { return nil }
+func (*memSink) Close() error  { return nil }

@@ -1,0 +1,115 @@
+package lockfsm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/leasehold/leasehold/locker"
+)
+
+// A snapshot is the FSM's term, the table's token state (floor and
+// per-slot counters) and every lock as Dump reports it, deadlines as time
+// left on the snapshotting replica's clock: a restoring replica counts
+// them from its own now, so a lease ends no earlier there than here.
+
+var snapshotMagic = []byte("leasehold-fsm-1\n")
+
+func encodeSnapshot(t *locker.Table, term uint64) []byte {
+	b := append([]byte(nil), snapshotMagic...)
+	b = binary.AppendUvarint(b, term)
+	floor, counters := t.TokenState()
+	b = binary.AppendUvarint(b, floor)
+	b = binary.AppendUvarint(b, uint64(len(counters)))
+	for _, c := range counters {
+		b = binary.AppendUvarint(b, c)
+	}
+	now := int64(t.Config().Clock.Now())
+	t.Dump(func(st *locker.LockState) {
+		b = append(b, 1) // a lock follows
+		b = appendBytes(b, st.Key)
+		b = appendBool(b, st.Created)
+		b = binary.AppendVarint(b, int64(st.Options.DefaultTTL))
+		b = binary.AppendVarint(b, int64(st.Options.LockDelay))
+		b = appendBool(b, st.Options.LockDelaySet)
+		b = binary.AppendVarint(b, int64(st.Options.Limit))
+		b = binary.AppendUvarint(b, st.LastToken)
+		b = binary.AppendUvarint(b, uint64(len(st.Leases)))
+		for _, l := range st.Leases {
+			b = binary.AppendUvarint(b, l.Token)
+			b = binary.AppendUvarint(b, uint64(l.Renewals))
+			b = appendBytes(b, l.Owner)
+			b = appendBool(b, l.Shared)
+			delayed := l.DelayedUntil != 0
+			b = appendBool(b, delayed)
+			if delayed {
+				b = binary.AppendVarint(b, l.DelayedUntil-now)
+			} else {
+				b = binary.AppendVarint(b, l.Deadline-now)
+			}
+		}
+	})
+	return append(b, 0) // no more locks
+}
+
+// decodeSnapshot installs a snapshot into t, new and empty, and returns its
+// term.
+func decodeSnapshot(b []byte, t *locker.Table) (uint64, error) {
+	if len(b) < len(snapshotMagic) || string(b[:len(snapshotMagic)]) != string(snapshotMagic) {
+		return 0, fmt.Errorf("%w: not a lock table snapshot", ErrBadEntry)
+	}
+	d := decoder{b: b[len(snapshotMagic):]}
+	term, floor := d.uvarint(), d.uvarint()
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		return 0, ErrBadEntry
+	}
+	counters := make([]uint64, n)
+	for i := range counters {
+		counters[i] = d.uvarint()
+	}
+	if d.err != nil {
+		return 0, d.err
+	}
+	if err := t.RestoreTokenState(floor, counters); err != nil {
+		return 0, err
+	}
+	now := int64(t.Config().Clock.Now())
+	for d.bool() {
+		st := locker.LockState{Key: d.bytes(), Created: d.bool()}
+		st.Options.DefaultTTL = time.Duration(d.varint())
+		st.Options.LockDelay = time.Duration(d.varint())
+		st.Options.LockDelaySet = d.bool()
+		st.Options.Limit = int(d.varint())
+		st.LastToken = d.uvarint()
+		leases := d.uvarint()
+		if leases > uint64(len(d.b)) {
+			return 0, ErrBadEntry
+		}
+		for range leases {
+			l := locker.LeaseState{Token: d.uvarint(), Renewals: d.uint32(), Owner: d.bytes(), Shared: d.bool()}
+			if len(l.Owner) == 0 {
+				l.Owner = nil
+			}
+			if d.bool() {
+				l.DelayedUntil = now + d.varint()
+			} else {
+				l.Deadline = now + d.varint()
+			}
+			st.Leases = append(st.Leases, l)
+		}
+		if d.err != nil {
+			return 0, d.err
+		}
+		if err := t.Restore(&st); err != nil {
+			return 0, err
+		}
+	}
+	if d.err != nil {
+		return 0, d.err
+	}
+	if len(d.b) != 0 {
+		return 0, fmt.Errorf("%w: %d bytes after the snapshot", ErrBadEntry, len(d.b))
+	}
+	return term, nil
+}
