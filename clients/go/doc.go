@@ -102,8 +102,8 @@
 //     interval, each time on a new connection if the old one broke; the
 //     lease counts as lost only if none is confirmed before its Deadline.
 //
-// A cluster that has no leader answers TRYAGAIN, which go-redis retries
-// (after a backoff, up to MaxRetries) as it does a broken connection.
+// go-redis retries a TRYAGAIN reply (after a backoff, up to MaxRetries) the
+// same way, on the same pool.
 //
 // # Goroutines
 //
