@@ -67,9 +67,11 @@
 #                                   (only "could not connect" moves on; a
 #                                   server's error reply, or a connection
 #                                   lost after the command went out, does
-#                                   not). Never a list of independent
-#                                   servers: they do not know each other's
-#                                   locks. LEASEHOLD_HOST and
+#                                   not). A node that does not answer at
+#                                   all holds a call until the system gives
+#                                   up connecting. Never a list of
+#                                   independent servers: they do not know
+#                                   each other's locks. LEASEHOLD_HOST and
 #                                   LEASEHOLD_PORT are no longer read: set
 #                                   alone, they are an error, not ignored
 #   LEASEHOLD_OWNER                 OWNER for leasehold_acquire (none: a lease
