@@ -31,10 +31,10 @@ var tlsValueFlags = []string{"cacert", "cert", "key", "sni"}
 
 // clientTLS builds the TLS settings of --tls and its options for a
 // connection to addrs; nil without --tls. The server name to verify is
-// --sni, else the host of a single address; with several and no --sni it
-// is left empty, for the client to verify each against its own host. The options without --tls are a
-// usage error, as a connection the user believes encrypted must not go out
-// in plain text (redis-cli ignores them).
+// --sni, else the host of a single address; with several and no --sni it is
+// left empty, for the client to verify each against its own host. The
+// options without --tls are a usage error, as a connection the user
+// believes encrypted must not go out in plain text (redis-cli ignores them).
 func clientTLS(c *cli.Context, addrs []string) (*tls.Config, error) {
 	if !c.Bool("tls") {
 		for _, name := range tlsValueFlags {

@@ -104,8 +104,7 @@ func (c Config) validateRedis() error {
 }
 
 // Client talks to one leasehold server, or to the nodes of one cluster
-// (Config.Addrs). It is safe for concurrent use; close
-// it when done.
+// (Config.Addrs). It is safe for concurrent use; close it when done.
 type Client struct {
 	cfg Config
 	// rdb runs every command but a waiting ACQUIRE; wait runs those. They
