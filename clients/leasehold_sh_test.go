@@ -4,6 +4,7 @@ package clients_test
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"regexp"
@@ -642,4 +643,84 @@ leasehold_with_lock w 30000 bash -c 'source "$LH"; leasehold_verify "$LEASEHOLD_
 	// Without TLS, against the TLS port: an error, not a hang.
 	p = sh.run(`rc=0; leasehold_acquire k 30000 || rc=$?; echo "status $rc"`, "LEASEHOLD_ADDR="+ts.TLSAddr().String(), "LEASEHOLD_PASSWORD="+pw)
 	expect(t, p, 0, "status 2\n")
+}
+
+// TestLeaseholdShAddressList: LEASEHOLD_ADDR may list the nodes of a
+// cluster. redis-cli here is a function that cannot connect to hosts named
+// down*, answers an error from err*, loses the connection after the
+// command went out at drop*, and answers 42 elsewhere, saying where.
+func TestLeaseholdShAddressList(t *testing.T) {
+	t.Parallel()
+	bash := lookTool(t, "bash", "bash")
+	lib := repoPath(t, "scripts/leasehold.sh")
+	const fakeCLI = `redis-cli() {
+	case $2 in
+	down*) echo "Could not connect to Redis at $2:$4: Connection refused" >&2; return 1 ;;
+	err*) echo "ERR no such thing"; return 0 ;;
+	drop*) echo "Error: Server closed the connection" >&2; return 1 ;;
+	esac
+	echo "redis-cli -h $2 -p $4" >&2; echo 42
+}
+`
+	for _, c := range []struct {
+		shAcquireCase
+		notSays string // not on stderr
+	}{
+		{shAcquireCase{"first down", []string{"LEASEHOLD_ADDR=down1:7379,up:7379"}, 0, "redis-cli -h up -p 7379\n"}, "Could not connect"},
+		{shAcquireCase{"two down", []string{"LEASEHOLD_ADDR=down1:1,down2:2,up:3"}, 0, "redis-cli -h up -p 3\n"}, "down"},
+		{shAcquireCase{"first up", []string{"LEASEHOLD_ADDR=up1:1,up2:2"}, 0, "redis-cli -h up1 -p 1\n"}, "up2"},
+		{shAcquireCase{"spaces, IPv6", []string{"LEASEHOLD_ADDR=down:1, [::1]:7400"}, 0, "redis-cli -h ::1 -p 7400\n"}, "down"},
+		{shAcquireCase{"all down", []string{"LEASEHOLD_ADDR=down1:1,down2:2"}, 2,
+			"Could not connect to Redis at down1:1: Connection refused\nCould not connect to Redis at down2:2: Connection refused\nleasehold_acquire: no reply from the leasehold server at down1:1,down2:2\n"}, ""},
+		// A reply, even an error, or a connection lost once the command
+		// went out (the server may have acted on it), does not move on.
+		{shAcquireCase{"error reply", []string{"LEASEHOLD_ADDR=err:1,up:2"}, 2, "leasehold_acquire: ERR no such thing\n"}, "-h up"},
+		{shAcquireCase{"connection lost", []string{"LEASEHOLD_ADDR=drop:1,up:2"}, 2, "Error: Server closed the connection\n"}, "-h up"},
+		{shAcquireCase{"not an address", []string{"LEASEHOLD_ADDR=up:1,junk"}, 2,
+			"leasehold_acquire: LEASEHOLD_ADDR must be HOST:PORT or a comma-separated list of them, got 'junk' in 'up:1,junk'\n"}, "redis-cli"},
+		{shAcquireCase{"a comma too many", []string{"LEASEHOLD_ADDR=up:1,"}, 2, "got '' in 'up:1,'"}, "redis-cli"},
+		{shAcquireCase{"IPv6 without brackets", []string{"LEASEHOLD_ADDR=::1:7400"}, 2, "LEASEHOLD_ADDR must be HOST:PORT, got '::1:7400'"}, "redis-cli"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			p := start(t, testutil.Environ(append([]string{"LH=" + lib}, c.env...)...), "", bash, "-c",
+				"set -euo pipefail\nsource \"$LH\"\n"+fakeCLI+"rc=0; leasehold_acquire d 30000 || rc=$?\necho \"status $rc\"\n").wait()
+			want := fmt.Sprintf("status %d\n", c.exit)
+			if c.exit == 0 {
+				want = "42\n" + want
+			}
+			errOut := p.stderr.String()
+			if p.stdout.String() != want || !strings.Contains(errOut, c.says) || c.notSays != "" && strings.Contains(errOut, c.notSays) {
+				t.Errorf("want stdout %q, %q on stderr and not %q; got %s", want, c.says, c.notSays, p)
+			}
+		})
+	}
+}
+
+// TestLeaseholdShAddressListFailover: with the first address dead, a real
+// redis-cli takes, verifies, renews and releases locks at the second; a
+// leasehold_with_lock outlives its ttl on renewals through it.
+func TestLeaseholdShAddressListFailover(t *testing.T) {
+	t.Parallel()
+	sh := newShell(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	list := dead + "," + sh.ts.Addr().String()
+	p := sh.run(`
+tok=$(leasehold_acquire k 30000)
+leasehold_verify k "$tok" && echo verified
+leasehold_extend k "$tok" 30000 && echo extended
+leasehold_release k "$tok" && echo released
+leasehold_with_lock wl 1500 bash -c 'echo "addr $LEASEHOLD_ADDR"; sleep 2; source "$LH"; leasehold_verify "$LEASEHOLD_KEY" "$LEASEHOLD_TOKEN" && echo still held'
+`, "LEASEHOLD_ADDR="+list)
+	expect(t, p, 0, "verified\nextended\nreleased\naddr "+list+"\nstill held\n")
+	if strings.Contains(p.stderr.String(), "Could not connect") {
+		t.Errorf("the dead address shows on stderr: %s", p)
+	}
+	sh.checkFree("k")
+	sh.checkFree("wl")
 }

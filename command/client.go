@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	leasehold "github.com/leasehold/leasehold/clients/go"
@@ -16,7 +18,7 @@ import (
 )
 
 func clientFlagAddr() cli.Flag {
-	return &cli.StringFlag{Name: "addr", Value: leasehold.DefaultAddr, EnvVars: env("ADDR"), Usage: "server address, `HOST:PORT`"}
+	return &cli.StringFlag{Name: "addr", Value: leasehold.DefaultAddr, EnvVars: env("ADDR"), Usage: "server address, `HOST:PORT`, or the nodes of one cluster, HOST:PORT,HOST:PORT,... (tried in turn until one connects)"}
 }
 
 func clientFlagTTL(usage string) cli.Flag {
@@ -100,17 +102,41 @@ func clientAddr(c *cli.Context) string {
 	return leasehold.DefaultAddr
 }
 
-// newCLIClient connects to the server clientAddr names.
-func newCLIClient(c *cli.Context) (*leasehold.Client, string, error) {
-	addr := clientAddr(c)
-	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
-		return nil, "", usageError("server address %q (--addr or LEASEHOLD_ADDR) is not HOST:PORT", addr)
+// parseAddrs splits --addr (or LEASEHOLD_ADDR) into its addresses: one
+// HOST:PORT, or a comma-separated list of them (an IPv6 host in brackets),
+// each once.
+func parseAddrs(s string) ([]string, error) {
+	parts := strings.Split(s, ",")
+	for i, a := range parts {
+		a = strings.TrimSpace(a)
+		if host, port, err := net.SplitHostPort(a); err != nil || port == "" || host == "" && strings.HasPrefix(a, "[") {
+			if len(parts) == 1 {
+				return nil, usageError("server address %q (--addr or LEASEHOLD_ADDR) is not HOST:PORT (an IPv6 host in brackets: [::1]:7379)", a)
+			}
+			return nil, usageError("server address %q in %q (--addr or LEASEHOLD_ADDR) is not HOST:PORT (an IPv6 host in brackets: [::1]:7379)", a, s)
+		}
+		if slices.Contains(parts[:i], a) {
+			return nil, usageError("server address %q is twice in %q (--addr or LEASEHOLD_ADDR)", a, s)
+		}
+		parts[i] = a
 	}
+	return parts, nil
+}
+
+// newCLIClient connects to the server clientAddr names, or with a list to
+// the first of them that takes a connection, and returns the addresses as
+// run passes them on, comma-separated.
+func newCLIClient(c *cli.Context) (*leasehold.Client, string, error) {
+	addrs, err := parseAddrs(clientAddr(c))
+	if err != nil {
+		return nil, "", err
+	}
+	addr := strings.Join(addrs, ",")
 	user, password, err := clientAuth(c)
 	if err != nil {
 		return nil, "", err
 	}
-	tlsConfig, err := clientTLS(c, addr)
+	tlsConfig, err := clientTLS(c, addrs)
 	if err != nil {
 		return nil, "", err
 	}
@@ -118,7 +144,11 @@ func newCLIClient(c *cli.Context) (*leasehold.Client, string, error) {
 	// failed dial too.
 	redis.SetLogger(quietLogger{})
 	cfg := leasehold.DefaultConfig()
-	cfg.Redis.Addr = addr
+	if len(addrs) == 1 {
+		cfg.Redis.Addr = addr
+	} else {
+		cfg.Addrs = addrs
+	}
 	cfg.Redis.Username, cfg.Redis.Password = user, password
 	cfg.Redis.TLSConfig = tlsConfig
 	// One dial per attempt (go-redis's MaxRetries still retries): no server

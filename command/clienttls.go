@@ -20,7 +20,7 @@ func clientFlagsTLS() []cli.Flag {
 		&cli.StringFlag{Name: "cacert", EnvVars: env("TLS_CACERT"), Usage: "with --tls, verify the server against the CA certificates of `FILE` (PEM) (default: the system's)"},
 		&cli.StringFlag{Name: "cert", EnvVars: env("TLS_CERT"), Usage: "with --tls, present the client certificate of `FILE` (PEM), with --key"},
 		&cli.StringFlag{Name: "key", EnvVars: env("TLS_KEY"), Usage: "with --tls, the private key of --cert, `FILE` (PEM)"},
-		&cli.StringFlag{Name: "sni", EnvVars: env("TLS_SNI"), Usage: "with --tls, the server `NAME` to ask for and to verify (default: the host of --addr)"},
+		&cli.StringFlag{Name: "sni", EnvVars: env("TLS_SNI"), Usage: "with --tls, the server `NAME` to ask for and to verify (default: the host of each address of --addr)"},
 		&cli.BoolFlag{Name: "insecure", EnvVars: env("TLS_INSECURE"), Usage: "with --tls, do not verify the server's certificate (for tests: anyone between can read and change the traffic)"},
 	}
 }
@@ -30,10 +30,12 @@ func clientFlagsTLS() []cli.Flag {
 var tlsValueFlags = []string{"cacert", "cert", "key", "sni"}
 
 // clientTLS builds the TLS settings of --tls and its options for a
-// connection to addr; nil without --tls. The options without --tls are a
-// usage error, as a connection the user believes encrypted must not go out
-// in plain text (redis-cli ignores them).
-func clientTLS(c *cli.Context, addr string) (*tls.Config, error) {
+// connection to addrs; nil without --tls. The server name to verify is
+// --sni, else the host of a single address; with several and no --sni it is
+// left empty, for the client to verify each against its own host. The
+// options without --tls are a usage error, as a connection the user
+// believes encrypted must not go out in plain text (redis-cli ignores them).
+func clientTLS(c *cli.Context, addrs []string) (*tls.Config, error) {
 	if !c.Bool("tls") {
 		for _, name := range tlsValueFlags {
 			if c.String(name) != "" {
@@ -46,8 +48,8 @@ func clientTLS(c *cli.Context, addr string) (*tls.Config, error) {
 		return nil, nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.String("sni"), InsecureSkipVerify: c.Bool("insecure")}
-	if cfg.ServerName == "" {
-		cfg.ServerName, _, _ = net.SplitHostPort(addr)
+	if cfg.ServerName == "" && len(addrs) == 1 {
+		cfg.ServerName, _, _ = net.SplitHostPort(addrs[0])
 	}
 	if file := c.String("cacert"); file != "" {
 		pem, err := os.ReadFile(file)

@@ -52,6 +52,11 @@ func TestClientCommandsTLS(t *testing.T) {
 		{"run", slices.Concat([]string{"BIN=" + binary}, base), slices.Concat([]string{"run"}, tlsFlags,
 			[]string{"e", "--", "sh", "-c", `"$BIN" verify "$LEASEHOLD_KEY" "$LEASEHOLD_TOKEN"`}), 0, "true"},
 
+		// A list: each address verified against its own host (127.0.0.1,
+		// which the certificate names), the dead first one passed over.
+		{"list", slices.Concat(tlsEnv, []string{"LEASEHOLD_ADDR=" + freeAddr(t) + "," + addr}), []string{"acquire", "--ttl", "10s", "g"}, 0, ""},
+		{"list, wrong name", slices.Concat(tlsEnv, []string{"LEASEHOLD_ADDR=" + freeAddr(t) + "," + addr}), []string{"acquire", "--sni", "locks.elsewhere", "g"}, exitFailure, "not locks.elsewhere"},
+
 		{"no TLS", base, []string{"acquire", "f"}, exitFailure, "EOF (the server closed the connection: if it is a TLS port, add --tls)"},
 		{"system CAs", base, []string{"acquire", "--tls", "--cert", cert, "--key", key, "f"}, exitFailure, "certificate signed by unknown authority"},
 		{"wrong name", base, slices.Concat([]string{"acquire", "--sni", "locks.elsewhere", "f"}, tlsFlags), exitFailure, "not locks.elsewhere"},

@@ -60,7 +60,18 @@
 #
 #   LEASEHOLD_ADDR                  the server, HOST:PORT (127.0.0.1:7379), as
 #                                   for the leasehold binary; an IPv6 host in
-#                                   brackets ([::1]:7379). LEASEHOLD_HOST and
+#                                   brackets ([::1]:7379). For the nodes of
+#                                   one cluster, a comma-separated list
+#                                   (h1:7379,h2:7379): each redis-cli call
+#                                   tries them in order until one connects
+#                                   (only "could not connect" moves on; a
+#                                   server's error reply, or a connection
+#                                   lost after the command went out, does
+#                                   not). A node that does not answer at
+#                                   all holds a call until the system gives
+#                                   up connecting. Never a list of
+#                                   independent servers: they do not know
+#                                   each other's locks. LEASEHOLD_HOST and
 #                                   LEASEHOLD_PORT are no longer read: set
 #                                   alone, they are an error, not ignored
 #   LEASEHOLD_OWNER                 OWNER for leasehold_acquire (none: a lease
@@ -100,35 +111,57 @@
 # as nil only with exit status 0. 7.0's redis-cli has no connect or read
 # timeout option; renewals are bounded with coreutils' timeout instead.
 
-# _leasehold_check WHO: checks LEASEHOLD_ADDR (HOST:PORT) and the TLS
-# settings, saying on stderr what is wrong. Every public function checks
-# them first.
+# _leasehold_check WHO: checks LEASEHOLD_ADDR (HOST:PORT, or a list) and
+# the TLS settings, saying on stderr what is wrong. Every public function
+# checks them first.
 _leasehold_check() {
 	_leasehold_addr "$1" && _leasehold_tls_check "$1"
 }
 
-# _leasehold_addr WHO: checks LEASEHOLD_ADDR (HOST:PORT), saying why on
-# stderr when it is not one.
+# _leasehold_addr WHO: checks LEASEHOLD_ADDR (HOST:PORT, or a comma-separated
+# list of them; an IPv6 host in brackets), saying why on stderr when it is
+# not.
 _leasehold_addr() {
-	local addr=${LEASEHOLD_ADDR:-}
+	local addr=${LEASEHOLD_ADDR:-} a host port
 	if [ -z "$addr" ] && { [ -n "${LEASEHOLD_HOST:-}" ] || [ -n "${LEASEHOLD_PORT:-}" ]; }; then
 		# Ignoring them would send the locks to another server.
 		echo "$1: LEASEHOLD_HOST and LEASEHOLD_PORT are no longer read: set LEASEHOLD_ADDR=HOST:PORT" >&2
 		return 2
 	fi
-	addr=${addr:-127.0.0.1:7379}
-	local host=${addr%:*} port=${addr##*:}
-	if [ "$host" = "$addr" ] || [ -z "$host" ] || ! _leasehold_is_uint "$port"; then
-		echo "$1: LEASEHOLD_ADDR must be HOST:PORT, got '$addr'" >&2
-		return 2
-	fi
+	local -a list
+	_leasehold_addrs list
+	for a in "${list[@]}"; do
+		host=${a%:*} port=${a##*:}
+		case $host in
+		\[*\]) host=${host#[} host=${host%]} ;;
+		*:*) host= ;; # an IPv6 host without its brackets
+		esac
+		if [ "$host" = "$a" ] || [ -z "$host" ] || ! _leasehold_is_uint "$port"; then
+			if [ ${#list[@]} -eq 1 ]; then
+				echo "$1: LEASEHOLD_ADDR must be HOST:PORT, got '$a'" >&2
+			else
+				echo "$1: LEASEHOLD_ADDR must be HOST:PORT or a comma-separated list of them, got '$a' in '${LEASEHOLD_ADDR:-}'" >&2
+			fi
+			return 2
+		fi
+	done
 }
 
-# _leasehold_split HOSTVAR PORTVAR: sets them to LEASEHOLD_ADDR's host (an
-# IPv6 one without its brackets) and port.
+# _leasehold_addrs ARRAYVAR: sets the array to the addresses of
+# LEASEHOLD_ADDR (127.0.0.1:7379 when unset), spaces dropped; an empty
+# element, from a comma too many, stays, for _leasehold_addr to refuse.
+_leasehold_addrs() {
+	local _lh_list=${LEASEHOLD_ADDR:-127.0.0.1:7379}
+	_lh_list=${_lh_list// /}
+	# read -a drops an empty last element: keep it by adding one comma.
+	IFS=, read -r -a "$1" <<<"$_lh_list,"
+}
+
+# _leasehold_split HOSTVAR PORTVAR ADDR: sets them to ADDR's host (an IPv6
+# one without its brackets) and port.
 _leasehold_split() {
 	# Names of their own: a local named as HOSTVAR would hide the caller's.
-	local _lh_addr=${LEASEHOLD_ADDR:-127.0.0.1:7379} _lh_host
+	local _lh_addr=$3 _lh_host
 	_lh_host=${_lh_addr%:*}
 	_lh_host=${_lh_host#[}
 	printf -v "$1" '%s' "${_lh_host%]}"
@@ -193,26 +226,49 @@ _leasehold_auth() {
 # (_leasehold_auth) and raw output, never reading the caller's stdin. A
 # subshell, so that the export stays in it.
 _leasehold_cli() (
-	local host port opts
-	_leasehold_split host port
-	_leasehold_auth opts
-	redis-cli -h "$host" -p "$port" "${opts[@]}" --raw "$@" </dev/null
+	_leasehold_cli_on "" "$@"
 )
 
 # _leasehold_cli_within MS ARG...: _leasehold_cli, killed after MS
 # milliseconds when coreutils' timeout is there.
 _leasehold_cli_within() (
-	local secs host port opts
+	local secs
 	_leasehold_secs secs "$1"
 	shift
-	if command -v timeout >/dev/null 2>&1; then
-		_leasehold_split host port
-		_leasehold_auth opts
-		timeout -k 1 "$secs" redis-cli -h "$host" -p "$port" "${opts[@]}" --raw "$@" </dev/null
-	else
-		_leasehold_cli "$@"
-	fi
+	command -v timeout >/dev/null 2>&1 || secs=
+	_leasehold_cli_on "$secs" "$@"
 )
+
+# _leasehold_cli_on SECS ARG...: in _leasehold_cli's subshell, redis-cli ARG...
+# at each address of LEASEHOLD_ADDR in turn, under timeout SECS unless SECS
+# is empty, until one connects. Only a connection that could not be made
+# (redis-cli says "Could not connect to Redis at" and exits 1) moves on to
+# the next address: an error reply, or a connection that dropped after the
+# command went out (which the server may have acted on), ends it there.
+# redis-cli's stderr is held back until then; that of the addresses passed
+# over is shown only when none connected.
+_leasehold_cli_on() {
+	local secs=$1 addr host port err rc opts
+	shift
+	local -a addrs cli=(redis-cli) passed=()
+	[ -z "$secs" ] || cli=(timeout -k 1 "$secs" redis-cli)
+	_leasehold_auth opts
+	_leasehold_addrs addrs
+	for addr in "${addrs[@]}"; do
+		_leasehold_split host port "$addr"
+		rc=0
+		# stdout goes straight through (fd 3); stderr is caught.
+		{ err=$("${cli[@]}" -h "$host" -p "$port" "${opts[@]}" --raw "$@" 2>&1 1>&3 3>&- </dev/null) || rc=$?; } 3>&1
+		if [ "$rc" -eq 1 ] && [[ $err == "Could not connect to Redis at "* ]]; then
+			passed+=("$err")
+			continue
+		fi
+		[ -z "$err" ] || printf '%s\n' "$err" >&2
+		return "$rc"
+	done
+	printf '%s\n' "${passed[@]}" >&2
+	return 1
+}
 
 # _leasehold_secs VAR MS: sets VAR to MS milliseconds as seconds with
 # decimals, for read -t, sleep and timeout (no subshell).

@@ -32,6 +32,23 @@ type Config struct {
 	// themselves: a blocking ACQUIRE ... WAIT then shares the pool with the
 	// rest, as go-redis does for BLPOP.
 	Redis redis.Options
+	// Addrs, when not empty, lists the servers to connect to, in place of
+	// Redis.Addr: the nodes of one leasehold cluster, each HOST:PORT (an
+	// IPv6 host in brackets, [::1]:7379). Every connection (those of a
+	// waiting Acquire and of CLIENT UNBLOCK too) goes to the first address
+	// that accepts it, starting at the one that last did; an address that
+	// fails is passed over by the next connection. Each address gets
+	// Redis.DialTimeout (go-redis's 5s when 0) to connect, and the TLS
+	// handshake within it; with TLSConfig and no ServerName in it, each is
+	// verified against its own host. A Redis.Dialer, if set, is called for
+	// each address in turn (and does the TLS itself, as in go-redis). When
+	// all addresses fail, the error is a *DialError naming each.
+	//
+	// Only list the nodes of one cluster. Independent single-node servers
+	// do not know of each other's locks: with a list of them, a client that
+	// fails over takes a lock on the second server that someone else holds
+	// on the first. See "Several addresses" in the package doc.
+	Addrs []string
 	// RenewFraction is how often a lease is renewed, as a fraction of its
 	// ttl, counted from when the last renewal was sent: 1/3 renews a 30s
 	// lease every 10s. A failed renewal is retried every quarter of that.
@@ -73,7 +90,11 @@ func (c Config) Validate() error {
 
 // validateRedis checks what New needs of the connection settings.
 func (c Config) validateRedis() error {
-	if c.Redis.Addr == "" && c.Redis.Dialer == nil {
+	if len(c.Addrs) > 0 {
+		if err := validateAddrs(c.Addrs, c.Redis.Network); err != nil {
+			return err
+		}
+	} else if c.Redis.Addr == "" && c.Redis.Dialer == nil {
 		return errors.New("leasehold: no server address (Config.Redis.Addr)")
 	}
 	if c.Redis.ReadTimeout < -2 {
@@ -82,8 +103,8 @@ func (c Config) validateRedis() error {
 	return nil
 }
 
-// Client talks to one leasehold server. It is safe for concurrent use; close
-// it when done.
+// Client talks to one leasehold server, or to the nodes of one cluster
+// (Config.Addrs). It is safe for concurrent use; close it when done.
 type Client struct {
 	cfg Config
 	// rdb runs every command but a waiting ACQUIRE; wait runs those. They
@@ -122,8 +143,8 @@ func (c *Client) goTracked(f func()) bool {
 	return true
 }
 
-// New validates cfg and returns a Client for the server at cfg.Redis.Addr.
-// It opens no connection until the first call.
+// New validates cfg and returns a Client for the server at cfg.Redis.Addr,
+// or the servers of cfg.Addrs. It opens no connection until the first call.
 func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -132,6 +153,11 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	opts := cfg.Redis
+	if len(cfg.Addrs) > 0 {
+		if err := FailoverOptions(&opts, cfg.Addrs); err != nil {
+			return nil, err
+		}
+	}
 	rt := effectiveReadTimeout(opts.ReadTimeout)
 	if opts.WriteTimeout == 0 {
 		opts.WriteTimeout = durationOption(rt)
@@ -154,7 +180,8 @@ func newControlClient(opts redis.Options) *redis.Client {
 }
 
 // NewFromRedis returns a Client that runs its commands on rdb, which stays
-// the caller's to close (after the Client). cfg.Redis is ignored: rdb's own
+// the caller's to close (after the Client). cfg.Redis and cfg.Addrs are
+// ignored (to fail over, make rdb with FailoverOptions): rdb's own
 // options apply, and the context deadlines of this package's calls bound
 // them only if rdb has ContextTimeoutEnabled (otherwise its ReadTimeout
 // does; Lost still closes on time, since a timer, not the renewal, marks

@@ -56,6 +56,55 @@
 // ACQUIRE retried on a new connection takes the old request's place in the
 // queue.
 //
+// # Several addresses
+//
+// [Config].Addrs lists the nodes of one leasehold cluster, every one of
+// which accepts every command: each new connection goes to the first node
+// that accepts it, starting at the one that last did, so the Client goes on
+// working when the node it talks to is lost. Only new connections move:
+// one to a node that is still up stays there, and none moves back to a
+// node that returns. Each address has Redis.DialTimeout to connect (5s by
+// default): a node that does not answer at all (powered off, cut off by a
+// firewall that drops packets) costs a new connection that long before
+// the next is tried, so keep DialTimeout well below ReadTimeout, which
+// bounds the whole call. [FailoverOptions] does the same for a go-redis
+// client of one's own.
+//
+// Do not list independent single-node servers: they do not know of each
+// other's locks, so a client that fails over would be granted on the
+// second a lock that someone else holds on the first, and tokens would go
+// back. Nothing refuses such a list.
+//
+// When the node dies in the middle of a call, what happens is go-redis's
+// doing; this package retries nothing itself:
+//
+//   - A command on the shared pool (TryAcquire, Acquire without a wait,
+//     Release, Extend, Verify, Status, and the keep-alive's renewals) whose
+//     connection breaks is sent again on a new connection, so to the next
+//     node, up to Redis.MaxRetries times (3 by default), whether or not the
+//     first had reached the server: go-redis cannot tell. For ACQUIRE this
+//     is safe: it carries an OWNER, and a repeated ACQUIRE of the same
+//     owner gets the same lease and token back, renewed. A repeated EXTEND
+//     extends again, from a later moment (the lease reckons its deadline
+//     from the first send, the earlier). A repeated RELEASE after one that
+//     took effect finds no lease: [Lease.Release] then returns [ErrNotHeld]
+//     (Client.Release false) though the lock was released all the same.
+//     With MaxRetries -1, or once the retries are spent, the call returns
+//     the connection's error, and its effect is unknown: an Acquire may
+//     have been granted; acquire again with the same [Owner] to get that
+//     lease back, or leave it to run out at its ttl.
+//   - A waiting Acquire ([Wait], [WaitForever]) runs on a connection of its
+//     own, which go-redis does not retry: it returns the connection's
+//     error (an EOF). Acquire again to queue again, through the next node;
+//     with the same [Owner] that is safe, should the first have been
+//     granted just before the node died.
+//   - A renewal that fails is tried again every quarter of the renewal
+//     interval, each time on a new connection if the old one broke; the
+//     lease counts as lost only if none is confirmed before its Deadline.
+//
+// go-redis retries a TRYAGAIN reply (after a backoff, up to MaxRetries) the
+// same way, on the same pool.
+//
 // # Goroutines
 //
 // Each lease with keep-alive owns one goroutine, which renews it and ends

@@ -85,6 +85,26 @@ func TestTLS(t *testing.T) {
 		c := newClient(t, tlsAddr, withTLS, func(cfg *leasehold.Config) { cfg.Redis.PoolSize = 1 })
 		abandonWait(t, c, "tls-wait")
 	})
+	// With a list, the dial is this package's own: it must do the TLS, and
+	// without a ServerName verify each address against its own host.
+	t.Run("Addrs", func(t *testing.T) {
+		c := newClient(t, "", withTLS, withAddrs(deadAddr(t), tlsAddr), func(cfg *leasehold.Config) {
+			cfg.Redis.PoolSize = 1
+			cfg.Redis.TLSConfig.ServerName = "" // 127.0.0.1, which the certificate names
+
+		})
+		abandonWait(t, c, "tls-addrs")
+	})
+	t.Run("Addrs wrong server name", func(t *testing.T) {
+		c := newClient(t, "", withTLS, withAddrs(deadAddr(t), tlsAddr), func(cfg *leasehold.Config) {
+			cfg.Redis.TLSConfig.ServerName = "locks.elsewhere"
+			cfg.Redis.MaxRetries, cfg.Redis.ReadTimeout = -1, 2*time.Second
+		})
+		_, err := c.Acquire(testContext(t), "tls-refused", 10*time.Second)
+		if err == nil || !strings.Contains(err.Error(), "locks.elsewhere") {
+			t.Fatalf("Acquire: %v, want a certificate error for locks.elsewhere", err)
+		}
+	})
 	t.Run("NewFromRedis", func(t *testing.T) {
 		// The waiting Acquire and CLIENT UNBLOCK run on clients made from
 		// rdb's options: TLS carries over.
