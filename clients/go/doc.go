@@ -52,9 +52,9 @@
 // one). The server answers a repeated ACQUIRE of the same owner with the same
 // lease and token, so go-redis may retry an ACQUIRE whose reply was lost
 // (Config.Redis.MaxRetries, 3 by default) without ever granting the lock
-// twice; a waiting
-// ACQUIRE retried on a new connection takes the old request's place in the
-// queue.
+// twice. A waiting ACQUIRE sent again with the same owner while the first
+// still waits takes the first one's place in the queue; once the first's
+// connection is gone, so is its place, and the new one queues anew.
 //
 // # Several addresses
 //
