@@ -36,8 +36,8 @@ type Result struct {
 
 // New returns an FSM over a new, empty table with cfg in replicated mode.
 // cfg.Clock is the replica's own: it stamps soft deadlines, decides nothing.
-// Every replica starts from the same token floor, cfg.FirstToken (0 unless
-// a test sets it); each leader raises it when its term begins (OpTerm).
+// Every replica must start from the same token floor, cfg.FirstToken (1
+// will do: each leader raises the floor when its term begins, OpTerm).
 func New(cfg locker.Config) (*FSM, error) {
 	cfg.Replicated = true
 	t, err := locker.New(cfg)

@@ -1,0 +1,151 @@
+package lockfsm_test
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/cluster"
+	"github.com/leasehold/leasehold/internal/testutil"
+	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/lockfsm"
+	"github.com/rs/zerolog"
+)
+
+// node is one member of a test group: a cluster.Node over a lock FSM with
+// the system clock.
+type node struct {
+	n   *cluster.Node
+	fsm *lockfsm.FSM
+}
+
+func openNode(t *testing.T, id string, bootstrap bool) *node {
+	t.Helper()
+	lcfg := locker.DefaultConfig()
+	lcfg.Shards, lcfg.FirstToken = 8, 1
+	f, err := lockfsm.New(lcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cluster.DefaultConfig()
+	cfg.NodeID, cfg.RaftAddr, cfg.DataDir, cfg.Bootstrap, cfg.FSM = id, "127.0.0.1:0", t.TempDir(), bootstrap, f
+	cfg.Logger = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel).With().Str("node", id).Logger()
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout = 300*time.Millisecond, 300*time.Millisecond
+	cfg.LeaderLeaseTimeout, cfg.CommitTimeout = 200*time.Millisecond, 20*time.Millisecond
+	n, err := cluster.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd := &node{n: n, fsm: f}
+	t.Cleanup(func() { n.Close(); f.Table().Close() })
+	return nd
+}
+
+// propose applies cmds through nd, which must lead, and returns the results.
+func (nd *node) propose(t *testing.T, cmds ...lockfsm.Command) []lockfsm.Result {
+	t.Helper()
+	out, err := nd.n.Apply(lockfsm.AppendEntry(nil, cmds), 5*time.Second)
+	if err != nil {
+		t.Fatalf("Apply %+v: %v", cmds, err)
+	}
+	res, ok := out.([]lockfsm.Result)
+	if !ok {
+		t.Fatalf("Apply %+v answered %T %v", cmds, out, out)
+	}
+	return res
+}
+
+// beginTerm is what a new leader does first: its term and token floor.
+func (nd *node) beginTerm(t *testing.T) uint64 {
+	t.Helper()
+	term, err := strconv.ParseUint(nd.n.Stats()["term"], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd.propose(t, lockfsm.Command{Op: lockfsm.OpTerm, Term: term, Floor: locker.BootEpochToken(time.Now())})
+	return term
+}
+
+func leaderOf(t *testing.T, nodes []*node) *node {
+	t.Helper()
+	var leader *node
+	testutil.Eventually(t, 15*time.Second, "a leader", func() bool {
+		for _, nd := range nodes {
+			if nd.n.IsLeader() {
+				leader = nd
+				return true
+			}
+		}
+		return false
+	})
+	return leader
+}
+
+// TestLeaseSurvivesFailover: three nodes replicate a lease; the leader goes
+// away; the lease outlives its holder's deadline on the new leader (no
+// replica ends it early), ends only when the new leader fires it, and the
+// next grant's token is higher than every token before.
+func TestLeaseSurvivesFailover(t *testing.T) {
+	n1 := openNode(t, "n1", true)
+	leaderOf(t, []*node{n1})
+	nodes := []*node{n1}
+	for i := 2; i <= 3; i++ {
+		nd := openNode(t, fmt.Sprintf("n%d", i), false)
+		if err := n1.n.Join(nd.n.ID(), nd.n.Addr()); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, nd)
+	}
+	n1.beginTerm(t)
+
+	const ttl = 500 * time.Millisecond
+	sent := time.Now()
+	res := n1.propose(t, lockfsm.Command{Op: lockfsm.OpAcquire, Key: []byte("job"), TTL: ttl, Owner: []byte("w1")})
+	if !res[0].Granted {
+		t.Fatalf("ACQUIRE = %+v", res[0])
+	}
+	first := res[0].Token
+	testutil.Eventually(t, 10*time.Second, "every replica holds the lease", func() bool {
+		for _, nd := range nodes {
+			if !nd.fsm.Table().Verify([]byte("job"), first) {
+				return false
+			}
+		}
+		return true
+	})
+
+	n1.n.Close() // hands leadership to another voter
+	leader := leaderOf(t, nodes[1:])
+	term := leader.beginTerm(t)
+	if res := leader.propose(t, lockfsm.Command{Op: lockfsm.OpAcquire, Key: []byte("job"), TTL: ttl, Owner: []byte("w2")}); res[0].Granted {
+		t.Fatal("the new leader granted a lock whose lease had not been fired")
+	}
+
+	// The new leader's clock decides: fire what it finds due until the
+	// lease is gone, never before the holder's own deadline (sent + ttl).
+	var fired time.Time
+	testutil.Eventually(t, 10*time.Second, "the lease fired", func() bool {
+		due := leader.fsm.Table().CollectDue(16)
+		if len(due) == 0 {
+			return false
+		}
+		if leader.propose(t, lockfsm.Command{Op: lockfsm.OpFire, Term: term, Due: due})[0].N == 0 {
+			return false
+		}
+		fired = time.Now()
+		return true
+	})
+	if held := fired.Sub(sent); held < ttl {
+		t.Fatalf("the lease ended %s after its ACQUIRE was sent, before its ttl %s", held, ttl)
+	}
+	res = leader.propose(t, lockfsm.Command{Op: lockfsm.OpAcquire, Key: []byte("job"), TTL: ttl, Owner: []byte("w2")})
+	if !res[0].Granted || res[0].Token <= first {
+		t.Fatalf("ACQUIRE after the fire = %+v, want a token above %d", res[0], first)
+	}
+	for _, nd := range nodes[1:] {
+		testutil.Eventually(t, 10*time.Second, "the replicas agree", func() bool {
+			return nd.fsm.Table().Verify([]byte("job"), res[0].Token) && !nd.fsm.Table().Verify([]byte("job"), first)
+		})
+	}
+}
