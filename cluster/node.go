@@ -217,6 +217,9 @@ func (n *Node) Leader() (id, addr string) {
 	return string(i), string(a)
 }
 
+// Term is the current Raft term as this node knows it.
+func (n *Node) Term() uint64 { return n.raft.CurrentTerm() }
+
 // LeaderCh delivers true when this node becomes the leader and false when
 // it stops being it. It holds only the latest change: a reader that is
 // late sees the newest state, not every transition (raft.LeaderCh).

@@ -17,6 +17,11 @@
 // proposed in (after a Term command), so that a deposed leader's stale
 // decisions cannot end leases a newer leader renewed.
 //
-// Not here yet: WAIT queues, EPHEMERAL ties and events across nodes (the
-// server's, in a later step), and the server's wiring.
+// Duties runs those leader-only proposals on each node: it begins each term
+// the node wins (a barrier, then OpTerm) and proposes OpFire for what is
+// due, every tick.
+//
+// Not here yet: WAIT queues and EPHEMERAL ties across nodes, and the
+// server's wiring (RESP commands proposed in batches, forwarding from
+// followers, linearizable reads), which are the next steps of issue 15.
 package lockfsm

@@ -149,3 +149,70 @@ func TestLeaseSurvivesFailover(t *testing.T) {
 		})
 	}
 }
+
+// TestDutiesBeginTermsAndExpire: with each node running the leader's
+// duties, the leader begins its term (tokens then start above its boot-epoch
+// floor) and leases expire by themselves through the log, on every replica,
+// never before their ttl; after the leader goes, the next one does the same.
+func TestDutiesBeginTermsAndExpire(t *testing.T) {
+	n1 := openNode(t, "n1", true)
+	nodes := []*node{n1}
+	leaderOf(t, nodes)
+	for i := 2; i <= 3; i++ {
+		nd := openNode(t, fmt.Sprintf("n%d", i), false)
+		if err := n1.n.Join(nd.n.ID(), nd.n.Addr()); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, nd)
+	}
+	duties := map[*node]*lockfsm.Duties{}
+	for _, nd := range nodes {
+		d := lockfsm.StartDuties(nd.n, nd.fsm, 10*time.Millisecond, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
+		duties[nd] = d
+		t.Cleanup(func() {
+			if duties[nd] != nil {
+				d.Stop()
+			}
+		})
+	}
+
+	var last uint64
+	expireOnce := func(leader *node, others []*node) {
+		t.Helper()
+		testutil.Eventually(t, 10*time.Second, "the leader's term begun", func() bool { return duties[leader].Term() == leader.n.Term() })
+		const ttl = 300 * time.Millisecond
+		sent := time.Now()
+		res := leader.propose(t, lockfsm.Command{Op: lockfsm.OpAcquire, Key: []byte("job"), TTL: ttl})
+		if !res[0].Granted || res[0].Token <= last || res[0].Token < locker.BootEpochToken(sent.Add(-time.Minute)) {
+			t.Fatalf("ACQUIRE = %+v, want a token above %d and above the term's floor", res[0], last)
+		}
+		last = res[0].Token
+		testutil.Eventually(t, 10*time.Second, "the lease expired on every replica", func() bool {
+			for _, nd := range append([]*node{leader}, others...) {
+				if nd.fsm.Table().Verify([]byte("job"), last) {
+					return false
+				}
+			}
+			return true
+		})
+		if held := time.Since(sent); held < ttl {
+			t.Fatalf("the lease ended %s after its ACQUIRE was sent, before its ttl %s", held, ttl)
+		}
+	}
+	expireOnce(n1, nodes[1:])
+	oldTerm := n1.n.Term()
+	duties[n1].Stop()
+	delete(duties, n1)
+	n1.n.Close()
+	leader := leaderOf(t, nodes[1:])
+	if leader.n.Term() <= oldTerm {
+		t.Fatalf("new leader's term %d, want above %d", leader.n.Term(), oldTerm)
+	}
+	var follower *node
+	for _, nd := range nodes[1:] {
+		if nd != leader {
+			follower = nd
+		}
+	}
+	expireOnce(leader, []*node{follower})
+}

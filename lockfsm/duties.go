@@ -1,0 +1,126 @@
+package lockfsm
+
+import (
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold/locker"
+	"github.com/rs/zerolog"
+)
+
+// Proposer is what a leader's duties need of its Raft node (a
+// cluster.Node).
+type Proposer interface {
+	Apply(cmd []byte, timeout time.Duration) (any, error)
+	IsLeader() bool
+	Term() uint64
+	Barrier(timeout time.Duration) error
+}
+
+// Duties runs what only a leader does for the lock table, on a goroutine
+// of its own: when the node becomes leader, it waits until every earlier
+// entry is applied, then begins its term (OpTerm, with its boot-epoch
+// token as the floor); from then on, every tick, it proposes the expiries
+// its table finds due (OpFire). On a follower it does nothing. Proposals
+// that fail are logged and come back through CollectDue after
+// locker.DueRetry.
+type Duties struct {
+	p    Proposer
+	fsm  *FSM
+	tick time.Duration
+	log  zerolog.Logger
+
+	mu   sync.Mutex
+	term uint64 // the term begun, 0 while none is
+
+	stop, done chan struct{}
+}
+
+// dutyTimeout bounds each of the duties' proposals and barriers.
+const dutyTimeout = 5 * time.Second
+
+// fireBatch is the most expiries one OpFire carries.
+const fireBatch = 1024
+
+// StartDuties starts the leader's duties of the node p over fsm, checking
+// every tick (the table's wheel tick is a fitting value).
+func StartDuties(p Proposer, fsm *FSM, tick time.Duration, log zerolog.Logger) *Duties {
+	d := &Duties{p: p, fsm: fsm, tick: tick, log: log, stop: make(chan struct{}), done: make(chan struct{})}
+	go d.run()
+	return d
+}
+
+// Stop ends the duties and waits for their goroutine.
+func (d *Duties) Stop() {
+	close(d.stop)
+	<-d.done
+}
+
+// Term is the term these duties have begun, 0 while the node is not a
+// leader that has begun its term: until then it must not take commands
+// (their tokens could be under the term's floor).
+func (d *Duties) Term() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.term
+}
+
+func (d *Duties) run() {
+	defer close(d.done)
+	t := time.NewTicker(d.tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-t.C:
+		}
+		d.once()
+	}
+}
+
+// once does one tick's duties.
+func (d *Duties) once() {
+	term := d.p.Term()
+	if !d.p.IsLeader() {
+		d.setTerm(0)
+		return
+	}
+	if d.Term() != term {
+		d.setTerm(0)
+		if err := d.p.Barrier(dutyTimeout); err != nil {
+			d.log.Warn().Err(err).Uint64("term", term).Msg("new leader: barrier failed")
+			return
+		}
+		floor := locker.BootEpochToken(time.Now())
+		if _, err := d.propose(Command{Op: OpTerm, Term: term, Floor: floor}); err != nil {
+			d.log.Warn().Err(err).Uint64("term", term).Msg("new leader: could not begin its term")
+			return
+		}
+		d.setTerm(term)
+		d.log.Info().Uint64("term", term).Uint64("token_floor", floor).Msg("leader: term begun")
+	}
+	if due := d.fsm.Table().CollectDue(fireBatch); len(due) > 0 {
+		if _, err := d.propose(Command{Op: OpFire, Term: term, Due: due}); err != nil {
+			d.log.Warn().Err(err).Int("due", len(due)).Msg("leader: could not propose expiries; they come back after a retry interval")
+		}
+	}
+}
+
+func (d *Duties) setTerm(term uint64) {
+	d.mu.Lock()
+	d.term = term
+	d.mu.Unlock()
+}
+
+func (d *Duties) propose(c Command) ([]Result, error) {
+	out, err := d.p.Apply(AppendEntry(nil, []Command{c}), dutyTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if err, ok := out.(error); ok {
+		return nil, err
+	}
+	res, _ := out.([]Result)
+	return res, nil
+}
