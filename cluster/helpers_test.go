@@ -220,11 +220,10 @@ func (l *testLog) Write(p []byte) (int, error) {
 // member is one node of a test cluster, across restarts: its config (and
 // so its data dir and address) stays, its *Node changes.
 type member struct {
-	cfg    Config
-	fsm    *historyFSM // replaced on each start; read by the test goroutine only
-	net    *faultNet
-	node   atomic.Pointer[Node] // nil while down
-	noSync bool
+	cfg  Config
+	fsm  *historyFSM // replaced on each start; read by the test goroutine only
+	net  *faultNet
+	node atomic.Pointer[Node] // nil while down
 }
 
 func newMember(t *testing.T, net *faultNet, log *testLog, id string, bootstrap bool, opts ...func(*Config)) *member {

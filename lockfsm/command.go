@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/bin"
 	"github.com/leasehold/leasehold/locker"
 )
 
@@ -117,17 +118,10 @@ func appendCommand(dst []byte, c *Command) []byte {
 	return dst
 }
 
-func appendBytes(dst, b []byte) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(b)))
-	return append(dst, b...)
-}
-
-func appendBool(dst []byte, b bool) []byte {
-	if b {
-		return append(dst, 1)
-	}
-	return append(dst, 0)
-}
+var (
+	appendBytes = bin.AppendBytes
+	appendBool  = bin.AppendBool
+)
 
 // appendScope tells a nil scope (every lease) from an empty one.
 func appendScope(dst, scope []byte) []byte {
@@ -140,91 +134,49 @@ func appendScope(dst, scope []byte) []byte {
 // DecodeEntry decodes a batch of commands. The commands' byte slices alias
 // entry.
 func DecodeEntry(entry []byte) ([]Command, error) {
-	d := decoder{b: entry}
-	if v := d.byte(); v != entryVersion {
+	d := newDecoder(entry)
+	if v := d.Byte(); v != entryVersion {
 		return nil, fmt.Errorf("%w: version %d, want %d", ErrBadEntry, v, entryVersion)
 	}
-	n := d.uvarint()
-	if d.err != nil || n > uint64(len(d.b)) { // each command takes a byte at least
+	n := d.Uvarint()
+	if d.Err != nil || n > uint64(len(d.B)) { // each command takes a byte at least
 		return nil, ErrBadEntry
 	}
 	cmds := make([]Command, n)
 	for i := range cmds {
 		d.command(&cmds[i])
 	}
-	if d.err != nil {
-		return nil, d.err
+	if d.Err != nil {
+		return nil, d.Err
 	}
-	if len(d.b) != 0 {
-		return nil, fmt.Errorf("%w: %d bytes after the last command", ErrBadEntry, len(d.b))
+	if len(d.B) != 0 {
+		return nil, fmt.Errorf("%w: %d bytes after the last command", ErrBadEntry, len(d.B))
 	}
 	return cmds, nil
 }
 
-type decoder struct {
-	b   []byte
-	err error
-}
+// decoder is bin's Decoder with lockfsm's readers: booleans strictly 0 or
+// 1, a scope that tells nil from empty, a uint32.
+type decoder struct{ bin.Decoder }
 
-func (d *decoder) fail() { d.err, d.b = ErrBadEntry, nil }
-
-func (d *decoder) byte() byte {
-	if len(d.b) == 0 {
-		d.fail()
-		return 0
-	}
-	b := d.b[0]
-	d.b = d.b[1:]
-	return b
-}
-
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail()
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
+func newDecoder(b []byte) *decoder { return &decoder{bin.Decoder{B: b, Short: ErrBadEntry}} }
 
 func (d *decoder) uint32() uint32 {
-	v := d.uvarint()
+	v := d.Uvarint()
 	if v > math.MaxUint32 {
-		d.fail()
+		d.Fail()
 	}
 	return uint32(v)
 }
 
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail()
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) bytes() []byte {
-	n := d.uvarint()
-	if n > uint64(len(d.b)) {
-		d.fail()
-		return nil
-	}
-	b := d.b[:n:n]
-	d.b = d.b[n:]
-	return b
-}
-
 func (d *decoder) bool() bool {
-	switch d.byte() {
+	switch d.Byte() {
 	case 0:
 		return false
 	case 1:
 		return true
 	}
-	d.fail()
+	d.Fail()
 	return false
 }
 
@@ -232,57 +184,57 @@ func (d *decoder) scope() []byte {
 	if !d.bool() {
 		return nil
 	}
-	if b := d.bytes(); b != nil {
+	if b := d.Bytes(); b != nil {
 		return b
 	}
 	return []byte{}
 }
 
 func (d *decoder) command(c *Command) {
-	c.Op = Op(d.byte())
+	c.Op = Op(d.Byte())
 	switch c.Op {
 	case OpTerm:
-		c.Term, c.Floor = d.uvarint(), d.uvarint()
+		c.Term, c.Floor = d.Uvarint(), d.Uvarint()
 	case OpCreate:
-		c.Key = d.bytes()
-		c.Options.DefaultTTL = time.Duration(d.varint())
-		c.Options.LockDelay = time.Duration(d.varint())
+		c.Key = d.Bytes()
+		c.Options.DefaultTTL = time.Duration(d.Varint())
+		c.Options.LockDelay = time.Duration(d.Varint())
 		c.Options.LockDelaySet = d.bool()
-		c.Options.Limit = int(d.varint())
+		c.Options.Limit = int(d.Varint())
 	case OpAcquire:
-		c.Key, c.TTL, c.Owner, c.Shared = d.bytes(), time.Duration(d.varint()), d.bytes(), d.bool()
+		c.Key, c.TTL, c.Owner, c.Shared = d.Bytes(), time.Duration(d.Varint()), d.Bytes(), d.bool()
 	case OpAcquireAll:
-		n := d.uvarint()
-		if n > uint64(len(d.b)) {
-			d.fail()
+		n := d.Uvarint()
+		if n > uint64(len(d.B)) {
+			d.Fail()
 			return
 		}
 		c.Keys = make([][]byte, n)
 		for i := range c.Keys {
-			c.Keys[i] = d.bytes()
+			c.Keys[i] = d.Bytes()
 		}
-		c.TTL, c.Owner, c.Shared = time.Duration(d.varint()), d.bytes(), d.bool()
+		c.TTL, c.Owner, c.Shared = time.Duration(d.Varint()), d.Bytes(), d.bool()
 	case OpRelease:
-		c.Key, c.Token, c.Scope = d.bytes(), d.uvarint(), d.scope()
+		c.Key, c.Token, c.Scope = d.Bytes(), d.Uvarint(), d.scope()
 	case OpExtend:
-		c.Key, c.Token, c.TTL, c.Scope = d.bytes(), d.uvarint(), time.Duration(d.varint()), d.scope()
+		c.Key, c.Token, c.TTL, c.Scope = d.Bytes(), d.Uvarint(), time.Duration(d.Varint()), d.scope()
 	case OpDelete:
-		c.Key = d.bytes()
+		c.Key = d.Bytes()
 	case OpForceRelease:
-		c.Key, c.Token = d.bytes(), d.uvarint()
+		c.Key, c.Token = d.Bytes(), d.Uvarint()
 	case OpFire:
-		c.Term = d.uvarint()
-		n := d.uvarint()
-		if n > uint64(len(d.b)) {
-			d.fail()
+		c.Term = d.Uvarint()
+		n := d.Uvarint()
+		if n > uint64(len(d.B)) {
+			d.Fail()
 			return
 		}
 		c.Due = make([]locker.Due, n)
 		for i := range c.Due {
-			c.Due[i] = locker.Due{Kind: locker.DueKind(d.byte()), Key: string(d.bytes()), Token: d.uvarint(), Renewals: d.uint32()}
+			c.Due[i] = locker.Due{Kind: locker.DueKind(d.Byte()), Key: string(d.Bytes()), Token: d.Uvarint(), Renewals: d.uint32()}
 		}
 	default:
-		d.fail()
+		d.Fail()
 	}
 	if len(c.Owner) == 0 {
 		c.Owner = nil // an empty OWNER is refused by the parser: nil is "none"

@@ -58,58 +58,58 @@ func decodeSnapshot(b []byte, t *locker.Table) (uint64, error) {
 	if len(b) < len(snapshotMagic) || string(b[:len(snapshotMagic)]) != string(snapshotMagic) {
 		return 0, fmt.Errorf("%w: not a lock table snapshot", ErrBadEntry)
 	}
-	d := decoder{b: b[len(snapshotMagic):]}
-	term, floor := d.uvarint(), d.uvarint()
-	n := d.uvarint()
-	if n > uint64(len(d.b)) {
+	d := newDecoder(b[len(snapshotMagic):])
+	term, floor := d.Uvarint(), d.Uvarint()
+	n := d.Uvarint()
+	if n > uint64(len(d.B)) {
 		return 0, ErrBadEntry
 	}
 	counters := make([]uint64, n)
 	for i := range counters {
-		counters[i] = d.uvarint()
+		counters[i] = d.Uvarint()
 	}
-	if d.err != nil {
-		return 0, d.err
+	if d.Err != nil {
+		return 0, d.Err
 	}
 	if err := t.RestoreTokenState(floor, counters); err != nil {
 		return 0, err
 	}
 	now := int64(t.Config().Clock.Now())
 	for d.bool() {
-		st := locker.LockState{Key: d.bytes(), Created: d.bool()}
-		st.Options.DefaultTTL = time.Duration(d.varint())
-		st.Options.LockDelay = time.Duration(d.varint())
+		st := locker.LockState{Key: d.Bytes(), Created: d.bool()}
+		st.Options.DefaultTTL = time.Duration(d.Varint())
+		st.Options.LockDelay = time.Duration(d.Varint())
 		st.Options.LockDelaySet = d.bool()
-		st.Options.Limit = int(d.varint())
-		st.LastToken = d.uvarint()
-		leases := d.uvarint()
-		if leases > uint64(len(d.b)) {
+		st.Options.Limit = int(d.Varint())
+		st.LastToken = d.Uvarint()
+		leases := d.Uvarint()
+		if leases > uint64(len(d.B)) {
 			return 0, ErrBadEntry
 		}
 		for range leases {
-			l := locker.LeaseState{Token: d.uvarint(), Renewals: d.uint32(), Owner: d.bytes(), Shared: d.bool()}
+			l := locker.LeaseState{Token: d.Uvarint(), Renewals: d.uint32(), Owner: d.Bytes(), Shared: d.bool()}
 			if len(l.Owner) == 0 {
 				l.Owner = nil
 			}
 			if d.bool() {
-				l.DelayedUntil = now + d.varint()
+				l.DelayedUntil = now + d.Varint()
 			} else {
-				l.Deadline = now + d.varint()
+				l.Deadline = now + d.Varint()
 			}
 			st.Leases = append(st.Leases, l)
 		}
-		if d.err != nil {
-			return 0, d.err
+		if d.Err != nil {
+			return 0, d.Err
 		}
 		if err := t.Restore(&st); err != nil {
 			return 0, err
 		}
 	}
-	if d.err != nil {
-		return 0, d.err
+	if d.Err != nil {
+		return 0, d.Err
 	}
-	if len(d.b) != 0 {
-		return 0, fmt.Errorf("%w: %d bytes after the snapshot", ErrBadEntry, len(d.b))
+	if len(d.B) != 0 {
+		return 0, fmt.Errorf("%w: %d bytes after the snapshot", ErrBadEntry, len(d.B))
 	}
 	return term, nil
 }

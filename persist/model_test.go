@@ -24,10 +24,10 @@ func sortedLeases(ls []leaseModel) []leaseModel {
 // replay sees it.
 func decodeOne(t testing.TB, b []byte) entry {
 	t.Helper()
-	d := decoder{b: b}
+	d := newDecoder(b)
 	e, err := d.next()
-	if err != nil || d.more() {
-		t.Fatalf("decoding %x: %v (%d bytes left)", b, err, len(d.b))
+	if err != nil || d.More() {
+		t.Fatalf("decoding %x: %v (%d bytes left)", b, err, len(d.B))
 	}
 	return e
 }
@@ -450,8 +450,8 @@ func dumpEntries(t testing.TB, d dumpAt) []entry {
 func decodeAll(t testing.TB, b []byte) []entry {
 	t.Helper()
 	var es []entry
-	d := decoder{b: b}
-	for d.more() {
+	d := newDecoder(b)
+	for d.More() {
 		e, err := d.next()
 		if err != nil {
 			t.Fatal(err)

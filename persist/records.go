@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/bin"
 	"github.com/leasehold/leasehold/locker"
 )
 
@@ -121,131 +122,68 @@ func appendOptions(b []byte, o locker.CreateOptions) []byte {
 	return binary.AppendUvarint(b, uint64(o.Limit))
 }
 
-func appendBytes(b, p []byte) []byte {
-	b = binary.AppendUvarint(b, uint64(len(p)))
-	return append(b, p...)
-}
-
-func appendBool(b []byte, v bool) []byte {
-	if v {
-		return append(b, 1)
-	}
-	return append(b, 0)
-}
+var (
+	appendBytes = bin.AppendBytes
+	appendBool  = bin.AppendBool
+)
 
 // decoder reads entries from one record.
-type decoder struct {
-	b   []byte
-	err error
-}
+type decoder struct{ bin.Decoder }
 
-func (d *decoder) more() bool { return d.err == nil && len(d.b) > 0 }
+func newDecoder(b []byte) *decoder { return &decoder{bin.Decoder{B: b, Short: errShort}} }
 
-func (d *decoder) byte() byte {
-	if d.err != nil || len(d.b) == 0 {
-		d.fail()
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail()
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail()
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) bytes() []byte {
-	n := d.uvarint()
-	if d.err != nil || n > uint64(len(d.b)) {
-		d.fail()
-		return nil
-	}
-	p := d.b[:n:n]
-	d.b = d.b[n:]
-	return p
-}
-
-func (d *decoder) bool() bool { return d.byte() != 0 }
+func (d *decoder) bool() bool { return d.Byte() != 0 }
 
 func (d *decoder) options() locker.CreateOptions {
 	var o locker.CreateOptions
-	o.DefaultTTL = time.Duration(d.uvarint())
+	o.DefaultTTL = time.Duration(d.Uvarint())
 	o.LockDelaySet = d.bool()
-	o.LockDelay = time.Duration(d.uvarint())
-	o.Limit = int(d.uvarint())
+	o.LockDelay = time.Duration(d.Uvarint())
+	o.Limit = int(d.Uvarint())
 	return o
-}
-
-func (d *decoder) fail() {
-	if d.err == nil {
-		d.err = errShort
-	}
 }
 
 // next decodes one entry. Byte slices alias the record.
 func (d *decoder) next() (entry, error) {
-	e := entry{kind: d.byte()}
-	e.key = d.bytes()
+	e := entry{kind: d.Byte()}
+	e.key = d.Bytes()
 	switch e.kind {
 	case kindCreate:
 		e.options = d.options()
-		e.deadline = d.varint()
+		e.deadline = d.Varint()
 	case kindDelete:
 	case kindGrant:
-		e.token = d.uvarint()
-		e.deadline = d.varint()
-		e.owner = d.bytes()
+		e.token = d.Uvarint()
+		e.deadline = d.Varint()
+		e.owner = d.Bytes()
 		e.shared = d.bool()
 	case kindExtend:
-		e.token = d.uvarint()
-		e.deadline = d.varint()
+		e.token = d.Uvarint()
+		e.deadline = d.Varint()
 	case kindRelease, kindReserve, kindEnd:
-		e.token = d.uvarint()
+		e.token = d.Uvarint()
 	case kindHeader:
-		if v := d.uvarint(); d.err == nil && (v < 1 || v > formatVersion) {
+		if v := d.Uvarint(); d.Err == nil && (v < 1 || v > formatVersion) {
 			return e, fmt.Errorf("snapshot format version %d, this build reads %d", v, formatVersion)
 		}
-		e.token = d.uvarint()
+		e.token = d.Uvarint()
 	case kindTime:
-		e.mark = timeMark{bootID: string(d.bytes()), boottime: d.varint(), wall: d.varint(), stamp: d.varint()}
+		e.mark = timeMark{bootID: string(d.Bytes()), boottime: d.Varint(), wall: d.Varint(), stamp: d.Varint()}
 	case kindLock:
 		m := &e.lock
 		m.created = d.bool()
 		m.options = d.options()
-		m.lastToken = d.uvarint()
-		n := d.uvarint()
-		if n > uint64(len(d.b)) { // each lease takes bytes: a bad count cannot allocate much
-			d.fail()
+		m.lastToken = d.Uvarint()
+		n := d.Uvarint()
+		if n > uint64(len(d.B)) { // each lease takes bytes: a bad count cannot allocate much
+			d.Fail()
 			break
 		}
 		for range n {
-			m.leases = append(m.leases, leaseModel{token: d.uvarint(), deadline: d.varint(), owner: d.bytes(), shared: d.bool(), delayedUntil: d.varint()})
+			m.leases = append(m.leases, leaseModel{token: d.Uvarint(), deadline: d.Varint(), owner: d.Bytes(), shared: d.bool(), delayedUntil: d.Varint()})
 		}
 	default:
 		return e, fmt.Errorf("unknown entry kind %d", e.kind)
 	}
-	return e, d.err
+	return e, d.Err
 }

@@ -103,8 +103,8 @@ func lockModelsEqual(a, b *lockModel, order bool) bool {
 func TestEncodingRoundTrip(t *testing.T) {
 	for _, c := range encodingCases() {
 		t.Run(c.name, func(t *testing.T) {
-			d := decoder{b: c.enc}
-			if !d.more() {
+			d := newDecoder(c.enc)
+			if !d.More() {
 				t.Fatal("more() false on an encoded entry")
 			}
 			got, err := d.next()
@@ -114,8 +114,8 @@ func TestEncodingRoundTrip(t *testing.T) {
 			if !entriesEqual(got, c.want) {
 				t.Fatalf("decoded %+v\nwant    %+v", got, c.want)
 			}
-			if d.more() || len(d.b) != 0 {
-				t.Fatalf("%d bytes left after the entry", len(d.b))
+			if d.More() || len(d.B) != 0 {
+				t.Fatalf("%d bytes left after the entry", len(d.B))
 			}
 		})
 	}
@@ -130,8 +130,8 @@ func TestEncodingSequence(t *testing.T) {
 	for _, c := range cases {
 		rec = append(rec, c.enc...)
 	}
-	d := decoder{b: rec}
-	for i := 0; d.more(); i++ {
+	d := newDecoder(rec)
+	for i := 0; d.More(); i++ {
 		if i >= len(cases) {
 			t.Fatal("more entries than written")
 		}
@@ -143,14 +143,14 @@ func TestEncodingSequence(t *testing.T) {
 			t.Fatalf("entry %d (%s): decoded %+v", i, cases[i].name, got)
 		}
 	}
-	if d.err != nil {
-		t.Fatal(d.err)
+	if d.Err != nil {
+		t.Fatal(d.Err)
 	}
 
 	// The model keeps no reference to the record.
 	grant := appendChange(nil, &locker.Change{Kind: locker.ChangeGrant, Key: []byte("k"), Token: 5, Owner: []byte("owner")}, 100)
 	m := newModel(0)
-	d = decoder{b: grant}
+	d = newDecoder(grant)
 	e, err := d.next()
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +169,7 @@ func TestDecodeTruncated(t *testing.T) {
 		if len(c.enc) > 2000 {
 			// Every cut of a long key is alike; keep the quadratic walk short.
 			c.enc = c.enc[:1000]
-			d := decoder{b: c.enc}
+			d := newDecoder(c.enc)
 			if _, err := d.next(); !errors.Is(err, errShort) {
 				t.Errorf("%s cut to 1000 bytes: err %v, want errShort", c.name, err)
 			}
@@ -177,7 +177,7 @@ func TestDecodeTruncated(t *testing.T) {
 		}
 		t.Run(c.name, func(t *testing.T) {
 			for n := 1; n < len(c.enc); n++ {
-				d := decoder{b: bytes.Clone(c.enc[:n])}
+				d := newDecoder(bytes.Clone(c.enc[:n]))
 				if _, err := d.next(); !errors.Is(err, errShort) {
 					t.Fatalf("cut to %d of %d bytes: err %v, want errShort", n, len(c.enc), err)
 				}
@@ -209,7 +209,7 @@ func TestDecodeErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			d := decoder{b: c.b}
+			d := newDecoder(c.b)
 			_, err := d.next()
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err %v, want one containing %q", err, c.want)
@@ -237,17 +237,17 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		m := newModel(0)
-		d := decoder{b: b}
-		for n := 0; d.more(); n++ {
+		d := newDecoder(b)
+		for n := 0; d.More(); n++ {
 			if n > len(b) {
 				t.Fatal("decoder makes no progress")
 			}
-			before := len(d.b)
+			before := len(d.B)
 			e, err := d.next()
 			if err != nil {
 				break
 			}
-			if len(d.b) >= before {
+			if len(d.B) >= before {
 				t.Fatal("an entry decoded from no bytes")
 			}
 			if e.kind == kindLock && len(e.lock.leases) > len(b) {

@@ -249,8 +249,8 @@ func readFile(path string, m *model, snapshot bool) (int64, error) {
 			return off, err
 		}
 		entries = entries[:0]
-		d := decoder{b: buf}
-		for d.more() {
+		d := newDecoder(buf)
+		for d.More() {
 			e, err := d.next()
 			if err != nil {
 				return off, &CorruptError{File: path, Offset: off, Err: err}
