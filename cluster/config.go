@@ -91,8 +91,8 @@ type Config struct {
 	// AllowedPeer, if set (TLS only), is asked about the common name of
 	// every peer's verified certificate, in both directions, and a peer it
 	// answers false for is refused during the handshake. Without it the
-	// CA is the boundary: any certificate the CA signed for
-	// client and server use may talk Raft, so a CA shared with RESP
+	// CA is the boundary: any certificate the CA signed for client
+	// authentication may talk Raft to a node, so a CA shared with RESP
 	// clients should come with an AllowedPeer naming the nodes.
 	AllowedPeer func(cn string) bool
 }

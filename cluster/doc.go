@@ -50,7 +50,7 @@
 // not sign can neither join nor disturb the cluster, whatever the
 // membership says; and an accepted connection that does not complete its
 // handshake within the transport timeout (10 s) is closed, so a silent
-// peer holds one socket for that long and nothing else. The CA is the
+// peer holds one socket and one goroutine for that long. The CA is the
 // boundary: any certificate it issued for client authentication may talk
 // Raft, so when the CA also signs RESP clients' certificates, set
 // Config.AllowedPeer to the nodes' names. Being in the Raft configuration

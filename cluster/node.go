@@ -29,9 +29,9 @@ const (
 
 // Node is one member of a Raft group: hashicorp/raft with a bolt log, a file
 // snapshot store and a TCP or mutual-TLS transport whose heartbeats run on
-// raft's main goroutine (see mainThreadTransport). Its methods are safe for concurrent
-// use. Leader-only methods return an error wrapping ErrNotLeader elsewhere;
-// they do not forward.
+// raft's main goroutine (see mainThreadTransport). Its methods are safe for
+// concurrent use. Leader-only methods return an error wrapping ErrNotLeader
+// elsewhere; they do not forward.
 type Node struct {
 	cfg   Config
 	raft  *raft.Raft
@@ -54,7 +54,7 @@ func Open(cfg Config) (*Node, error) {
 
 // testHooks change how open builds a node, for tests only.
 type testHooks struct {
-	// wrapTransport wraps the TCP transport (fault injection). The #695
+	// wrapTransport wraps the network transport (fault injection). The #695
 	// wrapper always goes outermost.
 	wrapTransport func(netTransport) netTransport
 	// handshakeTimeout replaces transportTimeout as the time an accepted
@@ -116,11 +116,11 @@ func open(cfg Config, hooks testHooks) (n *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: opening the snapshot store: %w", err)
 	}
-	tcp, err := newNetTransport(cfg, hooks)
+	network, err := newNetTransport(cfg, hooks)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: listening on %s: %w", cfg.RaftAddr, err)
 	}
-	var inner netTransport = tcp
+	var inner netTransport = network
 	if hooks.wrapTransport != nil {
 		inner = hooks.wrapTransport(inner)
 	}
