@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -64,6 +65,36 @@ type Config struct {
 	// CatchUpTimeout bounds how long Join waits for a new non-voter to
 	// catch up before it would make it a voter.
 	CatchUpTimeout time.Duration
+
+	// TLS, when set, makes every Raft connection to and from this node
+	// mutual TLS (TLS 1.2 at least); nil is plain TCP. Every node of a
+	// cluster must have it, or none. It must hold:
+	//   - Certificates: the node's certificate and key, used both to
+	//     accept and to dial, so its extended key usage must allow server
+	//     and client authentication (or GetCertificate and
+	//     GetClientCertificate, to reload without a restart).
+	//   - ClientCAs: the CA(s) a dialling peer's certificate must chain
+	//     to. Its certificate is required (ClientAuth is forced to
+	//     tls.RequireAndVerifyClientCert).
+	//   - RootCAs: the CA(s) the certificate of a peer this node dials
+	//     must chain to. Usually the same pool as ClientCAs.
+	//   - ServerName: empty to verify a dialled peer's certificate against
+	//     the host of its RaftAddr (so each node's certificate names its
+	//     IP address or host name), or one fixed name that every node's
+	//     certificate carries (e.g. "leasehold-raft"), which spares
+	//     per-node certificates but no longer ties a certificate to an
+	//     address.
+	// InsecureSkipVerify and GetConfigForClient are refused. The config is
+	// cloned; later changes to it have no effect.
+	TLS *tls.Config
+
+	// AllowedPeer, if set (TLS only), is asked about the common name of
+	// every peer's verified certificate, in both directions, and a peer it
+	// answers false for is refused during the handshake. Without it the
+	// CA is the boundary: any certificate the CA signed for client
+	// authentication may talk Raft to a node, so a CA shared with RESP
+	// clients should come with an AllowedPeer naming the nodes.
+	AllowedPeer func(cn string) bool
 }
 
 // DefaultConfig returns a Config with every default set; the caller fills in
@@ -97,6 +128,13 @@ func (c Config) Validate() error {
 		return errors.New("cluster: TransferTimeout must be positive")
 	case c.CatchUpTimeout <= 0:
 		return errors.New("cluster: CatchUpTimeout must be positive")
+	}
+	if c.TLS != nil {
+		if err := validateTLS(c.TLS); err != nil {
+			return err
+		}
+	} else if c.AllowedPeer != nil {
+		return errors.New("cluster: AllowedPeer needs TLS")
 	}
 	host, _, err := net.SplitHostPort(c.RaftAddr)
 	if err != nil {

@@ -7,8 +7,9 @@
 //   - Storage under Config.DataDir/raft: raft.db, a raft-boltdb/v2 (bbolt)
 //     store for the log and the term/vote, with a 512-entry cache in front;
 //     snapshots/, a file snapshot store keeping the newest 2.
-//   - A TCP transport on Config.RaftAddr, wrapped so that heartbeats are
-//     handled on raft's main goroutine (hashicorp/raft #695, below).
+//   - A TCP transport on Config.RaftAddr, mutual TLS with Config.TLS
+//     (Security, below), wrapped so that heartbeats are handled on raft's
+//     main goroutine (hashicorp/raft #695, below).
 //   - Bootstrap of a one-voter cluster on the first node (Config.Bootstrap,
 //     only when the stores are empty), and membership changes done the safe
 //     way: Join adds a non-voter, waits until it holds everything the
@@ -34,6 +35,30 @@
 // Commands given to Apply are opaque bytes; one Apply per batch of client
 // requests is what gives throughput (raft also group-commits up to
 // MaxAppendEntries entries per disk write).
+//
+// # Security
+//
+// Without Config.TLS, Raft traffic is plain TCP and anyone who can reach
+// RaftAddr can talk Raft: send an AppendEntries of a higher term and
+// depose the leader, or a forged log. Use it only on a network that only
+// the nodes can reach. With Config.TLS every Raft connection is mutual TLS
+// (1.2 or later): a node accepts a connection only from a peer whose
+// certificate chains to Config.TLS.ClientCAs, and dials a peer only if
+// the peer's certificate chains to RootCAs and names the dialled host (or
+// the fixed ServerName). A peer that fails is cut off in the handshake,
+// before raft decodes a byte of it, so a node whose certificate the CA did
+// not sign can neither join nor disturb the cluster, whatever the
+// membership says; and an accepted connection that does not complete its
+// handshake within the transport timeout (10 s) is closed, so a silent
+// peer holds one socket and one goroutine for that long. The CA is the
+// boundary: any certificate it issued for client authentication may talk
+// Raft, so when the CA also signs RESP clients' certificates, set
+// Config.AllowedPeer to the nodes' names. Being in the Raft configuration
+// is a separate matter, decided by Join and RemoveServer on the leader;
+// TLS decides who may speak at all. What is not covered: certificate
+// revocation (remove the node and stop trusting its certificate's CA, or
+// refuse its name in AllowedPeer) and reloading a certificate without a
+// restart other than through GetCertificate and GetClientCertificate.
 //
 // # Versions
 //

@@ -28,10 +28,10 @@ const (
 )
 
 // Node is one member of a Raft group: hashicorp/raft with a bolt log, a file
-// snapshot store and a TCP transport whose heartbeats run on raft's main
-// goroutine (see mainThreadTransport). Its methods are safe for concurrent
-// use. Leader-only methods return an error wrapping ErrNotLeader elsewhere;
-// they do not forward.
+// snapshot store and a TCP or mutual-TLS transport whose heartbeats run on
+// raft's main goroutine (see mainThreadTransport). Its methods are safe for
+// concurrent use. Leader-only methods return an error wrapping ErrNotLeader
+// elsewhere; they do not forward.
 type Node struct {
 	cfg   Config
 	raft  *raft.Raft
@@ -54,9 +54,36 @@ func Open(cfg Config) (*Node, error) {
 
 // testHooks change how open builds a node, for tests only.
 type testHooks struct {
-	// wrapTransport wraps the TCP transport (fault injection). The #695
+	// wrapTransport wraps the network transport (fault injection). The #695
 	// wrapper always goes outermost.
 	wrapTransport func(netTransport) netTransport
+	// handshakeTimeout replaces transportTimeout as the time an accepted
+	// TLS connection has to complete its handshake.
+	handshakeTimeout time.Duration
+}
+
+// newNetTransport listens on cfg.RaftAddr: plain TCP, or mutual TLS with
+// cfg.TLS. An accepted TLS connection has transportTimeout to complete its
+// handshake, the bound raft puts on every other exchange.
+func newNetTransport(cfg Config, hooks testHooks) (*raft.NetworkTransport, error) {
+	logger := newHclogAdapter(cfg.Logger, "raft-net")
+	if cfg.TLS == nil {
+		return raft.NewTCPTransportWithLogger(cfg.RaftAddr, nil, transportPool, transportTimeout, logger)
+	}
+	handshake := transportTimeout
+	if hooks.handshakeTimeout > 0 {
+		handshake = hooks.handshakeTimeout
+	}
+	stream, err := listenTLS(cfg.RaftAddr, cfg.TLS, cfg.AllowedPeer, handshake)
+	if err != nil {
+		return nil, err
+	}
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  stream,
+		MaxPool: transportPool,
+		Timeout: transportTimeout,
+		Logger:  logger,
+	}), nil
 }
 
 func open(cfg Config, hooks testHooks) (n *Node, err error) {
@@ -89,11 +116,11 @@ func open(cfg Config, hooks testHooks) (n *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: opening the snapshot store: %w", err)
 	}
-	tcp, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, nil, transportPool, transportTimeout, newHclogAdapter(cfg.Logger, "raft-net"))
+	network, err := newNetTransport(cfg, hooks)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: listening on %s: %w", cfg.RaftAddr, err)
 	}
-	var inner netTransport = tcp
+	var inner netTransport = network
 	if hooks.wrapTransport != nil {
 		inner = hooks.wrapTransport(inner)
 	}

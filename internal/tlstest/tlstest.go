@@ -131,6 +131,62 @@ func (f *Files) ClientCert(t testing.TB, cn string) (cert, key string) {
 	return cert, key
 }
 
+// NodeCert makes a certificate for a cluster node with common name cn,
+// signed by the CA and good both for serving and for client
+// authentication (a node accepts its peers' connections and dials them
+// with one certificate), valid for 127.0.0.1, ::1 and localhost. It writes
+// it and its key into Dir and returns the paths.
+func (f *Files) NodeCert(t testing.TB, cn string) (cert, key string) {
+	t.Helper()
+	serial := f.nextSerial()
+	k := newKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial),
+		Subject:      pkix.Name{CommonName: cn},
+		DNSNames:     []string{"localhost"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, f.caCert, &k.PublicKey, f.caKey)
+	if err != nil {
+		t.Fatalf("tlstest: making a node certificate for %q: %v", cn, err)
+	}
+	base := fmt.Sprintf("node-%d", serial)
+	cert = filepath.Join(f.Dir, base+".crt")
+	key = filepath.Join(f.Dir, base+".key")
+	writePEM(t, key, "PRIVATE KEY", marshalKey(t, k))
+	writePEM(t, cert, "CERTIFICATE", der)
+	return cert, key
+}
+
+// NodeConfig returns the tls.Config of a cluster node: a new NodeCert
+// with common name cn, and the CA as both RootCAs (to verify the peers it
+// dials) and ClientCAs (to verify the peers that dial it). ServerName is
+// empty, so a dialler verifies the peer against the host it dialled.
+func (f *Files) NodeConfig(t testing.TB, cn string) *tls.Config {
+	t.Helper()
+	certFile, keyFile := f.NodeCert(t, cn)
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatalf("tlstest: loading the node certificate: %v", err)
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{pair},
+		RootCAs:      f.pool(),
+		ClientCAs:    f.pool(),
+		MinVersion:   tls.VersionTLS12,
+	}
+}
+
+func (f *Files) pool() *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AddCert(f.caCert)
+	return pool
+}
+
 // ClientConfig returns a client tls.Config that trusts the CA and, when
 // cn is not empty, presents a new client certificate with that common
 // name. ServerName is "localhost", which the server certificate names, so
@@ -138,9 +194,7 @@ func (f *Files) ClientCert(t testing.TB, cn string) (cert, key string) {
 // also through tls.Client, which (unlike tls.Dial) needs one.
 func (f *Files) ClientConfig(t testing.TB, cn string) *tls.Config {
 	t.Helper()
-	pool := x509.NewCertPool()
-	pool.AddCert(f.caCert)
-	cfg := &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS12}
+	cfg := &tls.Config{RootCAs: f.pool(), ServerName: "localhost", MinVersion: tls.VersionTLS12}
 	if cn != "" {
 		certFile, keyFile := f.ClientCert(t, cn)
 		pair, err := tls.LoadX509KeyPair(certFile, keyFile)

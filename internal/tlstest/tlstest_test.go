@@ -109,3 +109,50 @@ func TestUntrustedClientRefused(t *testing.T) {
 		t.Fatal("server accepted a client certificate from another CA")
 	}
 }
+
+// TestNodeConfigsTalkBothWays checks two NodeConfigs make a mutual-TLS
+// pair in either role: the dialler verifies the listener against the
+// dialled IP, the listener requires and verifies the dialler's
+// certificate, and each sees the other's common name.
+func TestNodeConfigsTalkBothWays(t *testing.T) {
+	f := New(t, t.TempDir())
+	a, b := f.NodeConfig(t, "n1"), f.NodeConfig(t, "n2")
+	for _, tc := range []struct{ server, client *tls.Config }{{a, b}, {b, a}} {
+		serverCfg := tc.server.Clone()
+		serverCfg.ClientAuth = tls.RequireAndVerifyClientCert
+		ln, err := tls.Listen("tcp", "127.0.0.1:0", serverCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotCN := make(chan string, 1)
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				gotCN <- "accept: " + err.Error()
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			if err := c.(*tls.Conn).Handshake(); err != nil {
+				gotCN <- "handshake: " + err.Error()
+				return
+			}
+			gotCN <- c.(*tls.Conn).ConnectionState().PeerCertificates[0].Subject.CommonName
+			io.Copy(io.Discard, c)
+		}()
+		c, err := tls.Dial("tcp", ln.Addr().String(), tc.client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantServer := tc.server.Certificates[0].Leaf.Subject.CommonName
+		wantClient := tc.client.Certificates[0].Leaf.Subject.CommonName
+		if cn := c.ConnectionState().PeerCertificates[0].Subject.CommonName; cn != wantServer {
+			t.Errorf("client saw server CN %q, want %q", cn, wantServer)
+		}
+		if cn := <-gotCN; cn != wantClient {
+			t.Errorf("server saw client CN %q, want %q", cn, wantClient)
+		}
+		c.Close()
+		ln.Close()
+	}
+}
