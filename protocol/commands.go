@@ -189,6 +189,12 @@ var Commands = []Command{
 			{"list", 2, CategoryAdmin}, {"users", 2, CategoryAdmin}, {"log", -2, CategoryAdmin}, {"load", 2, CategoryAdmin},
 		},
 		Args: []Arg{oneof("subcommand", token("WHOAMI"), block("cat", str("category").opt()).after("CAT"), token("LIST"), token("USERS"), block("log", oneof("count-or-reset", integer("count"), token("RESET")).opt()).after("LOG"), token("LOAD"))}, Summary: "Users and permissions, as Redis's ACL: WHOAMI and CAT for every user; LIST, USERS, LOG and LOAD (re-read --acl-file) for admins."},
+	{Name: "cluster", Arity: -2, Flags: []string{}, Group: GroupServer, Category: CategoryAdmin,
+		Subcommands: []Subcommand{
+			{"info", 2, CategoryRead}, {"nodes", 2, CategoryRead}, {"myid", 2, CategoryRead}, {"help", 2, CategoryConnection},
+			{"addnode", 4, CategoryAdmin}, {"forget", 3, CategoryAdmin}, {"snapshot", 2, CategoryAdmin},
+		},
+		Args: []Arg{oneof("subcommand", token("INFO"), token("NODES"), token("MYID"), block("addnode", str("node-id"), str("raft-addr")).after("ADDNODE"), str("node-id").after("FORGET"), token("SNAPSHOT"))}, Summary: "Cluster mode: the Raft group's state (INFO, NODES, MYID); ADDNODE and FORGET change its voters one at a time, SNAPSHOT takes one now (admins)."},
 	{Name: "help", Arity: -1, Flags: []string{"fast", "stale"}, Group: GroupServer, Category: CategoryConnection,
 		Args: []Arg{str("command").opt()}, Summary: "Lists the commands with their summaries, or gives one command's syntax and summary, as lines to read in a terminal."},
 }

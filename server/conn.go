@@ -183,7 +183,7 @@ func (c *conn) runCommands() (open bool) {
 			return false
 		}
 		c.commands.Add(1)
-		if c.srv.table.PrefetchWorthwhile() {
+		if c.srv.lockTable().PrefetchWorthwhile() {
 			if ahead, at := c.rd.Lookahead(); len(ahead) > 0 && at >= c.prefetchedTo {
 				c.prefetchedTo = at + int64(c.prefetchKeys(ahead))
 			}
@@ -238,13 +238,13 @@ func (c *conn) prefetchKeys(ahead []byte) int {
 	n := 0
 	spanned := protocol.PeekArgs(ahead, len(keys), func(name, arg []byte) {
 		i := protocol.LookupIndex(name)
-		if i >= 0 && protocol.Commands[i].FirstKey == 1 && c.srv.table.CheckKey(arg) == nil {
+		if i >= 0 && protocol.Commands[i].FirstKey == 1 && c.srv.lockTable().CheckKey(arg) == nil {
 			keys[n] = arg
 			n++
 		}
 	})
 	if n > 0 {
-		c.srv.table.Prefetch(keys[:n])
+		c.srv.lockTable().Prefetch(keys[:n])
 	}
 	return spanned
 }
@@ -338,7 +338,7 @@ func (c *conn) checkKeys(cmd *protocol.Command, args [][]byte) error {
 		last += len(args)
 	}
 	for k := cmd.FirstKey; k <= last && k < len(args); k += max(cmd.Step, 1) {
-		if err := c.srv.table.CheckKey(args[k]); err != nil {
+		if err := c.srv.lockTable().CheckKey(args[k]); err != nil {
 			return err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold/acl"
 	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/lockfsm"
 	"github.com/leasehold/leasehold/persist"
 	"github.com/leasehold/leasehold/protocol"
 	"github.com/rs/zerolog"
@@ -23,7 +24,8 @@ var ErrServerClosed = errors.New("server: closed")
 type Server struct {
 	cfg      Config
 	log      zerolog.Logger
-	table    *locker.Table
+	table    *locker.Table  // nil in cluster mode: see lockTable
+	replica  *replica       // nil on a single node (cluster.go)
 	store    *persist.Store // nil without a data directory
 	hub      *hub           // pub/sub of lock events
 	ties     ephemeralTies
@@ -119,13 +121,23 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		lockerCfg.FirstToken = store.FirstToken(lockerCfg.FirstToken)
 		cfg.Locker.FirstToken = lockerCfg.FirstToken // as logged and reported
 	}
-	table, err := locker.New(lockerCfg)
+	var table *locker.Table
+	var rep *replica
+	if cfg.Cluster != nil {
+		cfg.IOLoops = 0 // cluster handlers block for their commit (cluster.go)
+		rep, err = openReplica(*cfg.Cluster, lockerCfg, log)
+	} else {
+		table, err = locker.New(lockerCfg)
+	}
 	if err == nil && store != nil {
 		err = store.Load(table)
 	}
 	if err != nil {
 		if store != nil {
 			store.Close()
+		}
+		if table != nil {
+			table.Close()
 		}
 		return nil, err
 	}
@@ -147,7 +159,8 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		cfg:      cfg,
 		log:      log,
 		table:    table,
-		handlers: commandHandlers(),
+		replica:  rep,
+		handlers: commandHandlers(rep != nil),
 		started:  time.Now(),
 		maxConns: maxConns,
 		conns:    make(map[uint64]*conn),
@@ -202,8 +215,30 @@ func (s *Server) Addr() net.Addr {
 	return s.ln.Addr()
 }
 
-// Table is the server's lock table.
-func (s *Server) Table() *locker.Table { return s.table }
+// Table is the server's lock table: in cluster mode, this replica's, as of
+// the last entry applied (a snapshot's restore replaces it).
+func (s *Server) Table() *locker.Table { return s.lockTable() }
+
+// lockTable is the lock table the server reads and, on a single node,
+// changes.
+func (s *Server) lockTable() *locker.Table {
+	if s.replica != nil {
+		return s.replica.fsm.Table()
+	}
+	return s.table
+}
+
+// releaseLease ends the lease of key with token for the server's own
+// reasons (an EPHEMERAL lease whose connection closed, a grant nobody is
+// left to take), and reports whether it did. In cluster mode it is a
+// proposal; one that fails leaves the lease to its ttl.
+func (s *Server) releaseLease(key []byte, token uint64) bool {
+	if s.replica != nil {
+		res, err := s.replica.propose([]lockfsm.Command{{Op: lockfsm.OpRelease, Key: key, Token: token}})
+		return err == nil && res[0].Granted
+	}
+	return s.table.Release(key, token)
+}
 
 // Serve accepts connections until Close, serving each on a goroutine the
 // server owns. It starts the lock table's reaper and returns ErrServerClosed
@@ -218,7 +253,7 @@ func (s *Server) Serve() error {
 	if err := s.startLoops(); err != nil {
 		return err
 	}
-	if err := s.table.Start(); err != nil {
+	if s.replica == nil && s.table.Start() != nil {
 		return ErrServerClosed
 	}
 	if err := s.startMemoryWatch(); err != nil {
@@ -451,14 +486,20 @@ func (s *Server) shutdown() error {
 	// Leases tied to a connection that did not get to release them.
 	released := 0
 	for _, l := range s.ties.takeAll() {
-		if s.table.Release([]byte(l.key), l.token) {
+		if s.releaseLease([]byte(l.key), l.token) {
 			released++
 		}
 	}
 	if released > 0 {
 		s.log.Warn().Int("leases", released).Msg("shutdown: released the EPHEMERAL leases of connections cut short")
 	}
-	s.table.Close()
+	if s.replica != nil {
+		if rerr := s.replica.close(); err == nil {
+			err = rerr
+		}
+	} else {
+		s.table.Close()
+	}
 	if s.store != nil {
 		if serr := s.store.Close(); err == nil {
 			err = serr
