@@ -30,25 +30,47 @@ var clusterHandlersByName = map[string]handler{
 	"locks":         linearized(handleLocks),
 }
 
+// batchableCommands marks, in cluster mode, the commands whose handlers
+// queue proposals (those in clusterHandlersByName that change the table).
+func batchableCommands(clustered bool) []bool {
+	if !clustered {
+		return nil
+	}
+	marks := make([]bool, len(protocol.Commands))
+	for i, cmd := range protocol.Commands {
+		switch cmd.Name {
+		case "create", "acquire", "macquire", "mrelease", "release", "extend", "delete", "force-release":
+			marks[i] = true
+		}
+	}
+	return marks
+}
+
 // linearized runs h once every change acknowledged before the command
-// arrived is in the table it reads (replica.linearize).
+// arrived is in the table it reads (replica.linearize). Every command of a
+// round arrived before its first ran (the goroutine transport reads no more
+// until the round's replies are flushed), so one check serves the round's
+// reads.
 func linearized(h handler) handler {
 	return func(c *conn, args [][]byte) error {
-		if err := c.srv.replica.linearize(); err != nil {
-			return err
+		if !c.linearized {
+			if err := c.srv.replica.linearize(); err != nil {
+				return err
+			}
+			c.linearized = true
 		}
 		return h(c, args)
 	}
 }
 
-// proposeOne proposes one command and returns its result; a refusal of the
-// lock table (Result.Err) is returned as the error.
-func (c *conn) proposeOne(cmd lockfsm.Command) (lockfsm.Result, error) {
-	res, err := c.srv.replica.propose([]lockfsm.Command{cmd})
-	if err != nil {
-		return lockfsm.Result{}, err
+// replyBool is the finish of a command whose reply is 1 when it was
+// granted (CREATE created, RELEASE released, ...).
+func (c *conn) replyBool(_ []lockfsm.Command, res []lockfsm.Result) error {
+	if res[0].Err != nil {
+		return res[0].Err
 	}
-	return res[0], res[0].Err
+	protocol.WriteBool(c.wr, res[0].Granted)
+	return nil
 }
 
 func clusterCreate(c *conn, args [][]byte) error {
@@ -56,16 +78,12 @@ func clusterCreate(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	r, err := c.proposeOne(lockfsm.Command{Op: lockfsm.OpCreate, Key: req.Key, Options: locker.CreateOptions{
+	c.queueProposal(c.replyBool, lockfsm.Command{Op: lockfsm.OpCreate, Key: req.Key, Options: locker.CreateOptions{
 		DefaultTTL:   req.DefaultTTL,
 		LockDelay:    req.LockDelay,
 		LockDelaySet: req.LockDelaySet,
 		Limit:        req.Limit,
 	}})
-	if err != nil {
-		return err
-	}
-	protocol.WriteBool(c.wr, r.Granted)
 	return nil
 }
 
@@ -82,14 +100,18 @@ func clusterAcquire(c *conn, args [][]byte) error {
 	if req.Wait > 0 {
 		return protocol.ErrClusterWait
 	}
-	r, err := c.proposeOne(lockfsm.Command{Op: lockfsm.OpAcquire, Key: req.Key, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Shared: req.Shared})
-	if err != nil {
-		return err
-	}
-	if r.Granted {
-		c.srv.ties.granted(c, req.Key, r.Token, req.Ephemeral)
-	}
-	protocol.WriteToken(c.wr, r.Token, r.Granted)
+	ephemeral := req.Ephemeral
+	c.queueProposal(func(cmds []lockfsm.Command, res []lockfsm.Result) error {
+		r := res[0]
+		if r.Err != nil {
+			return r.Err
+		}
+		if r.Granted {
+			c.srv.ties.granted(c, cmds[0].Key, r.Token, ephemeral)
+		}
+		protocol.WriteToken(c.wr, r.Token, r.Granted)
+		return nil
+	}, lockfsm.Command{Op: lockfsm.OpAcquire, Key: req.Key, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Shared: req.Shared})
 	return nil
 }
 
@@ -106,16 +128,20 @@ func clusterMAcquire(c *conn, args [][]byte) error {
 	if req.Wait > 0 {
 		return protocol.ErrClusterWait
 	}
-	r, err := c.proposeOne(lockfsm.Command{Op: lockfsm.OpAcquireAll, Keys: req.Keys, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Shared: req.Shared})
-	if err != nil {
-		return err
-	}
-	var tokens []uint64
-	if r.Granted {
-		tokens = r.Tokens
-		c.tieAll(req.Keys, tokens, req.Ephemeral)
-	}
-	protocol.WriteTokens(c.wr, tokens)
+	ephemeral := req.Ephemeral
+	c.queueProposal(func(cmds []lockfsm.Command, res []lockfsm.Result) error {
+		r := res[0]
+		if r.Err != nil {
+			return r.Err
+		}
+		var tokens []uint64
+		if r.Granted {
+			tokens = r.Tokens
+			c.tieAll(cmds[0].Keys, tokens, ephemeral)
+		}
+		protocol.WriteTokens(c.wr, tokens)
+		return nil
+	}, lockfsm.Command{Op: lockfsm.OpAcquireAll, Keys: req.Keys, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Shared: req.Shared})
 	return nil
 }
 
@@ -128,18 +154,17 @@ func clusterMRelease(c *conn, args [][]byte) error {
 	for j, key := range req.Keys {
 		cmds[j] = lockfsm.Command{Op: lockfsm.OpRelease, Key: key, Token: req.Tokens[j], Scope: c.ownerScope()}
 	}
-	res, err := c.srv.replica.propose(cmds)
-	if err != nil {
-		return err
-	}
-	released := 0
-	for j, r := range res {
-		if r.Granted {
-			c.srv.ties.untie(c, req.Keys[j], req.Tokens[j])
-			released++
+	c.queueProposal(func(cmds []lockfsm.Command, res []lockfsm.Result) error {
+		released := 0
+		for j, r := range res {
+			if r.Granted {
+				c.srv.ties.untie(c, cmds[j].Key, cmds[j].Token)
+				released++
+			}
 		}
-	}
-	c.wr.WriteInt(released)
+		c.wr.WriteInt(released)
+		return nil
+	}, cmds...)
 	return nil
 }
 
@@ -148,14 +173,13 @@ func clusterRelease(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	r, err := c.proposeOne(lockfsm.Command{Op: lockfsm.OpRelease, Key: req.Key, Token: req.Token, Scope: c.ownerScope()})
-	if err != nil {
-		return err
-	}
-	if r.Granted {
-		c.srv.ties.untie(c, req.Key, req.Token)
-	}
-	protocol.WriteBool(c.wr, r.Granted)
+	c.queueProposal(func(cmds []lockfsm.Command, res []lockfsm.Result) error {
+		if res[0].Granted {
+			c.srv.ties.untie(c, cmds[0].Key, cmds[0].Token)
+		}
+		protocol.WriteBool(c.wr, res[0].Granted)
+		return nil
+	}, lockfsm.Command{Op: lockfsm.OpRelease, Key: req.Key, Token: req.Token, Scope: c.ownerScope()})
 	return nil
 }
 
@@ -164,20 +188,12 @@ func clusterExtend(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	r, err := c.proposeOne(lockfsm.Command{Op: lockfsm.OpExtend, Key: req.Key, Token: req.Token, TTL: req.TTL, Scope: c.ownerScope()})
-	if err != nil {
-		return err
-	}
-	protocol.WriteBool(c.wr, r.Granted)
+	c.queueProposal(c.replyBool, lockfsm.Command{Op: lockfsm.OpExtend, Key: req.Key, Token: req.Token, TTL: req.TTL, Scope: c.ownerScope()})
 	return nil
 }
 
 func clusterDelete(c *conn, args [][]byte) error {
-	r, err := c.proposeOne(lockfsm.Command{Op: lockfsm.OpDelete, Key: args[1]})
-	if err != nil {
-		return err
-	}
-	protocol.WriteBool(c.wr, r.Granted)
+	c.queueProposal(c.replyBool, lockfsm.Command{Op: lockfsm.OpDelete, Key: args[1]})
 	return nil
 }
 
@@ -186,16 +202,20 @@ func clusterForceRelease(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	ended := 0
-	if req.All || req.Token != locker.AllLeases { // token 0, given, names no lease
-		r, err := c.proposeOne(lockfsm.Command{Op: lockfsm.OpForceRelease, Key: req.Key, Token: req.Token})
-		if err != nil {
-			return err
-		}
-		ended = r.N
+	req.Key = cloneBytes(req.Key) // logged once applied; the reader reuses args
+	if !req.All && req.Token == locker.AllLeases { // token 0, given, names no lease
+		c.queueProposal(func([]lockfsm.Command, []lockfsm.Result) error {
+			c.logForceRelease(req, 0)
+			c.wr.WriteInt(0)
+			return nil
+		})
+		return nil
 	}
-	c.logForceRelease(req, ended)
-	c.wr.WriteInt(ended)
+	c.queueProposal(func(_ []lockfsm.Command, res []lockfsm.Result) error {
+		c.logForceRelease(req, res[0].N)
+		c.wr.WriteInt(res[0].N)
+		return nil
+	}, lockfsm.Command{Op: lockfsm.OpForceRelease, Key: req.Key, Token: req.Token})
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -140,5 +141,68 @@ func TestClusterModeNeedsNoPersist(t *testing.T) {
 	cfg.Persist.Dir = t.TempDir()
 	if _, err := New(cfg, zerolog.Nop()); err == nil {
 		t.Fatal("New accepted a data directory for persist in cluster mode")
+	}
+}
+
+// A pipeline's changes go to the log together, but every reply keeps its
+// place: errors found before proposing, reads, and results.
+func TestClusterPipelineKeepsReplyOrder(t *testing.T) {
+	node := startCluster(t, 1)[0]
+	c := ctx(t)
+	before := node.replica.node.AppliedIndex()
+	pipe := node.client().Pipeline()
+	var acquires []*redis.Cmd
+	for i := range 40 {
+		acquires = append(acquires, pipe.Do(c, "ACQUIRE", fmt.Sprintf("k%d", i), 60000))
+	}
+	badTTL := pipe.Do(c, "ACQUIRE", "k0", "soon")
+	again := pipe.Do(c, "ACQUIRE", "k0", 60000)
+	verify := pipe.Do(c, "VERIFY", "k1", 0) // a read between changes
+	release := pipe.Do(c, "RELEASE", "k2", 0)
+	create := pipe.Do(c, "CREATE", "sem", "LIMIT", 2)
+	unknown := pipe.Do(c, "NOSUCHCOMMAND")
+	mrelease := pipe.Do(c, "MRELEASE", "k3", 1, "k4", 1)
+	if _, err := pipe.Exec(c); err == nil {
+		t.Fatal("the pipeline's errors were not reported")
+	}
+	// One pipeline, read at once, is a handful of entries, not one per
+	// change (the read and the unknown command split the round's batch).
+	if entries := node.replica.node.AppliedIndex() - before; entries > 8 {
+		t.Errorf("the pipeline's 44 changes took %d log entries", entries)
+	}
+	var tokens []uint64
+	for i, cmd := range acquires {
+		tok, err := cmd.Uint64()
+		if err != nil {
+			t.Fatalf("ACQUIRE k%d: %v", i, err)
+		}
+		tokens = append(tokens, tok)
+	}
+	if err := badTTL.Err(); err == nil || !strings.Contains(err.Error(), "syntax") {
+		t.Errorf("ACQUIRE with a bad ttl: %v", err)
+	}
+	if err := again.Err(); err != redis.Nil {
+		t.Errorf("ACQUIRE of a held lock: %v, want nil", err)
+	}
+	if v, err := verify.Int(); err != nil || v != 0 {
+		t.Errorf("VERIFY with token 0 = %d, %v", v, err)
+	}
+	if v, err := release.Int(); err != nil || v != 0 {
+		t.Errorf("RELEASE with token 0 = %d, %v", v, err)
+	}
+	if v, err := create.Int(); err != nil || v != 1 {
+		t.Errorf("CREATE = %d, %v", v, err)
+	}
+	if err := unknown.Err(); err == nil || !strings.Contains(err.Error(), "unknown command") {
+		t.Errorf("unknown command: %v", err)
+	}
+	if v, err := mrelease.Int(); err != nil || v != 0 {
+		t.Errorf("MRELEASE of wrong tokens = %d, %v", v, err)
+	}
+	// The tokens are real: each VERIFYs, and RELEASE ends it.
+	for i, tok := range tokens[:5] {
+		if v, err := node.client().Do(c, "VERIFY", fmt.Sprintf("k%d", i), tok).Int(); err != nil || v != 1 {
+			t.Errorf("VERIFY k%d %d = %d, %v", i, tok, v, err)
+		}
 	}
 }

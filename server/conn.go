@@ -54,6 +54,8 @@ type conn struct {
 	usersSeen             *acl.Store                 // the store user came from; a reload replaces it (acl.go)
 	quit                  bool                       // reply, flush, then close
 	unflushed             bool                       // replies are waiting in wr
+	proposals             proposalBatch              // cluster mode: the round's changes, not yet proposed (cluster_batch.go)
+	linearized            bool                       // cluster mode: this round's reads have had their leader check
 	pending               outBuf                     // event loop: reply bytes the socket has not taken yet
 	sockErr               error                      // a write failed, or the commit before it, or the client spoke HTTP: write nothing more
 	lastRead              int64                      // event loop: monotonic ns of the last read, for the idle timeout
@@ -127,6 +129,8 @@ func newConn(s *Server, remote, local string) *conn {
 // nothing is written on c again; a data directory that cannot be written is
 // not such a failure (see misconf.go).
 func (c *conn) flush() error {
+	c.runProposals() // cluster mode: the round's changes, then their replies
+	c.linearized = false
 	c.unflushed = false
 	if c.sockErr != nil {
 		return c.sockErr
@@ -270,6 +274,9 @@ func (c *conn) dispatch(args [][]byte) {
 	if i >= 0 && !fastCommand[i] {
 		c.ranSlow = true
 	}
+	if len(c.proposals.replies) > 0 && (i < 0 || !c.srv.batchable[i]) {
+		c.runProposals() // their replies come before this command's
+	}
 	if i < 0 {
 		if protocol.IsCrossProtocol(args[0]) {
 			c.abortCrossProtocol(args[0])
@@ -348,6 +355,14 @@ func (c *conn) checkKeys(cmd *protocol.Command, args [][]byte) error {
 // writeErr replies with err mapped to its wire code; errors nobody mapped
 // are logged, since the client only sees "internal error".
 func (c *conn) writeErr(err error) {
+	if len(c.proposals.replies) > 0 {
+		c.runProposals() // their replies come first
+	}
+	c.writeReplyErr(err)
+}
+
+// writeReplyErr is writeErr once the replies before it are written.
+func (c *conn) writeReplyErr(err error) {
 	text, known := protocol.Reply(err)
 	if !known {
 		c.log.Error().Err(err).Msg("unmapped error")

@@ -30,9 +30,13 @@ type Server struct {
 	hub      *hub           // pub/sub of lock events
 	ties     ephemeralTies
 	handlers []handler // by index in protocol.Commands
-	started  time.Time
-	maxConns int // cfg.MaxClients fitted to the open-file limit by New (fitMaxClients)
-	mem      memoryGuard
+	// batchable marks, by index in protocol.Commands, the commands whose
+	// changes a connection proposes together (cluster_batch.go); nil on a
+	// single node, where nothing is queued.
+	batchable []bool
+	started   time.Time
+	maxConns  int // cfg.MaxClients fitted to the open-file limit by New (fitMaxClients)
+	mem       memoryGuard
 	// afterSubscribeFlush, for tests only, runs on a SUBSCRIBE's connection
 	// once its confirmation is written: where an event once went missing.
 	afterSubscribeFlush atomic.Pointer[func()]
@@ -151,21 +155,22 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		}
 	}
 	s := &Server{
-		auth:     newAuthState(cfg),
-		owners:   newOwnerNumbers(),
-		tls:      tlsState,
-		store:    store,
-		hub:      hub,
-		cfg:      cfg,
-		log:      log,
-		table:    table,
-		replica:  rep,
-		handlers: commandHandlers(rep != nil),
-		started:  time.Now(),
-		maxConns: maxConns,
-		conns:    make(map[uint64]*conn),
-		closing:  make(chan struct{}),
-		mem:      memoryGuard{limit: uint64(cfg.MaxMemory), read: heapInUse},
+		auth:      newAuthState(cfg),
+		owners:    newOwnerNumbers(),
+		tls:       tlsState,
+		store:     store,
+		hub:       hub,
+		cfg:       cfg,
+		log:       log,
+		table:     table,
+		replica:   rep,
+		handlers:  commandHandlers(rep != nil),
+		batchable: batchableCommands(rep != nil),
+		started:   time.Now(),
+		maxConns:  maxConns,
+		conns:     make(map[uint64]*conn),
+		closing:   make(chan struct{}),
+		mem:       memoryGuard{limit: uint64(cfg.MaxMemory), read: heapInUse},
 	}
 	s.users.Store(users)
 	s.guardMemory(s.handlers)
