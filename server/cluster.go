@@ -52,7 +52,7 @@ func openReplica(cfg cluster.Config, lockerCfg locker.Config, log zerolog.Logger
 		return nil, err
 	}
 	cfg.FSM = fsm
-	cfg.Logger = log.With().Str("component", "raft").Logger()
+	cfg.Logger = log
 	node, err := cluster.Open(cfg)
 	if err != nil {
 		fsm.Table().Close()
