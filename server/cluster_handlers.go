@@ -53,7 +53,7 @@ func batchableCommands(clustered bool) []bool {
 // reads.
 func linearized(h handler) handler {
 	return func(c *conn, args [][]byte) error {
-		if !c.linearized {
+		if !c.linearized && !c.staleReads {
 			if err := c.srv.replica.linearize(); err != nil {
 				return err
 			}
@@ -61,6 +61,21 @@ func linearized(h handler) handler {
 		}
 		return h(c, args)
 	}
+}
+
+// handleReadOnly is READONLY: stale reads from this node (see linearized).
+// On a single node every read is current anyway.
+func handleReadOnly(c *conn, _ [][]byte) error {
+	c.staleReads = true
+	c.wr.WriteString("OK")
+	return nil
+}
+
+// handleReadWrite is READWRITE: linearizable reads again.
+func handleReadWrite(c *conn, _ [][]byte) error {
+	c.staleReads = false
+	c.wr.WriteString("OK")
+	return nil
 }
 
 // replyBool is the finish of a command whose reply is 1 when it was
@@ -202,7 +217,7 @@ func clusterForceRelease(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	req.Key = cloneBytes(req.Key) // logged once applied; the reader reuses args
+	req.Key = cloneBytes(req.Key)                  // logged once applied; the reader reuses args
 	if !req.All && req.Token == locker.AllLeases { // token 0, given, names no lease
 		c.queueProposal(func([]lockfsm.Command, []lockfsm.Result) error {
 			c.logForceRelease(req, 0)

@@ -206,3 +206,90 @@ func TestClusterPipelineKeepsReplyOrder(t *testing.T) {
 		}
 	}
 }
+
+// waitFor polls cond every 10 ms for up to 5 s: replication to a follower
+// has no event a test can wait on.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A follower without a leader check: TRYAGAIN for linearizable reads and
+// changes it cannot propose, its own replica for READONLY reads, and the
+// events of every change, in order, for its subscribers.
+func TestClusterFollowerReadsAndEvents(t *testing.T) {
+	nodes := startCluster(t, 3)
+	leader := waitLeader(t, nodes...)
+	var follower *clusterNode
+	for _, n := range nodes {
+		if n != leader {
+			follower = n
+			break
+		}
+	}
+	c := ctx(t)
+	sub := follower.client().Subscribe(c, "__lock__:job")
+	if _, err := sub.Receive(c); err != nil {
+		t.Fatal(err)
+	}
+	fc := follower.client()
+	token, err := leader.client().Do(c, "ACQUIRE", "job", 60000).Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.client().Do(c, "RELEASE", "job", token).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"acquired", "released"} {
+		msg, err := sub.ReceiveMessage(c)
+		if err != nil {
+			t.Fatalf("follower's subscriber: %v", err)
+		}
+		if !strings.HasPrefix(msg.Payload, want) {
+			t.Fatalf("follower's event %q, want %s first", msg.Payload, want)
+		}
+	}
+	token, err = leader.client().Do(c, "ACQUIRE", "job", 60000).Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fc.Do(c, "ACQUIRE", "other", 1000).Err(); err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") {
+		t.Errorf("ACQUIRE on a follower: %v, want TRYAGAIN", err)
+	}
+	ro := follower.client()
+	if err := ro.Do(c, "READONLY").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the follower's READONLY VERIFY", func() bool {
+		v, err := ro.Do(c, "VERIFY", "job", token).Int()
+		return err == nil && v == 1
+	})
+	if err := ro.Do(c, "READWRITE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ro.Do(c, "VERIFY", "job", token).Err(); err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") {
+		t.Errorf("VERIFY on a follower after READWRITE: %v, want TRYAGAIN", err)
+	}
+}
+
+// An EPHEMERAL lease ends, through the log, when its connection closes.
+func TestClusterEphemeralEndsWithItsConnection(t *testing.T) {
+	node := startCluster(t, 1)[0]
+	c := ctx(t)
+	holder := node.client()
+	token, err := holder.Do(c, "ACQUIRE", "job", 60000, "EPHEMERAL").Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder.Close()
+	waitFor(t, "the EPHEMERAL lease's release", func() bool {
+		v, err := node.client().Do(c, "VERIFY", "job", token).Int()
+		return err == nil && v == 0
+	})
+}

@@ -32,6 +32,8 @@ var handlersByName = map[string]handler{
 	"echo":         handleEcho,
 	"quit":         handleQuit,
 	"select":       handleSelect,
+	"readonly":     handleReadOnly,
+	"readwrite":    handleReadWrite,
 	"hello":        handleHello,
 	"auth":         handleAuth,
 	"client":       handleClient,
