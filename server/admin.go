@@ -411,6 +411,7 @@ var infoSections = []struct {
 	{"locks", (*Server).infoLocks},
 	{"persistence", (*Server).infoPersistence},
 	{"limits", (*Server).infoLimits},
+	{"cluster", (*Server).infoCluster},
 }
 
 func handleInfo(c *conn, args [][]byte) error {

@@ -282,6 +282,16 @@ func handleCluster(c *conn, args [][]byte) error {
 	return nil
 }
 
+// infoCluster is INFO's cluster section: cluster_enabled, as Redis's, and
+// in cluster mode CLUSTER INFO's lines.
+func (s *Server) infoCluster(b *strings.Builder) {
+	if s.replica == nil {
+		infoLine(b, "cluster_enabled", 0)
+		return
+	}
+	b.WriteString(s.replica.info())
+}
+
 // info is CLUSTER INFO's text: field:value lines, as Redis's.
 func (r *replica) info() string {
 	st := r.node.Stats()
