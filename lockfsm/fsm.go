@@ -89,7 +89,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 		if s := f.sessions.get(tag.Client); s != nil {
 			switch {
 			case tag.Seq == s.seq:
-				f.sessions.touch(s, l.Index)
+				f.sessions.touch(tag.Client, l.Index)
 				return slices.Clone(s.results)
 			case tag.Seq < s.seq:
 				stale := make([]Result, len(cmds))

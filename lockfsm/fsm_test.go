@@ -241,8 +241,8 @@ func dump(t *testing.T, r *replica) []byte {
 	}
 	floor, counters := r.fsm.Table().TokenState()
 	fmt.Fprintf(&b, "floor %d counters %v\n", floor, nonZero(counters))
-	r.fsm.sessions.each(func(s *session) {
-		fmt.Fprintf(&b, "session %q seq %d last %d results %x\n", s.client, s.seq, s.last, AppendResults(nil, s.results))
+	r.fsm.sessions.each(func(client string, s *session) {
+		fmt.Fprintf(&b, "session %q seq %d last %d results %x\n", client, s.seq, s.last, AppendResults(nil, s.results))
 	})
 	return b.Bytes()
 }

@@ -16,98 +16,59 @@ const MaxSessions = 1 << 16
 // session is what the FSM remembers of one client: its last batch's Seq
 // and results, and the index of the entry that last used it.
 type session struct {
-	client     string
-	seq        uint64
-	results    []Result
-	last       uint64 // log index
-	prev, next *session
+	seq     uint64
+	results []Result
+	last    uint64 // log index
 }
 
-// sessions is the session table: by client, and in a list from the least
-// to the most recently used. Entries use sessions in log order, so the
-// list is in order of last index, the same on every replica; no map is
-// iterated to decide anything.
+// sessions is the session table, by client, from the least to the most
+// recently used. Entries use sessions in log order, so the order is that
+// of their last index, the same on every replica.
 type sessions struct {
-	byClient   map[string]*session
-	head, tail *session // least, most recently used
-	max        int
+	o   *ordered[session]
+	max int
 }
 
-func newSessions() *sessions {
-	return &sessions{byClient: make(map[string]*session), max: MaxSessions}
+func newSessions() *sessions { return &sessions{o: newOrdered[session](), max: MaxSessions} }
+
+// get returns client's session, or nil.
+func (ss *sessions) get(client []byte) *session {
+	if it := ss.o.get(client); it != nil {
+		return &it.val
+	}
+	return nil
 }
 
-func (ss *sessions) get(client []byte) *session { return ss.byClient[string(client)] }
-
-func (ss *sessions) len() int { return len(ss.byClient) }
+func (ss *sessions) len() int { return ss.o.len() }
 
 // record makes tag's session hold results, used at index, as the most
 // recently used, and forgets the least recently used if the table is
 // over its bound.
 func (ss *sessions) record(tag Tag, results []Result, index uint64) {
-	s := ss.get(tag.Client)
-	if s == nil {
-		s = &session{client: string(tag.Client)}
-		ss.byClient[s.client] = s
-	} else {
-		ss.unlink(s)
-	}
-	s.seq, s.results, s.last = tag.Seq, results, index
-	ss.pushBack(s)
-	for len(ss.byClient) > ss.max {
-		ss.drop(ss.head)
+	ss.o.put(tag.Client, session{seq: tag.Seq, results: results, last: index})
+	for ss.o.len() > ss.max {
+		ss.o.remove(ss.o.front())
 	}
 }
 
-// touch marks s as used at index.
-func (ss *sessions) touch(s *session, index uint64) {
-	ss.unlink(s)
-	s.last = index
-	ss.pushBack(s)
+// touch marks client's session as used at index.
+func (ss *sessions) touch(client []byte, index uint64) {
+	it := ss.o.get(client)
+	it.val.last = index
+	ss.o.moveToBack(it)
 }
 
 // end forgets client's session and reports whether there was one.
 func (ss *sessions) end(client []byte) bool {
-	s := ss.get(client)
-	if s == nil {
+	it := ss.o.get(client)
+	if it == nil {
 		return false
 	}
-	ss.drop(s)
+	ss.o.remove(it)
 	return true
 }
 
-func (ss *sessions) drop(s *session) {
-	ss.unlink(s)
-	delete(ss.byClient, s.client)
-}
-
-func (ss *sessions) pushBack(s *session) {
-	s.prev, s.next = ss.tail, nil
-	if ss.tail != nil {
-		ss.tail.next = s
-	} else {
-		ss.head = s
-	}
-	ss.tail = s
-}
-
-func (ss *sessions) unlink(s *session) {
-	if s.prev != nil {
-		s.prev.next = s.next
-	} else {
-		ss.head = s.next
-	}
-	if s.next != nil {
-		s.next.prev = s.prev
-	} else {
-		ss.tail = s.prev
-	}
-	s.prev, s.next = nil, nil
-}
-
 // each calls fn for every session, least recently used first.
-func (ss *sessions) each(fn func(*session)) {
-	for s := ss.head; s != nil; s = s.next {
-		fn(s)
-	}
+func (ss *sessions) each(fn func(client string, s *session)) {
+	ss.o.each(func(it *item[session]) { fn(it.key, &it.val) })
 }

@@ -138,7 +138,7 @@ func TestSessionEviction(t *testing.T) {
 	r.applyTagged(t, tag("c3", 2), noop) // a new batch: c3 most recent
 	r.applyTagged(t, tag("c5", 1), noop) // evicts c1
 	var order []string
-	r.fsm.sessions.each(func(s *session) { order = append(order, s.client) })
+	r.fsm.sessions.each(func(client string, _ *session) { order = append(order, client) })
 	if want := []string{"c4", "c3", "c5"}; !reflect.DeepEqual(order, want) {
 		t.Fatalf("sessions %v, want %v", order, want)
 	}

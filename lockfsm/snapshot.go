@@ -58,8 +58,8 @@ func encodeSnapshot(t *locker.Table, term uint64, ss *sessions) []byte {
 	b = append(b, 0) // no more locks
 	b = binary.AppendUvarint(b, uint64(ss.len()))
 	var results []byte
-	ss.each(func(s *session) {
-		b = appendBytes(b, []byte(s.client))
+	ss.each(func(client string, s *session) {
+		b = appendBytes(b, []byte(client))
 		b = binary.AppendUvarint(b, s.seq)
 		b = binary.AppendUvarint(b, s.last)
 		results = AppendResults(results[:0], s.results)
