@@ -25,6 +25,12 @@ const (
 	DueLease DueKind = iota + 1
 	// DueDelay is a lock-delay whose end has passed.
 	DueDelay
+	// DueWait is a waiting request past its deadline, as the state machine
+	// above the table names it (lockfsm: Key is the waiter's id, Token the
+	// wait's number). The table neither collects nor fires it: waits are
+	// timed by their callers, and a replicated table's waits by its state
+	// machine.
+	DueWait
 )
 
 // String returns "lease" or "delay".
@@ -34,6 +40,8 @@ func (k DueKind) String() string {
 		return "lease"
 	case DueDelay:
 		return "delay"
+	case DueWait:
+		return "wait"
 	}
 	return fmt.Sprintf("DueKind(%d)", uint8(k))
 }
@@ -311,7 +319,7 @@ func (t *Table) Fire(items []Due) (fired int) {
 
 func (t *Table) fire(d *Due) bool {
 	key := []byte(d.Key)
-	if t.CheckKey(key) != nil {
+	if d.Kind != DueLease && d.Kind != DueDelay || t.CheckKey(key) != nil {
 		return false
 	}
 	h, s := t.locate(key)

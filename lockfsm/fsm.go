@@ -1,9 +1,11 @@
 package lockfsm
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
@@ -17,6 +19,10 @@ type FSM struct {
 	cfg   locker.Config
 	table atomic.Pointer[locker.Table]
 	term  atomic.Uint64 // the term of the last OpTerm applied: OpFire's guard
+
+	// Used by Apply, Snapshot and Restore only, which raft calls one at a
+	// time.
+	sessions *sessions
 }
 
 // Result is what one command did, for the server to answer its client.
@@ -28,8 +34,12 @@ type Result struct {
 	// Granted: ACQUIRE and MACQUIRE granted, RELEASE released, EXTEND
 	// extended, CREATE created, DELETE deleted.
 	Granted bool
-	// N is what FORCE-RELEASE ended, or how many expiries a FIRE applied.
+	// N is what FORCE-RELEASE ended, or how many expiries a FIRE applied;
+	// for END-SESSION, 1 if the session was known.
 	N int
+	// Queued: WAIT did not grant the lease now, and the request waits in
+	// the lock's queue (see OpWait).
+	Queued bool
 	// Err is the lock table's refusal (locker's errors), as on one node.
 	Err error
 }
@@ -44,7 +54,7 @@ func New(cfg locker.Config) (*FSM, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &FSM{cfg: cfg}
+	f := &FSM{cfg: cfg, sessions: newSessions()}
 	f.table.Store(t)
 	return f, nil
 }
@@ -59,20 +69,56 @@ func (f *FSM) Term() uint64 { return f.term.Load() }
 // Apply implements raft.FSM. A command entry's response is its []Result,
 // or ErrBadEntry for bytes that do not decode: every replica refuses them
 // alike, so the replicas stay the same.
+//
+// A tagged entry (AppendTaggedEntry) is applied at most once: the FSM
+// keeps, per Tag.Client, the last Seq applied and its results. An entry
+// with that Seq again is not applied and answers with the recorded
+// results; one with a lower Seq is not applied and answers ErrStaleRequest
+// for each command. The table of sessions is bounded (MaxSessions, least
+// recently used forgotten first) and ends with OpEndSession.
 func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	cmds, err := DecodeEntry(l.Data)
+	tag, cmds, err := DecodeTaggedEntry(l.Data)
 	if err != nil {
 		return err
+	}
+	tagged := len(tag.Client) > 0
+	if tagged {
+		if s := f.sessions.get(tag.Client); s != nil {
+			switch {
+			case tag.Seq == s.seq:
+				f.sessions.touch(tag.Client, l.Index)
+				return slices.Clone(s.results)
+			case tag.Seq < s.seq:
+				stale := make([]Result, len(cmds))
+				for i := range stale {
+					stale[i].Err = ErrStaleRequest
+				}
+				return stale
+			}
+		}
 	}
 	t := f.table.Load()
 	results := make([]Result, len(cmds))
 	for i := range cmds {
 		results[i] = f.apply(t, &cmds[i])
 	}
+	if tagged && !endsSession(cmds, tag.Client) {
+		f.sessions.record(tag, slices.Clone(results), l.Index)
+	}
 	return results
+}
+
+// endsSession reports whether cmds end client's session.
+func endsSession(cmds []Command, client []byte) bool {
+	for i := range cmds {
+		if cmds[i].Op == OpEndSession && bytes.Equal(cmds[i].Client, client) {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *FSM) apply(t *locker.Table, c *Command) (r Result) {
@@ -103,6 +149,10 @@ func (f *FSM) apply(t *locker.Table, c *Command) (r Result) {
 		if c.Term == f.term.Load() {
 			r.N = t.Fire(c.Due)
 		}
+	case OpEndSession:
+		if f.sessions.end(c.Client) {
+			r.N = 1
+		}
 	default:
 		r.Err = fmt.Errorf("%w: op %d", ErrBadEntry, c.Op)
 	}
@@ -119,7 +169,7 @@ func modeOf(shared bool) locker.Mode {
 // Snapshot implements raft.FSM: an exact copy of the table, made in memory
 // while raft applies nothing; Persist writes it out meanwhile.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
-	return snapshot(encodeSnapshot(f.table.Load(), f.term.Load())), nil
+	return snapshot(encodeSnapshot(f.table.Load(), f.term.Load(), f.sessions)), nil
 }
 
 // Restore implements raft.FSM: the table becomes the snapshot's, on a new
@@ -134,12 +184,15 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
-	term, err := decodeSnapshot(b, t)
+	ss := newSessions()
+	ss.max = f.sessions.max
+	term, err := decodeSnapshot(b, t, ss)
 	if err != nil {
 		return errors.Join(errors.New("lockfsm: restoring a snapshot"), err)
 	}
 	old := f.table.Swap(t)
 	f.term.Store(term)
+	f.sessions = ss
 	if old != nil {
 		old.Close()
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -37,8 +36,14 @@ func newReplica(t *testing.T, shards int) *replica {
 // apply applies one entry of cmds and returns its results.
 func (r *replica) apply(t *testing.T, cmds ...Command) []Result {
 	t.Helper()
+	return r.applyTagged(t, Tag{}, cmds...)
+}
+
+// applyTagged applies one entry of cmds with tag and returns its results.
+func (r *replica) applyTagged(t *testing.T, tag Tag, cmds ...Command) []Result {
+	t.Helper()
 	r.index++
-	out := r.fsm.Apply(&raft.Log{Index: r.index, Term: 1, Type: raft.LogCommand, Data: AppendEntry(nil, cmds)})
+	out := r.fsm.Apply(&raft.Log{Index: r.index, Term: 1, Type: raft.LogCommand, Data: AppendTaggedEntry(nil, tag, cmds)})
 	res, ok := out.([]Result)
 	if !ok {
 		t.Fatalf("Apply returned %T %v", out, out)
@@ -82,27 +87,84 @@ func randomCommand(rng *rand.Rand, term uint64, due []locker.Due, tokens []uint6
 // TestReplicasAgree: replicas with different shard counts and clocks that
 // apply the same entries give the same results and hold the same locks,
 // the leader's clock alone deciding expiry (through OpFire); a replica
-// restored from one's snapshot then goes on in step with them.
+// restored from one's snapshot then goes on in step with them. Some entries
+// are tagged by a few clients, and sent again: as a retry of the client's
+// last batch (answered with its results, applied once) or as a stale one
+// (refused); some clients end their sessions.
 func TestReplicasAgree(t *testing.T) {
 	leader, follower := newReplica(t, 64), newReplica(t, 1)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var term uint64
 	var tokens []uint64 // the latest granted, for RELEASE and EXTEND to name
-	var granted, fired int
+	var granted, fired, retried, stale int
+	type sent struct {
+		tag     Tag
+		cmds    []Command
+		results []byte // as first answered
+	}
+	clients := [][]byte{[]byte("n1/c1"), []byte("n2/c7"), []byte("n3/c2")}
+	seqs := map[string]uint64{}
+	var history []sent // tagged entries sent, oldest first
 	step := func(rs ...*replica) {
 		t.Helper()
+		var tag Tag
 		var entry []Command
-		for range 1 + rng.IntN(8) {
-			entry = append(entry, randomCommand(rng, term, leader.fsm.Table().CollectDue(16), tokens))
+		var again *sent
+		switch n := rng.IntN(10); {
+		case n < 2 && len(history) > 0:
+			again = &history[len(history)-1-rng.IntN(min(len(history), 4))]
+			tag, entry = again.tag, again.cmds
+		case n < 6:
+			c := clients[rng.IntN(len(clients))]
+			seqs[string(c)]++
+			tag = Tag{Client: c, Seq: seqs[string(c)]}
+			fallthrough
+		default:
+			for range 1 + rng.IntN(8) {
+				entry = append(entry, randomCommand(rng, term, leader.fsm.Table().CollectDue(16), tokens))
+			}
+			if rng.IntN(50) == 0 {
+				entry = append(entry, Command{Op: OpEndSession, Client: clients[rng.IntN(len(clients))]})
+			}
+		}
+		var known uint64 // the client's Seq before, 0 for none
+		if s := leader.fsm.sessions.get(tag.Client); s != nil {
+			known = s.seq
 		}
 		var first []Result
+		var firstBytes []byte
 		for n, r := range rs {
-			got := r.apply(t, entry...)
+			got := r.applyTagged(t, tag, entry...)
+			enc := AppendResults(nil, got)
 			if n == 0 {
-				first = got
-			} else if !reflect.DeepEqual(got, first) {
+				first, firstBytes = got, enc
+			} else if !bytes.Equal(enc, firstBytes) {
 				t.Fatalf("replica %d's results %+v differ from the leader's %+v for %+v", n, got, first, entry)
 			}
+		}
+		if again != nil {
+			switch {
+			case known == tag.Seq:
+				retried++
+				if !bytes.Equal(firstBytes, again.results) {
+					t.Fatalf("a retry of %+v answered %+v, not what it first did", tag, first)
+				}
+				return // nothing was applied
+			case known > tag.Seq:
+				stale++
+				for _, r := range first {
+					if r.Err != ErrStaleRequest {
+						t.Fatalf("a stale batch %+v (the client is at %d) answered %+v", tag, known, first)
+					}
+				}
+				return
+			}
+			// The session was forgotten (ended): the batch applied again,
+			// and a retry now answers with these results.
+			again.results = firstBytes
+		}
+		if len(tag.Client) > 0 && again == nil {
+			history = append(history, sent{tag, entry, firstBytes})
 		}
 		for i, r := range first {
 			switch {
@@ -129,8 +191,8 @@ func TestReplicasAgree(t *testing.T) {
 	if !bytes.Equal(dump(t, leader), dump(t, follower)) {
 		t.Fatal("the replicas hold different locks")
 	}
-	if granted < 100 || fired < 50 {
-		t.Fatalf("the workload granted %d leases and fired %d expiries: too few to show anything", granted, fired)
+	if granted < 100 || fired < 50 || retried < 50 || stale < 50 {
+		t.Fatalf("the workload granted %d leases, fired %d expiries, answered %d retries and %d stale batches: too few to show anything", granted, fired, retried, stale)
 	}
 
 	restored := newReplica(t, 8)
@@ -149,6 +211,9 @@ func TestReplicasAgree(t *testing.T) {
 	if restored.fsm.Term() != follower.fsm.Term() {
 		t.Fatalf("restored term %d, want %d", restored.fsm.Term(), follower.fsm.Term())
 	}
+	if !bytes.Equal(dump(t, restored), dump(t, follower)) {
+		t.Fatal("the restored replica holds different locks or sessions")
+	}
 	for range 1000 {
 		step(leader, follower, restored)
 	}
@@ -158,7 +223,7 @@ func TestReplicasAgree(t *testing.T) {
 }
 
 // dump is a replica's locks as text, without the soft deadlines (which are
-// each replica's own), in key order.
+// each replica's own), in key order, and its sessions.
 func dump(t *testing.T, r *replica) []byte {
 	t.Helper()
 	var lines []string
@@ -176,6 +241,9 @@ func dump(t *testing.T, r *replica) []byte {
 	}
 	floor, counters := r.fsm.Table().TokenState()
 	fmt.Fprintf(&b, "floor %d counters %v\n", floor, nonZero(counters))
+	r.fsm.sessions.each(func(client string, s *session) {
+		fmt.Fprintf(&b, "session %q seq %d last %d results %x\n", client, s.seq, s.last, AppendResults(nil, s.results))
+	})
 	return b.Bytes()
 }
 

@@ -1,6 +1,7 @@
 package lockfsm
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"time"
@@ -12,10 +13,15 @@ import (
 // per-slot counters) and every lock as Dump reports it, deadlines as time
 // left on the snapshotting replica's clock: a restoring replica counts
 // them from its own now, so a lease ends no earlier there than here.
+// Version 2 adds, after the locks, the sessions of tagged entries, least
+// recently used first; a version 1 snapshot restores with none.
 
-var snapshotMagic = []byte("leasehold-fsm-1\n")
+var (
+	snapshotMagic   = []byte("leasehold-fsm-2\n")
+	snapshotMagicV1 = []byte("leasehold-fsm-1\n")
+)
 
-func encodeSnapshot(t *locker.Table, term uint64) []byte {
+func encodeSnapshot(t *locker.Table, term uint64, ss *sessions) []byte {
 	b := append([]byte(nil), snapshotMagic...)
 	b = binary.AppendUvarint(b, term)
 	floor, counters := t.TokenState()
@@ -49,13 +55,29 @@ func encodeSnapshot(t *locker.Table, term uint64) []byte {
 			}
 		}
 	})
-	return append(b, 0) // no more locks
+	b = append(b, 0) // no more locks
+	b = binary.AppendUvarint(b, uint64(ss.len()))
+	var results []byte
+	ss.each(func(client string, s *session) {
+		b = appendBytes(b, []byte(client))
+		b = binary.AppendUvarint(b, s.seq)
+		b = binary.AppendUvarint(b, s.last)
+		results = AppendResults(results[:0], s.results)
+		b = appendBytes(b, results)
+	})
+	return b
 }
 
-// decodeSnapshot installs a snapshot into t, new and empty, and returns its
-// term.
-func decodeSnapshot(b []byte, t *locker.Table) (uint64, error) {
-	if len(b) < len(snapshotMagic) || string(b[:len(snapshotMagic)]) != string(snapshotMagic) {
+// decodeSnapshot installs a snapshot into t, new and empty, and its
+// sessions into ss, and returns its term.
+func decodeSnapshot(b []byte, t *locker.Table, ss *sessions) (uint64, error) {
+	var version int
+	switch {
+	case bytes.HasPrefix(b, snapshotMagic):
+		version = 2
+	case bytes.HasPrefix(b, snapshotMagicV1):
+		version = 1
+	default:
 		return 0, fmt.Errorf("%w: not a lock table snapshot", ErrBadEntry)
 	}
 	d := newDecoder(b[len(snapshotMagic):])
@@ -103,6 +125,27 @@ func decodeSnapshot(b []byte, t *locker.Table) (uint64, error) {
 		}
 		if err := t.Restore(&st); err != nil {
 			return 0, err
+		}
+	}
+	if version >= 2 {
+		n := d.Uvarint()
+		if n > uint64(len(d.B)) {
+			return 0, ErrBadEntry
+		}
+		for range n {
+			client, seq, last := d.Bytes(), d.Uvarint(), d.Uvarint()
+			encoded := d.Bytes()
+			if d.Err != nil {
+				return 0, d.Err
+			}
+			if len(client) == 0 || ss.get(client) != nil {
+				return 0, fmt.Errorf("%w: a session with an empty or repeated client", ErrBadEntry)
+			}
+			results, err := DecodeResults(encoded)
+			if err != nil {
+				return 0, err
+			}
+			ss.record(Tag{Client: bytes.Clone(client), Seq: seq}, results, last)
 		}
 	}
 	if d.Err != nil {
