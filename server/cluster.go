@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -80,15 +81,16 @@ func (r *replica) ready() bool {
 	return term != 0 && term == r.node.Term() && r.node.IsLeader()
 }
 
-// propose runs cmds through the log as one entry and returns their results,
-// one per command. Its errors are wire errors: TRYAGAIN when nothing was
-// done, UNCERTAIN when the entry may or may not have been applied.
-func (r *replica) propose(cmds []lockfsm.Command) ([]lockfsm.Result, error) {
+// propose runs cmds through the log as one entry, tagged with tag (none if
+// its Client is empty), and returns their results, one per command. Its
+// errors are wire errors: TRYAGAIN when nothing was done, UNCERTAIN when the
+// entry may or may not have been applied.
+func (r *replica) propose(tag lockfsm.Tag, cmds []lockfsm.Command) ([]lockfsm.Result, error) {
 	if !r.ready() {
 		return nil, protocol.ErrTryAgain
 	}
 	// A new buffer each time: raft keeps the entry's bytes in its log cache.
-	out, err := r.node.Apply(lockfsm.AppendEntry(nil, cmds), proposeTimeout)
+	out, err := r.node.Apply(lockfsm.AppendTaggedEntry(nil, tag, cmds), proposeTimeout)
 	switch {
 	case err == nil:
 	case errors.Is(err, cluster.ErrNotApplied):
@@ -127,6 +129,29 @@ func (r *replica) linearize() error {
 		time.Sleep(100 * time.Microsecond)
 	}
 	return nil
+}
+
+// proposalTag tags c's next batch of changes: c's client id (this node,
+// this run of the server, the connection) and the batch's number, so that
+// the batch applies once however often it is sent.
+func (c *conn) proposalTag() lockfsm.Tag {
+	if c.clientID == nil {
+		id := append([]byte(c.srv.replica.node.ID()), 0)
+		id = append(id, c.srv.owners.run[:]...)
+		c.clientID = binary.BigEndian.AppendUint64(id, c.id)
+	}
+	c.proposalSeq++
+	return lockfsm.Tag{Client: c.clientID, Seq: c.proposalSeq}
+}
+
+// endSession tells the state machine to forget c's batches (their results
+// kept for retries) once c has closed. If it fails, the session table's
+// bound forgets them in time.
+func (c *conn) endSession() {
+	if c.clientID == nil || c.srv.replica == nil {
+		return
+	}
+	c.srv.replica.propose(lockfsm.Tag{}, []lockfsm.Command{{Op: lockfsm.OpEndSession, Client: c.clientID}})
 }
 
 // RaftAddr is the address this node's Raft listener is bound to, "" on a

@@ -239,7 +239,7 @@ func (s *Server) lockTable() *locker.Table {
 // proposal; one that fails leaves the lease to its ttl.
 func (s *Server) releaseLease(key []byte, token uint64) bool {
 	if s.replica != nil {
-		res, err := s.replica.propose([]lockfsm.Command{{Op: lockfsm.OpRelease, Key: key, Token: token}})
+		res, err := s.replica.propose(lockfsm.Tag{}, []lockfsm.Command{{Op: lockfsm.OpRelease, Key: key, Token: token}})
 		return err == nil && res[0].Granted
 	}
 	return s.table.Release(key, token)
