@@ -36,6 +36,7 @@ type Node struct {
 	cfg   Config
 	raft  *raft.Raft
 	trans *mainThreadTransport
+	mux   *muxLayer // the Raft port, closed by raft's Shutdown (trans.Close)
 	store *raftboltdb.BoltStore
 
 	closeOnce   sync.Once
@@ -62,28 +63,25 @@ type testHooks struct {
 	handshakeTimeout time.Duration
 }
 
-// newNetTransport listens on cfg.RaftAddr: plain TCP, or mutual TLS with
-// cfg.TLS. An accepted TLS connection has transportTimeout to complete its
-// handshake, the bound raft puts on every other exchange.
-func newNetTransport(cfg Config, hooks testHooks) (*raft.NetworkTransport, error) {
-	logger := newHclogAdapter(cfg.Logger, "raft-net")
-	if cfg.TLS == nil {
-		return raft.NewTCPTransportWithLogger(cfg.RaftAddr, nil, transportPool, transportTimeout, logger)
-	}
+// newNetTransport listens on cfg.RaftAddr, plain TCP or mutual TLS with
+// cfg.TLS, through a muxLayer that also carries the node's RPC streams. An
+// accepted connection has transportTimeout to complete its handshake and
+// send its marker byte, the bound raft puts on every other exchange.
+func newNetTransport(cfg Config, hooks testHooks) (*raft.NetworkTransport, *muxLayer, error) {
 	handshake := transportTimeout
 	if hooks.handshakeTimeout > 0 {
 		handshake = hooks.handshakeTimeout
 	}
-	stream, err := listenTLS(cfg.RaftAddr, cfg.TLS, cfg.AllowedPeer, handshake)
+	mux, err := listenMux(cfg.RaftAddr, cfg.TLS, cfg.AllowedPeer, handshake)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  stream,
+		Stream:  mux,
 		MaxPool: transportPool,
 		Timeout: transportTimeout,
-		Logger:  logger,
-	}), nil
+		Logger:  newHclogAdapter(cfg.Logger, "raft-net"),
+	}), mux, nil
 }
 
 func open(cfg Config, hooks testHooks) (n *Node, err error) {
@@ -116,7 +114,7 @@ func open(cfg Config, hooks testHooks) (n *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: opening the snapshot store: %w", err)
 	}
-	network, err := newNetTransport(cfg, hooks)
+	network, mux, err := newNetTransport(cfg, hooks)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: listening on %s: %w", cfg.RaftAddr, err)
 	}
@@ -146,7 +144,7 @@ func open(cfg Config, hooks testHooks) (n *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	return &Node{cfg: cfg, raft: r, trans: trans, store: store}, nil
+	return &Node{cfg: cfg, raft: r, trans: trans, mux: mux, store: store}, nil
 }
 
 // ID is the node's ID (Config.NodeID).
