@@ -15,7 +15,7 @@ import (
 )
 
 // withTLS gives each node a certificate from f's CA named after its ID.
-func withTLS(t *testing.T, f *tlstest.Files) func(*Config) {
+func withTLS(t testing.TB, f *tlstest.Files) func(*Config) {
 	return func(c *Config) { c.TLS = f.NodeConfig(t, c.NodeID) }
 }
 
@@ -23,7 +23,7 @@ func withTLS(t *testing.T, f *tlstest.Files) func(*Config) {
 // the cluster's nodes as a stranger would, through a stream layer like a
 // node's (so with the marker byte): over TLS with tlsCfg, or plain TCP if
 // it is nil.
-func peerTransport(t *testing.T, tlsCfg *tls.Config) *raft.NetworkTransport {
+func peerTransport(t testing.TB, tlsCfg *tls.Config) *raft.NetworkTransport {
 	t.Helper()
 	stream, err := listenMux("127.0.0.1:0", tlsCfg, nil, 2*time.Second)
 	if err != nil {
