@@ -29,8 +29,8 @@ const (
 	OpForceRelease    // Key, Token (locker.AllLeases: every lease)
 	OpFire            // Term, Due: expiries the leader of Term decided
 	OpEndSession      // Client: forget its session (its connection closed)
-	OpWait            // Key, TTL, Owner, Shared, Priority, Waiter, Wait
-	OpCancelWait      // Waiter
+	OpWait            // Key, TTL, Owner, Shared, Priority, Waiter, Wait: ACQUIRE ... WAIT (see the package doc)
+	OpCancelWait      // Waiter: its wait gives up (see the package doc)
 	opEnd
 )
 

@@ -51,8 +51,10 @@ type Result struct {
 	// Granted: ACQUIRE and MACQUIRE granted, RELEASE released, EXTEND
 	// extended, CREATE created, DELETE deleted.
 	Granted bool
-	// N is what FORCE-RELEASE ended, or how many expiries a FIRE applied;
-	// for END-SESSION, 1 if the session was known.
+	// N is what FORCE-RELEASE ended, or how many items a FIRE ended
+	// (leases, lock-delays, waits); for END-SESSION, 1 if the session was
+	// known; for CANCEL-WAIT, 1 if the wait had been granted and its lease
+	// was released (then Token is that lease's).
 	N int
 	// Queued: WAIT did not grant the lease now, and the request waits in
 	// the lock's queue (see OpWait).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/leasehold/leasehold/locker"
 )
@@ -28,6 +29,10 @@ var ErrWaiterExists = errors.New("lockfsm: a wait with this waiter id is queued 
 // for OpCancelWait. Past it the oldest is forgotten: a cancel that comes
 // later finds nothing to release, and the lease runs out by its ttl.
 const MaxGrants = 1 << 16
+
+// maxWait bounds a wait's deadline, so that no Wait overflows the clock;
+// the server refuses a WAIT over max-ttl long before.
+const maxWait = 100 * 365 * 24 * time.Hour
 
 // wait is a queued OpWait.
 type wait struct {
@@ -144,7 +149,7 @@ func (f *FSM) applyWait(t *locker.Table, c *Command) (r Result) {
 	}
 	ws.number++
 	w.number = ws.number
-	w.deadline = int64(t.Config().Clock.Now()) + int64(c.Wait)
+	w.deadline = int64(t.Config().Clock.Now()) + int64(min(c.Wait, maxWait))
 	ws.add(w)
 	r.Queued = true
 	return r
