@@ -37,7 +37,8 @@ type Option func(*FSM)
 // ahead of it), or 0 when it ended ungranted (its deadline passed, through
 // OpFire, or a WAIT of the same owner took its place). fn runs on the
 // applying goroutine, after the command that ended the wait: it must not
-// block or call into the FSM. It may keep waiter and key.
+// block or call into the FSM. It may keep waiter and key, but not change
+// them.
 func OnGrant(fn func(waiter, key []byte, token uint64)) Option {
 	return func(f *FSM) { f.onGrant = fn }
 }

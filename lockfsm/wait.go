@@ -84,7 +84,7 @@ func newWaits() *waits {
 
 // newWait returns a wait whose handle reports to ws.
 func (ws *waits) newWait(waiter, key []byte) *wait {
-	w := &wait{waiter: string(waiter), key: bytes.Clone(key)}
+	w := &wait{waiter: string(waiter), key: bytes.Clone(key), at: -1}
 	w.handle = &locker.Wait{Notify: func(token uint64) { ws.ended(w, token) }}
 	return w
 }
@@ -103,7 +103,9 @@ func (ws *waits) forget(w *wait) {
 	delete(ws.queued, w.waiter)
 	delete(ws.byHandle, w.handle)
 	ws.dueMu.Lock()
-	heap.Remove(&ws.due, w.at)
+	if w.at >= 0 {
+		heap.Remove(&ws.due, w.at)
+	}
 	ws.dueMu.Unlock()
 }
 
