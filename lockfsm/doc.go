@@ -78,7 +78,10 @@
 //   - answer a WAIT from its Result, or, when Queued, park the client until
 //     OnGrant names its waiter (ignoring the others' waiters, which the
 //     hook reports on every node): a token grants, 0 answers as a wait
-//     that timed out;
+//     that timed out. Register the waiter before proposing the WAIT: the
+//     node's own replica may apply the entry that hands the lock over
+//     before the answer to a forwarded WAIT arrives (or before the answer
+//     to its retry, which says Queued as the first one did);
 //   - when the client's wait times out, or the connection closes, propose
 //     OpCancelWait for its waiter and answer (or not, if gone) from that
 //     command's Result, ignoring any OnGrant for the waiter after it sent
