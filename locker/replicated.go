@@ -306,8 +306,8 @@ func (s *shard) collectEntry(i uint32, now int64, limit int, out []Due) []Due {
 // after Release. Items that no longer match (the lease was released,
 // renewed, or ended and granted again) are skipped: a stale item never ends
 // a newer lease. What is ended depends on the table's state only, never on
-// the Clock. Fire is for replicated tables, but works in the default mode
-// too.
+// the Clock. Items of another kind (DueWait) are skipped. Fire is for
+// replicated tables, but works in the default mode too.
 func (t *Table) Fire(items []Due) (fired int) {
 	for n := range items {
 		if t.fire(&items[n]) {

@@ -29,6 +29,8 @@ const (
 	OpForceRelease    // Key, Token (locker.AllLeases: every lease)
 	OpFire            // Term, Due: expiries the leader of Term decided
 	OpEndSession      // Client: forget its session (its connection closed)
+	OpWait            // Key, TTL, Owner, Shared, Priority, Waiter, Wait: ACQUIRE ... WAIT (see the package doc)
+	OpCancelWait      // Waiter: its wait gives up (see the package doc)
 	opEnd
 )
 
@@ -47,6 +49,12 @@ type Command struct {
 	Floor   uint64
 	Due     []locker.Due
 	Client  []byte // OpEndSession's: a Tag's Client
+	// OpWait's: Waiter names the wait across nodes (opaque; the server
+	// uses its node, the connection and a sequence number), Wait is how
+	// long it may queue, Priority its place in the queue.
+	Waiter   []byte
+	Wait     time.Duration
+	Priority int
 }
 
 // Tag makes an entry's commands apply at most once: a leader that gets the
@@ -146,6 +154,16 @@ func appendCommand(dst []byte, c *Command) []byte {
 		}
 	case OpEndSession:
 		dst = appendBytes(dst, c.Client)
+	case OpWait:
+		dst = appendBytes(dst, c.Key)
+		dst = binary.AppendVarint(dst, int64(c.TTL))
+		dst = appendBytes(dst, c.Owner)
+		dst = appendBool(dst, c.Shared)
+		dst = binary.AppendVarint(dst, int64(c.Priority))
+		dst = appendBytes(dst, c.Waiter)
+		dst = binary.AppendVarint(dst, int64(c.Wait))
+	case OpCancelWait:
+		dst = appendBytes(dst, c.Waiter)
 	default:
 		panic(fmt.Sprintf("lockfsm: encoding unknown op %d", c.Op))
 	}
@@ -286,6 +304,11 @@ func (d *decoder) command(c *Command) {
 		}
 	case OpEndSession:
 		c.Client = d.Bytes()
+	case OpWait:
+		c.Key, c.TTL, c.Owner, c.Shared = d.Bytes(), time.Duration(d.Varint()), d.Bytes(), d.bool()
+		c.Priority, c.Waiter, c.Wait = int(d.Varint()), d.Bytes(), time.Duration(d.Varint())
+	case OpCancelWait:
+		c.Waiter = d.Bytes()
 	default:
 		d.Fail()
 	}

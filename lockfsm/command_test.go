@@ -28,6 +28,9 @@ func sampleCommands() []Command {
 		{Op: OpFire, Term: 7, Due: []locker.Due{{Kind: locker.DueLease, Key: "jobs", Token: 5, Renewals: 3}, {Kind: locker.DueDelay, Key: "x", Token: 6}}},
 		{Op: OpFire, Term: 8},
 		{Op: OpEndSession, Client: []byte("n2\x00conn3")},
+		{Op: OpWait, Key: []byte("jobs"), TTL: time.Second, Owner: []byte("o"), Shared: true, Priority: -7, Waiter: []byte("n1/c2/99"), Wait: time.Minute},
+		{Op: OpWait, Key: []byte("k"), TTL: time.Second, Priority: 1 << 31, Waiter: []byte("w"), Wait: 1},
+		{Op: OpCancelWait, Waiter: []byte("n1/c2/99")},
 	}
 }
 

@@ -43,6 +43,8 @@ var wireErrors = []error{
 	locker.ErrTokenState,
 	ErrBadEntry,
 	ErrStaleRequest,
+	ErrWaiterExists,
+	locker.ErrQueueState,
 }
 
 // How an error is encoded: its form, the number of the sentinel it is or
