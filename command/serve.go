@@ -111,6 +111,10 @@ func serve(c *cli.Context) error {
 	}
 	if cfg.Cluster != nil {
 		cfg.Persist.Dir = "" // the Raft log is the data directory's content
+		if cfg.ClusterTLS, err = clusterTLSConfig(c); err != nil {
+			log.Error().Err(err).Msg("cannot start")
+			return exitWith(exitFailure, nil)
+		}
 	}
 	if cfg.Persist.Fsync, err = persist.ParsePolicy(str("fsync")); err != nil {
 		return cannotStart(err)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/leasehold/leasehold/cluster"
+	"github.com/leasehold/leasehold/server"
 	"github.com/urfave/cli/v2"
 )
 
@@ -16,11 +17,55 @@ func clusterFlags() []cli.Flag {
 		&cli.StringFlag{Name: "node-id", EnvVars: env("NODE_ID"), Usage: "cluster mode: this member's name in the group, the same across restarts"},
 		&cli.StringFlag{Name: "raft-addr", EnvVars: env("RAFT_ADDR"), Usage: "cluster mode: HOST:PORT for traffic between members; the other members dial it, so not 0.0.0.0"},
 		&cli.BoolFlag{Name: "bootstrap", EnvVars: env("BOOTSTRAP"), Usage: "cluster mode: make this node, if its data directory is new, the first member of a new group (safe to leave on across restarts)"},
+		&cli.StringFlag{Name: "join", EnvVars: env("JOIN"), Usage: "cluster mode: comma-separated --raft-addr of members of an existing group; a node with a new data directory asks them to add it (as a non-voter until it has caught up), and keeps asking until one does"},
+		&cli.StringFlag{Name: "peers", EnvVars: env("PEERS"), Usage: "cluster mode: the group's first members, id=HOST:PORT comma-separated (their --raft-addr), given alike to each of them in place of --bootstrap and --join"},
+		&cli.BoolFlag{Name: "cluster-tls", EnvVars: env("CLUSTER_TLS"), Usage: "cluster mode: mutual TLS between nodes, with --tls-cert-file, --tls-key-file and --tls-ca-cert-file unless the --cluster-tls-* files are given; the certificate must allow server and client authentication"},
+		&cli.StringFlag{Name: "cluster-tls-cert-file", EnvVars: env("CLUSTER_TLS_CERT_FILE"), Usage: "cluster mode: the node's certificate between nodes, PEM; read again on SIGHUP"},
+		&cli.StringFlag{Name: "cluster-tls-key-file", EnvVars: env("CLUSTER_TLS_KEY_FILE"), Usage: "cluster mode: that certificate's key, PEM"},
+		&cli.StringFlag{Name: "cluster-tls-ca-cert-file", EnvVars: env("CLUSTER_TLS_CA_CERT_FILE"), Usage: "cluster mode: the CA every node's certificate must chain to, PEM"},
+		&cli.StringFlag{Name: "cluster-tls-server-name", EnvVars: env("CLUSTER_TLS_SERVER_NAME"), Usage: "cluster mode: a name every node's certificate carries (default: verify each node against the host of its --raft-addr)"},
+		&cli.StringFlag{Name: "cluster-tls-allowed-cn", EnvVars: env("CLUSTER_TLS_ALLOWED_CN"), Usage: "cluster mode: comma-separated common names a node's certificate may have; others are refused in the handshake (default: any certificate of the CA)"},
 	}
 }
 
+// clusterTLSFlags mean nothing without --cluster-tls.
+var clusterTLSFlags = []string{"cluster-tls-cert-file", "cluster-tls-key-file", "cluster-tls-ca-cert-file", "cluster-tls-server-name", "cluster-tls-allowed-cn"}
+
+// clusterTLSConfig reads the --cluster-tls flags: nil without
+// --cluster-tls. The files default to the RESP listener's.
+func clusterTLSConfig(c *cli.Context) (*server.ClusterTLSConfig, error) {
+	str := func(name string) string { return flag(c, name).String(name) }
+	if !flag(c, "cluster-tls").Bool("cluster-tls") {
+		if given := givenFlags(c, clusterTLSFlags); len(given) > 0 {
+			return nil, fmt.Errorf("%s need --cluster-tls", strings.Join(given, ", "))
+		}
+		return nil, nil
+	}
+	or := func(name, fallback string) string {
+		if v := str(name); v != "" {
+			return v
+		}
+		return str(fallback)
+	}
+	cfg := &server.ClusterTLSConfig{
+		CertFile:   or("cluster-tls-cert-file", "tls-cert-file"),
+		KeyFile:    or("cluster-tls-key-file", "tls-key-file"),
+		CACertFile: or("cluster-tls-ca-cert-file", "tls-ca-cert-file"),
+		ServerName: str("cluster-tls-server-name"),
+	}
+	for _, cn := range strings.Split(str("cluster-tls-allowed-cn"), ",") {
+		if cn = strings.TrimSpace(cn); cn != "" {
+			cfg.AllowedCNs = append(cfg.AllowedCNs, cn)
+		}
+	}
+	if cfg.CertFile == "" || cfg.KeyFile == "" || cfg.CACertFile == "" {
+		return nil, errors.New("--cluster-tls needs a certificate, its key and a CA: --cluster-tls-cert-file, --cluster-tls-key-file and --cluster-tls-ca-cert-file, or the --tls-* files")
+	}
+	return cfg, nil
+}
+
 // clusterOnlyFlags mean nothing without --cluster.
-var clusterOnlyFlags = []string{"node-id", "raft-addr", "bootstrap"}
+var clusterOnlyFlags = append([]string{"node-id", "raft-addr", "bootstrap", "join", "peers", "cluster-tls"}, clusterTLSFlags...)
 
 // notInClusterMode are single-node flags that cluster mode refuses: the
 // Raft log, not persist's, is what the data directory keeps.
@@ -46,6 +91,21 @@ func clusterConfig(c *cli.Context, dataDir string) (*cluster.Config, error) {
 	cfg.RaftAddr = str("raft-addr")
 	cfg.DataDir = dataDir
 	cfg.Bootstrap = flag(c, "bootstrap").Bool("bootstrap")
+	for _, addr := range strings.Split(str("join"), ",") {
+		if addr = strings.TrimSpace(addr); addr != "" {
+			cfg.Join = append(cfg.Join, addr)
+		}
+	}
+	for _, p := range strings.Split(str("peers"), ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		id, addr, ok := strings.Cut(p, "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("--peers %q: want id=HOST:PORT, comma-separated", p)
+		}
+		cfg.Peers = append(cfg.Peers, cluster.Peer{ID: id, Addr: addr})
+	}
 	switch {
 	case cfg.NodeID == "":
 		return nil, errors.New("--cluster needs --node-id: this member's name in the group")

@@ -113,7 +113,7 @@ func clusterAcquire(c *conn, args [][]byte) error {
 		}
 	}
 	if req.Wait > 0 {
-		return protocol.ErrClusterWait
+		return clusterAcquireWaiting(c, req)
 	}
 	ephemeral := req.Ephemeral
 	c.queueProposal(func(cmds []lockfsm.Command, res []lockfsm.Result) error {

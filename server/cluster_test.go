@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/cluster"
+	"github.com/leasehold/leasehold/internal/tlstest"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 )
@@ -25,17 +26,18 @@ func testClusterTimeouts(c *cluster.Config) {
 	c.ElectionTimeout = 300 * time.Millisecond
 	c.LeaderLeaseTimeout = 150 * time.Millisecond
 	c.TransferTimeout = time.Second
+	c.CatchUpTimeout = 5 * time.Second
 }
 
 // startClusterNode starts node id over dir, the first member of a new group
 // when bootstrap is set.
-func startClusterNode(t *testing.T, id, dir string, bootstrap bool) *clusterNode {
+func startClusterNode(t *testing.T, id, dir string, bootstrap bool, opts ...option) *clusterNode {
 	t.Helper()
 	cc := cluster.DefaultConfig()
 	cc.NodeID, cc.RaftAddr, cc.DataDir, cc.Bootstrap = id, "127.0.0.1:0", dir, bootstrap
 	testClusterTimeouts(&cc)
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel).With().Str("node", id).Logger()
-	ts := startServerLogging(t, log, func(c *Config) { c.Cluster = &cc })
+	ts := startServerLogging(t, log, append([]option{func(c *Config) { c.Cluster = &cc }}, opts...)...)
 	return &clusterNode{testServer: ts, id: id}
 }
 
@@ -74,12 +76,20 @@ func waitLeader(t *testing.T, nodes ...*clusterNode) *clusterNode {
 
 // startCluster starts a group of n nodes: the first bootstraps, the others
 // join through CLUSTER ADDNODE on it.
-func startCluster(t *testing.T, n int) []*clusterNode {
+func startCluster(t *testing.T, n int, opts ...func(id string) option) []*clusterNode {
 	t.Helper()
-	nodes := []*clusterNode{startClusterNode(t, "n1", t.TempDir(), true)}
+	optsOf := func(id string) []option {
+		var os []option
+		for _, o := range opts {
+			os = append(os, o(id))
+		}
+		return os
+	}
+	nodes := []*clusterNode{startClusterNode(t, "n1", t.TempDir(), true, optsOf("n1")...)}
 	first := waitLeader(t, nodes[0])
 	for i := 2; i <= n; i++ {
-		node := startClusterNode(t, "n"+string(rune('0'+i)), t.TempDir(), false)
+		id := fmt.Sprintf("n%d", i)
+		node := startClusterNode(t, id, t.TempDir(), false, optsOf(id)...)
 		if err := first.client().Do(ctx(t), "CLUSTER", "ADDNODE", node.id, node.RaftAddr()).Err(); err != nil {
 			t.Fatalf("CLUSTER ADDNODE %s: %v", node.id, err)
 		}
@@ -220,9 +230,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// A follower without a leader check: TRYAGAIN for linearizable reads and
-// changes it cannot propose, its own replica for READONLY reads, and the
-// events of every change, in order, for its subscribers.
+// A follower forwards changes to the leader and checks with it before a
+// read, answers READONLY reads from its own replica, and publishes every
+// change, in order, to its subscribers.
 func TestClusterFollowerReadsAndEvents(t *testing.T) {
 	nodes := startCluster(t, 3)
 	leader := waitLeader(t, nodes...)
@@ -259,8 +269,16 @@ func TestClusterFollowerReadsAndEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := fc.Do(c, "ACQUIRE", "other", 1000).Err(); err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") {
-		t.Errorf("ACQUIRE on a follower: %v, want TRYAGAIN", err)
+	other, err := fc.Do(c, "ACQUIRE", "other", 60000).Uint64()
+	if err != nil {
+		t.Fatalf("ACQUIRE on a follower: %v", err)
+	}
+	// Linearizable: the follower's read sees the change it just forwarded,
+	// and the leader's.
+	for key, tok := range map[string]uint64{"other": other, "job": token} {
+		if v, err := fc.Do(c, "VERIFY", key, tok).Int(); err != nil || v != 1 {
+			t.Errorf("VERIFY %s on the follower = %d, %v", key, v, err)
+		}
 	}
 	ro := follower.client()
 	if err := ro.Do(c, "READONLY").Err(); err != nil {
@@ -273,8 +291,11 @@ func TestClusterFollowerReadsAndEvents(t *testing.T) {
 	if err := ro.Do(c, "READWRITE").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := ro.Do(c, "VERIFY", "job", token).Err(); err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") {
-		t.Errorf("VERIFY on a follower after READWRITE: %v, want TRYAGAIN", err)
+	if v, err := ro.Do(c, "RELEASE", "job", token).Int(); err != nil || v != 1 {
+		t.Errorf("RELEASE on the follower = %d, %v", v, err)
+	}
+	if v, err := ro.Do(c, "VERIFY", "job", token).Int(); err != nil || v != 0 {
+		t.Errorf("VERIFY on the follower after its RELEASE = %d, %v", v, err)
 	}
 }
 
@@ -292,4 +313,101 @@ func TestClusterEphemeralEndsWithItsConnection(t *testing.T) {
 		v, err := node.client().Do(c, "VERIFY", "job", token).Int()
 		return err == nil && v == 0
 	})
+}
+
+// With cluster TLS, the nodes talk mutual TLS: a group forms and forwards
+// as over plain TCP. (Strangers are refused in the handshake: cluster's
+// tests.)
+func TestClusterMutualTLS(t *testing.T) {
+	files := tlstest.New(t, t.TempDir())
+	withNodeCert := func(id string) option {
+		cert, key := files.NodeCert(t, id)
+		return func(c *Config) {
+			c.ClusterTLS = &ClusterTLSConfig{CertFile: cert, KeyFile: key, CACertFile: files.CACert, AllowedCNs: []string{"n1", "n2", "n3"}}
+		}
+	}
+	nodes := startCluster(t, 3, withNodeCert)
+	c := ctx(t)
+	leader := waitLeader(t, nodes...)
+	for _, n := range nodes {
+		if n == leader {
+			continue
+		}
+		if _, err := n.client().Do(c, "ACQUIRE", "via-"+n.id, 60000).Uint64(); err != nil {
+			t.Fatalf("ACQUIRE forwarded over mutual TLS from %s: %v", n.id, err)
+		}
+	}
+}
+
+// ACQUIRE ... WAIT queues in the replicated table: a waiter on a follower
+// gets the lock when its holder on the leader releases it, a wait that
+// times out answers nil and leaves nothing queued, and the order of the
+// queue is the order of the WAITs.
+func TestClusterWait(t *testing.T) {
+	nodes := startCluster(t, 3)
+	leader := waitLeader(t, nodes...)
+	var followers []*clusterNode
+	for _, n := range nodes {
+		if n != leader {
+			followers = append(followers, n)
+		}
+	}
+	c := ctx(t)
+	token, err := leader.client().Do(c, "ACQUIRE", "job", 60000).Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A wait that runs out answers nil.
+	if err := followers[0].client().Do(c, "ACQUIRE", "job", 60000, "WAIT", 200).Err(); err != redis.Nil {
+		t.Fatalf("a wait that times out: %v, want nil", err)
+	}
+	type grant struct {
+		token uint64
+		err   error
+	}
+	first, second := make(chan grant, 1), make(chan grant, 1)
+	go func() {
+		tok, err := followers[0].client().Do(c, "ACQUIRE", "job", 60000, "WAIT", 20000).Uint64()
+		first <- grant{tok, err}
+	}()
+	waitFor(t, "the first waiter queued", func() bool {
+		st, err := leader.client().Do(c, "STATUS", "job").Slice()
+		return err == nil && fmt.Sprint(statusField(st, "waiters")) == "1"
+	})
+	go func() {
+		tok, err := followers[1].client().Do(c, "ACQUIRE", "job", 60000, "WAIT", 20000).Uint64()
+		second <- grant{tok, err}
+	}()
+	waitFor(t, "the second waiter queued", func() bool {
+		st, err := leader.client().Do(c, "STATUS", "job").Slice()
+		return err == nil && fmt.Sprint(statusField(st, "waiters")) == "2"
+	})
+	if err := leader.client().Do(c, "RELEASE", "job", token).Err(); err != nil {
+		t.Fatal(err)
+	}
+	g := <-first
+	if g.err != nil || g.token <= token {
+		t.Fatalf("the first waiter got %d, %v; want a token above %d", g.token, g.err, token)
+	}
+	select {
+	case g2 := <-second:
+		t.Fatalf("the second waiter got %d, %v while the first holds the lock", g2.token, g2.err)
+	default:
+	}
+	if err := leader.client().Do(c, "RELEASE", "job", g.token).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if g2 := <-second; g2.err != nil || g2.token <= g.token {
+		t.Fatalf("the second waiter got %d, %v; want a token above %d", g2.token, g2.err, g.token)
+	}
+}
+
+// statusField is a STATUS reply's field.
+func statusField(st []any, name string) any {
+	for i := 0; i+1 < len(st); i += 2 {
+		if st[i] == name {
+			return st[i+1]
+		}
+	}
+	return nil
 }

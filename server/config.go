@@ -84,6 +84,9 @@ type Config struct {
 	// directory), and connections are served on goroutines (IOLoops is
 	// taken as 0). nil for a single node.
 	Cluster *cluster.Config
+	// ClusterTLS, with Cluster, makes every connection between nodes mutual
+	// TLS (cluster_tls.go); nil for plain TCP.
+	ClusterTLS *ClusterTLSConfig
 }
 
 // DefaultConfig returns a Config with every default set. The bulk length

@@ -59,6 +59,7 @@ type conn struct {
 	staleReads            bool                       // cluster mode: READONLY, reads skip the leader check
 	clientID              []byte                     // cluster mode: the Client of its proposals' tags, once it has proposed
 	proposalSeq           uint64                     // cluster mode: the Seq of its last proposal's tag
+	waitSeq               uint64                     // cluster mode: numbers its waits (cluster_wait.go)
 	pending               outBuf                     // event loop: reply bytes the socket has not taken yet
 	sockErr               error                      // a write failed, or the commit before it, or the client spoke HTTP: write nothing more
 	lastRead              int64                      // event loop: monotonic ns of the last read, for the idle timeout

@@ -22,10 +22,12 @@ var ErrServerClosed = errors.New("server: closed")
 
 // Server is a leasehold server: a lock table behind a RESP listener.
 type Server struct {
-	cfg      Config
-	log      zerolog.Logger
-	table    *locker.Table  // nil in cluster mode: see lockTable
-	replica  *replica       // nil on a single node (cluster.go)
+	cfg     Config
+	log     zerolog.Logger
+	table   *locker.Table // nil in cluster mode: see lockTable
+	replica *replica      // nil on a single node (cluster.go)
+	nodeTLS *nodeTLS      // the certificate between cluster nodes; nil without
+
 	store    *persist.Store // nil without a data directory
 	hub      *hub           // pub/sub of lock events
 	ties     ephemeralTies
@@ -127,9 +129,17 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	}
 	var table *locker.Table
 	var rep *replica
+	var nodeCert *nodeTLS
 	if cfg.Cluster != nil {
 		cfg.IOLoops = 0 // cluster handlers block for their commit (cluster.go)
-		rep, err = openReplica(*cfg.Cluster, lockerCfg, log)
+		cc := *cfg.Cluster
+		if cfg.ClusterTLS != nil {
+			nodeCert, cc.TLS, err = newNodeTLS(*cfg.ClusterTLS)
+			cc.AllowedPeer = cfg.ClusterTLS.allowedPeer()
+		}
+		if err == nil {
+			rep, err = openReplica(cc, lockerCfg, log)
+		}
 	} else {
 		table, err = locker.New(lockerCfg)
 	}
@@ -164,6 +174,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		log:       log,
 		table:     table,
 		replica:   rep,
+		nodeTLS:   nodeCert,
 		handlers:  commandHandlers(rep != nil),
 		batchable: batchableCommands(rep != nil),
 		started:   time.Now(),
