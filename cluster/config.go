@@ -46,6 +46,14 @@ type Config struct {
 	// Bootstrap, Peers and Join are exclusive.
 	Peers []Peer
 
+	// Seed, with Bootstrap, is called when the node starts a new group (its
+	// stores are empty) for the state machine's first state, in the format
+	// of its snapshots: the group starts from it (at index 1, term 1) in
+	// place of an empty state, and nodes that join later receive it. It is
+	// how a single node's data becomes a cluster's. Not with Peers: every
+	// member of a static list would need the same seed.
+	Seed func() ([]byte, error)
+
 	// Handler answers the requests other nodes send with Node.Forward:
 	// called on the node that receives one (normally the leader), on a
 	// goroutine per request, and its answer is sent back. nil refuses them

@@ -171,6 +171,9 @@ func (c Config) validatePeers() error {
 	if starts > 1 {
 		return errors.New("cluster: Bootstrap, Peers and Join are exclusive: a node starts a cluster, is one of a static list, or joins one")
 	}
+	if c.Seed != nil && !c.Bootstrap {
+		return errors.New("cluster: Seed starts a new group from this node's state: it needs Bootstrap")
+	}
 	if len(c.Peers) == 0 {
 		return nil
 	}

@@ -161,7 +161,11 @@ func open(cfg Config, hooks testHooks) (n *Node, err error) {
 				})
 			}
 		}
-		if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, first); err != nil {
+		if cfg.Seed != nil {
+			if err := seed(cfg.Seed, first, store, snaps, trans); err != nil {
+				return nil, fmt.Errorf("cluster: bootstrap from a seed: %w", err)
+			}
+		} else if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, first); err != nil {
 			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
 		}
 	}
@@ -453,3 +457,31 @@ func (n *Node) Stats() map[string]string {
 	s["heartbeat_fast_path"] = "off" // see mainThreadTransport (#695)
 	return s
 }
+
+// seed starts a new group from a snapshot of the state machine made outside
+// it (Config.Seed), in place of raft.BootstrapCluster's first entry: the
+// snapshot, at index 1 of term 1, carries the first configuration, and the
+// node's term is 1, as after a bootstrap. A node that joins later receives
+// the state with the snapshot, as it would any compacted log.
+func seed(state func() ([]byte, error), first raft.Configuration, stable raft.StableStore, snaps raft.SnapshotStore, trans raft.Transport) error {
+	data, err := state()
+	if err != nil {
+		return err
+	}
+	sink, err := snaps.Create(raft.SnapshotVersionMax, 1, 1, first, 1, trans)
+	if err != nil {
+		return err
+	}
+	if _, err := sink.Write(data); err != nil {
+		sink.Cancel()
+		return err
+	}
+	if err := sink.Close(); err != nil {
+		return err
+	}
+	return stable.SetUint64(keyCurrentTerm, 1)
+}
+
+// keyCurrentTerm is where hashicorp/raft keeps the current term in its
+// stable store (raft.go's keyCurrentTerm, unexported).
+var keyCurrentTerm = []byte("CurrentTerm")

@@ -2,12 +2,15 @@ package server
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/internal/tlstest"
+	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/persist"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 )
@@ -410,4 +413,75 @@ func statusField(st []any, name string) any {
 		}
 	}
 	return nil
+}
+
+// A single node's data directory becomes the first node of a cluster: its
+// locks and leases come along, to the nodes that join later too, and no
+// token goes back, even one above every token the cluster's clock would
+// give (a single node whose boot clock ran ahead).
+func TestClusterFromSingleNode(t *testing.T) {
+	dir := t.TempDir()
+	ahead := locker.BootEpochToken(time.Now().Add(365 * 24 * time.Hour))
+	single := startServer(t, func(c *Config) {
+		c.Locker.FirstToken = ahead
+		c.Persist.Dir = dir
+		c.Persist.Fsync = persist.FsyncAlways
+	})
+	c := ctx(t)
+	sc := single.client()
+	held, err := sc.Do(c, "ACQUIRE", "held", 600000, "OWNER", "w1").Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Do(c, "CREATE", "sem", "LIMIT", 3).Err(); err != nil {
+		t.Fatal(err)
+	}
+	released, err := sc.Do(c, "ACQUIRE", "released", 600000).Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Do(c, "RELEASE", "released", released).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := single.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	first := startClusterNode(t, "n1", dir, true)
+	waitLeader(t, first)
+	var nodes = []*clusterNode{first}
+	for _, id := range []string{"n2", "n3"} {
+		n := startClusterNode(t, id, t.TempDir(), false)
+		if err := first.client().Do(c, "CLUSTER", "ADDNODE", id, n.RaftAddr()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	if err := first.Close(); err != nil {
+		t.Logf("closing n1: %v", err)
+	}
+	leader := waitLeader(t, nodes[1:]...)
+	lc := leader.client()
+	if v, err := lc.Do(c, "VERIFY", "held", held).Int(); err != nil || v != 1 {
+		t.Fatalf("VERIFY of the single node's lease on %s = %d, %v", leader.id, v, err)
+	}
+	if again, err := lc.Do(c, "ACQUIRE", "held", 600000, "OWNER", "w1").Uint64(); err != nil || again != held {
+		t.Fatalf("its owner's ACQUIRE = %d, %v; want %d", again, err, held)
+	}
+	st, err := lc.Do(c, "STATUS", "sem").Slice()
+	if err != nil || fmt.Sprint(statusField(st, "limit")) != "3" {
+		t.Fatalf("STATUS of the semaphore: %v, %v", st, err)
+	}
+	next, err := lc.Do(c, "ACQUIRE", "released", 1000).Uint64()
+	if err != nil || next <= released {
+		t.Fatalf("ACQUIRE after the migration = %d, %v; want above %d", next, err, released)
+	}
+	other, err := lc.Do(c, "ACQUIRE", "new-key", 1000).Uint64()
+	if err != nil || other <= held {
+		t.Fatalf("ACQUIRE of a new key = %d, %v; want above every earlier token (%d)", other, err, held)
+	}
+	kept, err := filepath.Glob(filepath.Join(dir, importedDir+"-*"))
+	if err != nil || len(kept) != 1 {
+		t.Fatalf("the single node's files kept aside: %v, %v", kept, err)
+	}
 }

@@ -137,8 +137,20 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 			nodeCert, cc.TLS, err = newNodeTLS(*cfg.ClusterTLS)
 			cc.AllowedPeer = cfg.ClusterTLS.allowedPeer()
 		}
+		var migrating bool
+		if err == nil {
+			migrating, err = prepareMigration(&cc, lockerCfg, log)
+		}
 		if err == nil {
 			rep, err = openReplica(cc, lockerCfg, log)
+		}
+		if err == nil && migrating {
+			var to string
+			if to, err = moveSingleNodeFiles(cc.DataDir, time.Now()); err == nil {
+				log.Info().Str("moved_to", to).Msg("the single node's files are kept aside, imported")
+			} else {
+				rep.close()
+			}
 		}
 	} else {
 		table, err = locker.New(lockerCfg)
