@@ -54,6 +54,14 @@ type Config struct {
 	// member of a static list would need the same seed.
 	Seed func() ([]byte, error)
 
+	// Recover, for disaster recovery only, makes this node, if its stores
+	// hold state, the only voter of its group (hashicorp/raft's
+	// RecoverCluster): for a group that lost its majority for good, or a
+	// node restored from a copy of a data directory. Other members must
+	// then join it again with wiped data directories. Entries this node
+	// did not have are lost.
+	Recover bool
+
 	// Handler answers the requests other nodes send with Node.Forward:
 	// called on the node that receives one (normally the leader), on a
 	// goroutine per request, and its answer is sent back. nil refuses them

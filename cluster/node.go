@@ -169,6 +169,15 @@ func open(cfg Config, hooks testHooks) (n *Node, err error) {
 			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
 		}
 	}
+	if existing && cfg.Recover {
+		alone := raft.Configuration{Servers: []raft.Server{{
+			Suffrage: raft.Voter, ID: rc.LocalID, Address: trans.LocalAddr(),
+		}}}
+		if err := raft.RecoverCluster(rc, cfg.FSM, logs, store, snaps, trans, alone); err != nil {
+			return nil, fmt.Errorf("cluster: recover: %w", err)
+		}
+		cfg.Logger.Warn().Str("node_id", cfg.NodeID).Msg("recovered: this node is now the only voter of its group; the others must join it again with empty data directories")
+	}
 	fsm := newAppliedFSM(cfg.FSM, snaps)
 	r, err := raft.NewRaft(rc, fsm, logs, store, snaps, trans)
 	if err != nil {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,8 +37,15 @@ func testClusterTimeouts(c *cluster.Config) {
 // when bootstrap is set.
 func startClusterNode(t *testing.T, id, dir string, bootstrap bool, opts ...option) *clusterNode {
 	t.Helper()
+	return startClusterNodeAt(t, id, dir, "127.0.0.1:0", bootstrap, opts...)
+}
+
+// startClusterNodeAt is startClusterNode with the Raft address raftAddr,
+// for a node that must come back at the same address.
+func startClusterNodeAt(t *testing.T, id, dir, raftAddr string, bootstrap bool, opts ...option) *clusterNode {
+	t.Helper()
 	cc := cluster.DefaultConfig()
-	cc.NodeID, cc.RaftAddr, cc.DataDir, cc.Bootstrap = id, "127.0.0.1:0", dir, bootstrap
+	cc.NodeID, cc.RaftAddr, cc.DataDir, cc.Bootstrap = id, raftAddr, dir, bootstrap
 	testClusterTimeouts(&cc)
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel).With().Str("node", id).Logger()
 	ts := startServerLogging(t, log, append([]option{func(c *Config) { c.Cluster = &cc }}, opts...)...)
@@ -483,5 +491,80 @@ func TestClusterFromSingleNode(t *testing.T) {
 	kept, err := filepath.Glob(filepath.Join(dir, importedDir+"-*"))
 	if err != nil || len(kept) != 1 {
 		t.Fatalf("the single node's files kept aside: %v, %v", kept, err)
+	}
+}
+
+// freeRaftAddr is a loopback address whose port was free a moment ago.
+func freeRaftAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// The whole group stops and starts again on its data directories: a leader
+// is elected, the leases are there, and tokens go on above the earlier
+// ones. Then, with the majority gone for good, one node recovers alone
+// (--recover) with what it has.
+func TestClusterFullRestartAndRecover(t *testing.T) {
+	ids := []string{"n1", "n2", "n3"}
+	dirs := map[string]string{}
+	addrs := map[string]string{}
+	for _, id := range ids {
+		dirs[id], addrs[id] = t.TempDir(), freeRaftAddr(t)
+	}
+	start := func(recover bool, only ...string) []*clusterNode {
+		var nodes []*clusterNode
+		for _, id := range only {
+			nodes = append(nodes, startClusterNodeAt(t, id, dirs[id], addrs[id], false, func(c *Config) { c.Cluster.Recover = recover }))
+		}
+		return nodes
+	}
+	c := ctx(t)
+	first := startClusterNodeAt(t, "n1", dirs["n1"], addrs["n1"], true)
+	waitLeader(t, first)
+	nodes := append([]*clusterNode{first}, start(false, "n2", "n3")...)
+	for _, n := range nodes[1:] {
+		if err := first.client().Do(c, "CLUSTER", "ADDNODE", n.id, addrs[n.id]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	token, err := first.client().Do(c, "ACQUIRE", "job", 600000).Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		n.Close()
+	}
+
+	nodes = start(false, ids...)
+	leader := waitLeader(t, nodes...)
+	if v, err := leader.client().Do(c, "VERIFY", "job", token).Int(); err != nil || v != 1 {
+		t.Fatalf("VERIFY after a full restart = %d, %v", v, err)
+	}
+	other, err := leader.client().Do(c, "ACQUIRE", "other", 600000).Uint64()
+	if err != nil || other <= token {
+		t.Fatalf("ACQUIRE after a full restart = %d, %v; want above %d", other, err, token)
+	}
+	// n3 recovers with what it has: let it have everything first.
+	committed := leader.replica.node.CommitIndex()
+	waitFor(t, "n3 applying every entry", func() bool { return nodes[2].replica.node.AppliedIndex() >= committed })
+	for _, n := range nodes {
+		n.Close()
+	}
+
+	alone := start(true, "n3")[0]
+	waitLeader(t, alone)
+	ac := alone.client()
+	for key, tok := range map[string]uint64{"job": token, "other": other} {
+		if v, err := ac.Do(c, "VERIFY", key, tok).Int(); err != nil || v != 1 {
+			t.Fatalf("VERIFY %s on the recovered node = %d, %v", key, v, err)
+		}
+	}
+	if n, _ := clusterInfo(t, ac)["cluster_known_nodes"]; n != "1" {
+		t.Errorf("cluster_known_nodes %q after --recover, want 1", n)
 	}
 }
