@@ -111,6 +111,8 @@ func serve(c *cli.Context) error {
 	}
 	if cfg.Cluster != nil {
 		cfg.Persist.Dir = "" // the Raft log is the data directory's content
+		cfg.Redirect = flag(c, "redirect").Bool("redirect")
+		cfg.AnnounceAddr = str("announce-addr")
 		if cfg.ClusterTLS, err = clusterTLSConfig(c); err != nil {
 			log.Error().Err(err).Msg("cannot start")
 			return exitWith(exitFailure, nil)

@@ -19,6 +19,8 @@ func clusterFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "bootstrap", EnvVars: env("BOOTSTRAP"), Usage: "cluster mode: make this node, if its data directory is new, the first member of a new group (safe to leave on across restarts)"},
 		&cli.StringFlag{Name: "join", EnvVars: env("JOIN"), Usage: "cluster mode: comma-separated --raft-addr of members of an existing group; a node with a new data directory asks them to add it (as a non-voter until it has caught up), and keeps asking until one does"},
 		&cli.StringFlag{Name: "peers", EnvVars: env("PEERS"), Usage: "cluster mode: the group's first members, id=HOST:PORT comma-separated (their --raft-addr), given alike to each of them in place of --bootstrap and --join"},
+		&cli.BoolFlag{Name: "redirect", EnvVars: env("REDIRECT"), Usage: "cluster mode: a follower answers a command on a key with Redis Cluster's MOVED to the leader (for redis-cli -c and go-redis's ClusterClient) instead of forwarding it"},
+		&cli.StringFlag{Name: "announce-addr", EnvVars: env("ANNOUNCE_ADDR"), Usage: "cluster mode: HOST:PORT clients reach this node's RESP listener at, as CLUSTER SLOTS and MOVED give it (default: --addr's)"},
 		&cli.BoolFlag{Name: "recover", EnvVars: env("RECOVER"), Usage: "cluster mode, disaster recovery only: make this node, from its data directory, the only voter of its group (a group that lost its majority for good, or a node restored from a backup); the others then join it again with empty data directories (docs/cluster.md)"},
 		&cli.BoolFlag{Name: "cluster-tls", EnvVars: env("CLUSTER_TLS"), Usage: "cluster mode: mutual TLS between nodes, with --tls-cert-file, --tls-key-file and --tls-ca-cert-file unless the --cluster-tls-* files are given; the certificate must allow server and client authentication"},
 		&cli.StringFlag{Name: "cluster-tls-cert-file", EnvVars: env("CLUSTER_TLS_CERT_FILE"), Usage: "cluster mode: the node's certificate between nodes, PEM; read again on SIGHUP"},
@@ -66,7 +68,7 @@ func clusterTLSConfig(c *cli.Context) (*server.ClusterTLSConfig, error) {
 }
 
 // clusterOnlyFlags mean nothing without --cluster.
-var clusterOnlyFlags = append([]string{"node-id", "raft-addr", "bootstrap", "join", "peers", "recover", "cluster-tls"}, clusterTLSFlags...)
+var clusterOnlyFlags = append([]string{"node-id", "raft-addr", "bootstrap", "join", "peers", "recover", "redirect", "announce-addr", "cluster-tls"}, clusterTLSFlags...)
 
 // notInClusterMode are single-node flags that cluster mode refuses: the
 // Raft log, not persist's, is what the data directory keeps.

@@ -196,9 +196,10 @@ var Commands = []Command{
 	{Name: "cluster", Arity: -2, Flags: []string{}, Group: GroupServer, Category: CategoryAdmin,
 		Subcommands: []Subcommand{
 			{"info", 2, CategoryRead}, {"nodes", 2, CategoryRead}, {"myid", 2, CategoryRead}, {"help", 2, CategoryConnection},
+			{"slots", 2, CategoryRead}, {"shards", 2, CategoryRead}, {"keyslot", 3, CategoryRead},
 			{"addnode", 4, CategoryAdmin}, {"forget", 3, CategoryAdmin}, {"snapshot", 2, CategoryAdmin},
 		},
-		Args: []Arg{oneof("subcommand", token("INFO"), token("NODES"), token("MYID"), block("addnode", str("node-id"), str("raft-addr")).after("ADDNODE"), str("node-id").after("FORGET"), token("SNAPSHOT"))}, Summary: "Cluster mode: the Raft group's state (INFO, NODES, MYID); ADDNODE and FORGET change its voters one at a time, SNAPSHOT takes one now (admins)."},
+		Args: []Arg{oneof("subcommand", token("INFO"), token("NODES"), token("MYID"), token("SLOTS"), token("SHARDS"), str("key").after("KEYSLOT"), block("addnode", str("node-id"), str("raft-addr")).after("ADDNODE"), str("node-id").after("FORGET"), token("SNAPSHOT"))}, Summary: "Cluster mode: the Raft group's state (INFO, NODES, MYID); SLOTS and SHARDS as Redis Cluster's, one shard of every slot, led by the leader; KEYSLOT; ADDNODE and FORGET change its voters one at a time, SNAPSHOT takes one now (admins)."},
 	{Name: "help", Arity: -1, Flags: []string{"fast", "stale"}, Group: GroupServer, Category: CategoryConnection,
 		Args: []Arg{str("command").opt()}, Summary: "Lists the commands with their summaries, or gives one command's syntax and summary, as lines to read in a terminal."},
 }

@@ -48,6 +48,7 @@ const (
 	CodeMisconf   = "MISCONF"   // the data directory cannot be written: changes are refused (Redis's code)
 	CodeTryAgain  = "TRYAGAIN"  // cluster mode: no leader ready (an election); nothing ran, retry (Redis Cluster's code, which go-redis retries)
 	CodeUncertain = "UNCERTAIN" // cluster mode: a change may or may not have been applied (the leader was lost mid-way)
+	CodeMoved     = "MOVED"     // cluster mode with --redirect: send the command to the leader at this address (Redis Cluster's code)
 )
 
 // ErrorCodes documents every code, for COMMAND DOCS' neighbours and docs/commands.md.
@@ -65,6 +66,7 @@ var ErrorCodes = []struct{ Code, Meaning string }{
 	{CodeMisconf, "The data directory cannot be written (a full disk, an I/O error): commands that change the lock table are refused before they run, and a change that ran just before the failure was noticed gets this error instead of its reply, its outcome unknown (`STATUS` tells). `VERIFY`, `STATUS`, `LOCKS`, `INFO`, `PING` and subscriptions go on. The server retries the write in the background and accepts changes again by itself once it succeeds. Redis's code for writes refused after a failed save."},
 	{CodeTryAgain, "Cluster mode: the cluster has no leader ready to take the command (an election is under way, or this node cannot reach the leader); nothing ran. Retry after a moment: go-redis and redis-py retry it by themselves. Redis Cluster's code. See [cluster.md](cluster.md)."},
 	{CodeUncertain, "Cluster mode: the command was sent to the leader, which was lost before its outcome was known: it may or may not have been applied (the next leader may still commit it, within about an election timeout). Never read it as a refusal: retry `ACQUIRE` with the same `OWNER` (which returns the lease if it was granted), check with `STATUS`, or `RELEASE` again. See [cluster.md](cluster.md)."},
+	{CodeMoved, "Cluster mode with `--redirect`: this node is a follower; `MOVED <slot> <host:port>` names the key's slot and the leader's address, where the command must go. `redis-cli -c` and go-redis's `ClusterClient` follow it. Without `--redirect` a follower forwards the command itself. Redis Cluster's code. See [cluster.md](cluster.md)."},
 	{CodeShutdown, "The server is shutting down (SIGTERM or SIGINT): a parked `ACQUIRE` or `MACQUIRE` ... `WAIT` ends with this error and nothing was granted; retry against the server once it is back."},
 }
 
@@ -184,6 +186,11 @@ var (
 	// Redis's text.
 	ErrNotCluster = &Error{CodeErr, "This instance has cluster support disabled"}
 )
+
+// MovedError is Redis Cluster's redirection: the key's slot lives at addr.
+func MovedError(slot uint16, addr string) *Error {
+	return &Error{CodeMoved, strconv.Itoa(int(slot)) + " " + addr}
+}
 
 // ClusterChangeError is the reply to a CLUSTER command that changes the
 // group (ADDNODE, FORGET, SNAPSHOT) and failed with err.

@@ -35,7 +35,8 @@ type replica struct {
 	// opened is closed once node and duties are set: the node may be asked
 	// to handle a forwarded request (handleForward) while Open runs.
 	opened  chan struct{}
-	waiters waiters // this node's clients' waits (cluster_wait.go)
+	waiters waiters    // this node's clients' waits (cluster_wait.go)
+	leader  leaderAddr // the leader's RESP address (cluster_redirect.go)
 }
 
 // proposeTimeout bounds the wait to hand a command to Raft; once handed
@@ -216,6 +217,9 @@ func (r *replica) handleForward(req []byte) []byte {
 	case <-r.opened:
 	default:
 		return []byte{forwardTryAgain}
+	}
+	if len(req) == 1 && req[0] == forwardAddr {
+		return r.answerAddr()
 	}
 	if len(req) == 0 || req[0] != forwardPropose {
 		return []byte{forwardRefused}

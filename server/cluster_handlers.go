@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/leasehold/leasehold/internal/keyslot"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/lockfsm"
 	"github.com/leasehold/leasehold/protocol"
@@ -263,6 +264,12 @@ func handleCluster(c *conn, args [][]byte) error {
 		c.wr.WriteBulkString(nodes)
 	case "myid":
 		c.wr.WriteBulkString(r.node.ID())
+	case "slots":
+		return c.writeSlots()
+	case "shards":
+		return c.writeShards()
+	case "keyslot":
+		c.wr.WriteInt(int(keyslot.Of(args[2])))
 	case "addnode":
 		if err := r.node.Join(string(args[2]), string(args[3])); err != nil {
 			return protocol.ClusterChangeError(err)

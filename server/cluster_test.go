@@ -3,12 +3,15 @@ package server
 import (
 	"fmt"
 	"net"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/leasehold/leasehold/cluster"
+	"github.com/leasehold/leasehold/internal/keyslot"
 	"github.com/leasehold/leasehold/internal/tlstest"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/persist"
@@ -566,5 +569,44 @@ func TestClusterFullRestartAndRecover(t *testing.T) {
 	}
 	if n, _ := clusterInfo(t, ac)["cluster_known_nodes"]; n != "1" {
 		t.Errorf("cluster_known_nodes %q after --recover, want 1", n)
+	}
+}
+
+// With --redirect, Redis Cluster's clients find the leader: CLUSTER SLOTS
+// names it for every slot, a follower answers MOVED, and go-redis's
+// ClusterClient and redis-cli -c follow.
+func TestClusterRedirect(t *testing.T) {
+	nodes := startCluster(t, 3, func(string) option { return func(c *Config) { c.Redirect = true } })
+	leader := waitLeader(t, nodes...)
+	var follower *clusterNode
+	for _, n := range nodes {
+		if n != leader {
+			follower = n
+		}
+	}
+	c := ctx(t)
+	err := follower.client().Do(c, "ACQUIRE", "job", 60000).Err()
+	want := fmt.Sprintf("MOVED %d %s", keyslot.Of([]byte("job")), leader.addr)
+	if err == nil || err.Error() != want {
+		t.Fatalf("ACQUIRE on a follower with --redirect: %v, want %s", err, want)
+	}
+	slots, err := follower.client().ClusterSlots(c).Result()
+	if err != nil || len(slots) != 1 || slots[0].Start != 0 || slots[0].End != keyslot.Slots-1 ||
+		len(slots[0].Nodes) != 1 || slots[0].Nodes[0].Addr != leader.addr || slots[0].Nodes[0].ID != leader.id {
+		t.Fatalf("CLUSTER SLOTS on a follower = %+v, %v; want every slot at %s", slots, err, leader.addr)
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{follower.addr}})
+	defer cc.Close()
+	token, err := cc.Do(c, "ACQUIRE", "job", 60000).Uint64()
+	if err != nil {
+		t.Fatalf("ACQUIRE through go-redis's ClusterClient: %v", err)
+	}
+	if v, err := cc.Do(c, "VERIFY", "job", token).Int(); err != nil || v != 1 {
+		t.Fatalf("VERIFY through the ClusterClient = %d, %v", v, err)
+	}
+	host, port := follower.hostPort()
+	out, err := exec.CommandContext(c, redisTool(t, "redis-cli"), "-c", "-h", host, "-p", port, "RELEASE", "job", strconv.FormatUint(token, 10)).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "1" {
+		t.Fatalf("redis-cli -c RELEASE on a follower: %q, %v", out, err)
 	}
 }

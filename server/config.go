@@ -87,6 +87,14 @@ type Config struct {
 	// ClusterTLS, with Cluster, makes every connection between nodes mutual
 	// TLS (cluster_tls.go); nil for plain TCP.
 	ClusterTLS *ClusterTLSConfig
+	// Redirect, with Cluster, makes a follower answer a command on a key
+	// with Redis Cluster's MOVED to the leader's address instead of
+	// forwarding it (cluster_redirect.go).
+	Redirect bool
+	// AnnounceAddr, with Cluster, is the HOST:PORT clients reach this node's
+	// RESP listener at, as CLUSTER SLOTS and MOVED give it; "" for the
+	// plain listener's address (the TLS listener's if there is none).
+	AnnounceAddr string
 }
 
 // DefaultConfig returns a Config with every default set. The bulk length

@@ -48,14 +48,18 @@ var handlersByName = map[string]handler{
 }
 
 // commandHandlers lines the handlers up with protocol.Commands, cluster
-// mode's where clustered says so. A command in the table without a handler
-// is a programming error caught at start.
-func commandHandlers(clustered bool) []handler {
+// mode's where clustered says so, answering MOVED on a follower where
+// redirect says so. A command in the table without a handler is a
+// programming error caught at start.
+func commandHandlers(clustered, redirect bool) []handler {
 	hs := make([]handler, len(protocol.Commands))
 	for i, cmd := range protocol.Commands {
 		h, ok := handlersByName[cmd.Name]
 		if ch, replaced := clusterHandlersByName[cmd.Name]; clustered && replaced {
 			h = ch
+			if redirect && cmd.FirstKey > 0 {
+				h = redirected(h, cmd.FirstKey)
+			}
 		}
 		if !ok {
 			panic(fmt.Sprintf("server: command %q has no handler", cmd.Name))

@@ -187,13 +187,16 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		table:     table,
 		replica:   rep,
 		nodeTLS:   nodeCert,
-		handlers:  commandHandlers(rep != nil),
+		handlers:  commandHandlers(rep != nil, cfg.Redirect),
 		batchable: batchableCommands(rep != nil),
 		started:   time.Now(),
 		maxConns:  maxConns,
 		conns:     make(map[uint64]*conn),
 		closing:   make(chan struct{}),
 		mem:       memoryGuard{limit: uint64(cfg.MaxMemory), read: heapInUse},
+	}
+	if rep != nil {
+		rep.leader.announcing = s.announceAddr
 	}
 	s.users.Store(users)
 	s.guardMemory(s.handlers)

@@ -1,0 +1,149 @@
+package server
+
+import (
+	"net"
+	"strconv"
+	"sync"
+
+	"github.com/leasehold/leasehold/internal/keyslot"
+	"github.com/leasehold/leasehold/protocol"
+)
+
+// Redis Cluster's routing, for clients that speak it (redis-cli -c,
+// go-redis's ClusterClient): CLUSTER SLOTS and CLUSTER SHARDS describe one
+// shard holding every slot, led by the Raft leader, and with --redirect a
+// follower answers a command on a key with MOVED to the leader instead of
+// forwarding it. During an election the answer is TRYAGAIN, never a MOVED
+// toward a leader nobody knows (redis-cli would loop).
+
+// forwardAddr is the kind of a forwarded request for the receiver's RESP
+// address, answered by a leader ready to propose only.
+const forwardAddr byte = 'A'
+
+// leaderAddr caches the RESP address of a leader, by its node ID.
+type leaderAddr struct {
+	mu         sync.Mutex
+	id, addr   string
+	announcing func() string // this node's own RESP address
+}
+
+// leaderRESP returns the RESP address of the leader and its node ID:
+// this node's if it leads, else asked of the leader once per leader.
+func (r *replica) leaderRESP() (id, addr string, err error) {
+	if r.ready() {
+		return r.node.ID(), r.leader.announcing(), nil
+	}
+	id, _ = r.node.Leader()
+	if id == "" || id == r.node.ID() {
+		return "", "", protocol.ErrTryAgain // an election, or its term not begun
+	}
+	r.leader.mu.Lock()
+	cachedID, cached := r.leader.id, r.leader.addr
+	r.leader.mu.Unlock()
+	if cachedID == id {
+		return id, cached, nil
+	}
+	answer, err := r.node.Forward([]byte{forwardAddr}, proposeTimeout)
+	if err != nil || len(answer) < 2 || answer[0] != forwardOK {
+		return "", "", protocol.ErrTryAgain
+	}
+	addr = string(answer[1:])
+	r.leader.mu.Lock()
+	r.leader.id, r.leader.addr = id, addr
+	r.leader.mu.Unlock()
+	return id, addr, nil
+}
+
+// answerAddr is handleForward's answer to forwardAddr.
+func (r *replica) answerAddr() []byte {
+	if !r.ready() {
+		return []byte{forwardTryAgain}
+	}
+	return append([]byte{forwardOK}, r.leader.announcing()...)
+}
+
+// announceAddr is the RESP address clients reach this node at.
+func (s *Server) announceAddr() string {
+	if s.cfg.AnnounceAddr != "" {
+		return s.cfg.AnnounceAddr
+	}
+	if a := s.Addr(); a != nil {
+		return a.String()
+	}
+	if a := s.TLSAddr(); a != nil {
+		return a.String()
+	}
+	return ""
+}
+
+// redirected makes h, the cluster handler of a command whose first key is
+// args[first], answer MOVED on a follower (Config.Redirect).
+func redirected(h handler, first int) handler {
+	return func(c *conn, args [][]byte) error {
+		r := c.srv.replica
+		if first < len(args) && !r.ready() && !r.node.IsLeader() {
+			_, addr, err := r.leaderRESP()
+			if err != nil {
+				return err
+			}
+			return protocol.MovedError(keyslot.Of(args[first]), addr)
+		}
+		return h(c, args)
+	}
+}
+
+// writeSlots is CLUSTER SLOTS: every slot, on the leader.
+func (c *conn) writeSlots() error {
+	id, addr, err := c.srv.replica.leaderRESP()
+	if err != nil {
+		return err
+	}
+	host, port := splitAddr(addr)
+	c.wr.WriteArray(1)
+	c.wr.WriteArray(3)
+	c.wr.WriteInt(0)
+	c.wr.WriteInt(keyslot.Slots - 1)
+	c.wr.WriteArray(3)
+	c.wr.WriteBulkString(host)
+	c.wr.WriteInt(port)
+	c.wr.WriteBulkString(id)
+	return nil
+}
+
+// writeShards is CLUSTER SHARDS, Redis 7's shape: one shard, its slots and
+// its one node, the leader.
+func (c *conn) writeShards() error {
+	id, addr, err := c.srv.replica.leaderRESP()
+	if err != nil {
+		return err
+	}
+	host, port := splitAddr(addr)
+	c.wr.WriteArray(1)
+	c.wr.WriteArray(4)
+	c.wr.WriteBulkString("slots")
+	c.wr.WriteArray(2)
+	c.wr.WriteInt(0)
+	c.wr.WriteInt(keyslot.Slots - 1)
+	c.wr.WriteBulkString("nodes")
+	c.wr.WriteArray(1)
+	c.wr.WriteArray(14)
+	for _, kv := range [][2]string{{"id", id}, {"ip", host}, {"endpoint", host}, {"role", "master"}, {"health", "online"}} {
+		c.wr.WriteBulkString(kv[0])
+		c.wr.WriteBulkString(kv[1])
+	}
+	c.wr.WriteBulkString("port")
+	c.wr.WriteInt(port)
+	c.wr.WriteBulkString("replication-offset")
+	c.wr.WriteInt64(int64(c.srv.replica.node.AppliedIndex()))
+	return nil
+}
+
+// splitAddr splits HOST:PORT, a port it cannot read being 0.
+func splitAddr(addr string) (host string, port int) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr, 0
+	}
+	port, _ = strconv.Atoi(p)
+	return h, port
+}
