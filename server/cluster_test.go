@@ -590,6 +590,7 @@ func TestClusterRedirect(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("ACQUIRE on a follower with --redirect: %v, want %s", err, want)
 	}
+	//lint:ignore SA1019 CLUSTER SLOTS is what go-redis's ClusterClient reads
 	slots, err := follower.client().ClusterSlots(c).Result()
 	if err != nil || len(slots) != 1 || slots[0].Start != 0 || slots[0].End != keyslot.Slots-1 ||
 		len(slots[0].Nodes) != 1 || slots[0].Nodes[0].Addr != leader.addr || slots[0].Nodes[0].ID != leader.id {
