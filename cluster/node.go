@@ -326,8 +326,9 @@ func (n *Node) Barrier(timeout time.Duration) error {
 // CommitIndex is the highest log index this node knows to be committed.
 func (n *Node) CommitIndex() uint64 { return n.raft.CommitIndex() }
 
-// AppliedIndex is the highest log index applied to this node's FSM
-// (configuration and no-op entries count too).
+// AppliedIndex is the highest log index raft has handed to this node's FSM
+// (configuration and no-op entries count too); the FSM may still be
+// applying the last of them. WaitApplied waits for the FSM itself.
 func (n *Node) AppliedIndex() uint64 { return n.raft.AppliedIndex() }
 
 // Snapshot takes a snapshot now (raft.Snapshot) and compacts the log up to

@@ -228,10 +228,18 @@ func TestReadIndex(t *testing.T) {
 		t.Fatalf("WaitApplied of a far index: %v, want ErrTimeout", err)
 	}
 
-	// Cut off, the leader may confirm its leadership for a moment (answers
-	// to what it sent before the cut still arrive) but not once the others
-	// have elected a new leader and committed a write it does not have.
+	// Cut off, the leader still takes itself for the leader for up to its
+	// lease timeout, and answers to what it sent before the cut may still
+	// arrive and satisfy raft's VerifyLeader (TestReadIndexNeedsFreshAnswers
+	// makes that certain); ReadIndex must fail all the same, and keep
+	// failing once the others have elected a new leader and committed a
+	// write it does not have.
 	fnet.isolate(leader.cfg.RaftAddr)
+	if idx, err := leader.node.Load().ReadIndex(2 * time.Second); err == nil {
+		t.Fatalf("the cut-off leader gave read index %d", idx)
+	} else {
+		t.Logf("ReadIndex on the cut-off leader: %v", err)
+	}
 	var rest []*member
 	for _, m := range ms {
 		if m != leader {
@@ -261,6 +269,34 @@ func TestReadIndex(t *testing.T) {
 		if h := m.fsm.History(); !slices.Equal(h[:len(acked)], acked) {
 			t.Fatalf("%s after the heal: %q, want %q first", m.id(), h, acked)
 		}
+	}
+}
+
+// TestReadIndexNeedsFreshAnswers cuts the leader off and makes its
+// VerifyLeader succeed, as raft's does when answers to requests sent
+// before the call arrive late: ReadIndex must still fail, for no quorum
+// answered anything sent after it began.
+func TestReadIndexNeedsFreshAnswers(t *testing.T) {
+	fnet, ms := startCluster(t, 3)
+	leader := waitLeader(t, ms)
+	n := leader.node.Load()
+	if _, err := n.ReadIndex(5 * time.Second); err != nil {
+		t.Fatalf("ReadIndex before the cut: %v", err)
+	}
+	fnet.isolate(leader.cfg.RaftAddr)
+	n.verify.mu.Lock()
+	n.verify.verifyLeader = func() error {
+		// A round takes a round trip; stale answers satisfy it.
+		<-time.After(5 * time.Millisecond)
+		return nil
+	}
+	n.verify.mu.Unlock()
+	idx, err := n.ReadIndex(time.Second)
+	if err == nil {
+		t.Fatalf("ReadIndex on a cut-off leader whose VerifyLeader succeeds = %d", idx)
+	}
+	if !errors.Is(err, ErrTimeout) && !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("ReadIndex: %v, want ErrTimeout or ErrNotLeader", err)
 	}
 }
 
@@ -454,7 +490,7 @@ func BenchmarkForward(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			cfg := DefaultConfig()
 			cfg.NodeID, cfg.RaftAddr, cfg.DataDir, cfg.Bootstrap = "n1", "127.0.0.1:0", b.TempDir(), true
-			cfg.FSM, cfg.Logger = &historyFSM{}, zerologFor(b)
+			cfg.FSM = &historyFSM{}
 			cfg.Handler = func(req []byte) []byte { return req }
 			n, err := Open(cfg)
 			if err != nil {
