@@ -14,6 +14,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/internal/tlstest"
+	"github.com/rs/zerolog"
 )
 
 // handlers records, per node, the forwarded requests its Handler ran.
@@ -413,7 +414,7 @@ func TestStrangerCannotForwardOrJoin(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.InsecureSkipVerify = true // a stranger need not check whom it talks to
-			mux, err := listenMux("127.0.0.1:0", tc.cfg, nil, time.Second)
+			mux, err := listenMux("127.0.0.1:0", tc.cfg, nil, time.Second, zerologFor(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -497,7 +498,7 @@ func BenchmarkForward(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer n.Close()
-			mux, err := listenMux("127.0.0.1:0", nil, nil, time.Second)
+			mux, err := listenMux("127.0.0.1:0", nil, nil, time.Second, zerolog.Nop())
 			if err != nil {
 				b.Fatal(err)
 			}
