@@ -540,3 +540,67 @@ func BenchmarkForward(b *testing.B) {
 		})
 	}
 }
+
+// TestCallerWaitsForAnotherDialOnlyUntilItsDeadline dials, over TLS, a
+// port that accepts and never answers, so the dial hangs in the handshake:
+// a second caller for the same connection gives up at its own deadline
+// (not delivered) instead of waiting for the first caller's dial.
+func TestCallerWaitsForAnotherDialOnlyUntilItsDeadline(t *testing.T) {
+	f := tlstest.New(t, t.TempDir())
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	mux, err := listenMux("127.0.0.1:0", f.NodeConfig(t, "n1"), nil, time.Second, zerologFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mux.Close()
+	client := newRPCClient(mux)
+	client.perPeer = 1
+	defer client.close()
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := client.call(silent.Addr().String(), kindForward, nil, time.Now().Add(1500*time.Millisecond), nil)
+		first <- err
+	}()
+	testutil.Eventually(t, settle, "the first dial under way", func() bool {
+		client.mu.Lock()
+		defer client.mu.Unlock()
+		slots := client.peers[silent.Addr().String()]
+		if slots == nil {
+			return false
+		}
+		slots[0].mu.Lock()
+		defer slots[0].mu.Unlock()
+		return slots[0].dialing != nil
+	})
+	start := time.Now()
+	_, err = client.call(silent.Addr().String(), kindForward, nil, time.Now().Add(200*time.Millisecond), nil)
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("the second caller waited %s, past its 200ms deadline", d)
+	}
+	if !errors.Is(err, ErrNotDelivered) {
+		t.Fatalf("the second caller: %v, want not delivered", err)
+	}
+	if err := <-first; !errors.Is(err, ErrNotDelivered) {
+		t.Fatalf("the first caller: %v, want not delivered", err)
+	}
+}
