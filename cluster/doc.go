@@ -100,7 +100,7 @@
 //
 // Config.Join lists members' Raft addresses. A node with empty stores
 // asks them in turn, in the background (backoff 100 ms doubling to 5 s,
-// until Close), to add it; Joined is closed once it is a member. The node
+// until Close), to add it; Joined is closed once it is a voter. The node
 // asked runs Join if it is the leader (non-voter, catch up, voter), passes
 // the request once to the leader it knows otherwise, and answers
 // ErrNoLeader during an election. AddVia and RemoveVia do the same from
@@ -113,8 +113,9 @@
 //
 // Without Config.TLS, Raft traffic is plain TCP and anyone who can reach
 // RaftAddr can talk Raft: send an AppendEntries of a higher term and
-// depose the leader, or a forged log. Use it only on a network that only
-// the nodes can reach. With Config.TLS every Raft connection is mutual TLS
+// depose the leader, or a forged log; and use the RPC: hand the leader's
+// Config.Handler any request, join the cluster, remove a member. Use it
+// only on a network that only the nodes can reach. With Config.TLS every Raft connection is mutual TLS
 // (1.2 or later): a node accepts a connection only from a peer whose
 // certificate chains to Config.TLS.ClientCAs, and dials a peer only if
 // the peer's certificate chains to RootCAs and names the dialled host (or
@@ -129,10 +130,12 @@
 // Config.AllowedPeer to the nodes' names. Being in the Raft configuration
 // is a separate matter, decided by Join and RemoveServer on the leader;
 // TLS decides who may speak at all, and that holds for the RPC too: a
-// stranger can neither forward nor ask to join. What is not covered: certificate
-// revocation (remove the node and stop trusting its certificate's CA, or
-// refuse its name in AllowedPeer) and reloading a certificate without a
-// restart other than through GetCertificate and GetClientCertificate.
+// peer that TLS refuses can neither forward, nor ask to join, nor change
+// the membership, while any peer TLS accepts can do all three. What is
+// not covered: certificate revocation (remove the node and stop trusting
+// its certificate's CA, or refuse its name in AllowedPeer) and reloading
+// a certificate without a restart other than through GetCertificate and
+// GetClientCertificate.
 //
 // # Versions
 //

@@ -379,6 +379,11 @@ func (rc *rpcConn) forget(id uint64) {
 func (rc *rpcConn) write(b []byte, deadline time.Time) error {
 	rc.wmu.Lock()
 	defer rc.wmu.Unlock()
+	if !time.Now().Before(deadline) {
+		// Out of time waiting for another caller's write: nothing of b is
+		// sent, and the connection, fine, stays up for the others.
+		return errors.New("cluster: no time left to send")
+	}
 	err := rc.c.SetWriteDeadline(deadline)
 	if err == nil {
 		_, err = rc.c.Write(b)
