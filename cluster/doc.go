@@ -23,16 +23,20 @@
 //   - Close of a leader first hands leadership to another voter (bounded
 //     by Config.TransferTimeout), so clients wait for a TimeoutNow round
 //     trip instead of an election timeout.
+//   - A node-to-node RPC on the same port (Port, below) for Forward,
+//     ReadIndex, joining by address (Config.Join) and AddVia/RemoveVia;
+//     a static initial configuration (Config.Peers).
 //
 // # What it leaves to the state machine and the server
 //
 // Determinism of Apply (no clocks, no per-process seeds); exact,
 // copy-on-snapshot Snapshot/Restore (commands are not idempotent, and a
 // restored replica replays the log after the snapshot); what a command
-// means and what it answers; forwarding a command from a follower to the
-// leader (a Node does not forward: it answers ErrNotLeader and Leader says
-// where to go); deciding what to tell a client when the outcome is unknown
-// (OWNER or a request id make a retry safe); leases, expiry and tokens.
+// means and what it answers; what a forwarded request is (Forward carries
+// opaque bytes to Config.Handler; Apply itself does not forward: it
+// answers ErrNotLeader); deciding what to tell a client when the outcome
+// is unknown (OWNER or a request id make a retry safe); leases, expiry and
+// tokens.
 // Commands given to Apply are opaque bytes; one Apply per batch of client
 // requests is what gives throughput (raft also group-commits up to
 // MaxAppendEntries entries per disk write).
@@ -48,12 +52,70 @@
 // speaking raft without the marker (raft's own TCP transport) is refused,
 // and TLS and AllowedPeer guard both kinds alike.
 //
+// # Forwarding
+//
+// Forward(req, timeout) carries req to the node raft names as the leader
+// and returns what its Config.Handler answered (on the leader, the
+// Handler runs directly). It never sends twice, and its error says what
+// became of req: errors.Is(err, ErrNotDelivered) (also ErrNotApplied)
+// when the Handler certainly did not run: no leader known (ErrNoLeader,
+// nothing sent), the connection failed before the whole request was
+// written (the receiver acts only on whole frames and the connection is
+// then closed), no Handler there (ErrNoHandler), the request over the
+// frame limit (ErrFrameTooLarge); errors.Is(err, ErrOutcomeUnknown) when
+// the request was sent and no answer came (connection lost, the leader
+// died, timeout): the Handler may have run. Frames are length-prefixed,
+// at most 64 MiB (a larger one announced closes the connection), and
+// carry a request id: a node keeps two connections per peer, each with
+// many requests in flight, answered in any order, so a slow Handler call
+// holds up no other (BenchmarkForward compares this with one request at a
+// time per connection). A connection with nothing in flight is closed
+// after 60 s idle by the caller (120 s by the receiver); a reply not taken
+// within the transport timeout closes its connection. Close closes every
+// connection first (callers waiting get ErrOutcomeUnknown) and then waits
+// for the Handler calls in progress.
+//
+// # Linearizable reads
+//
+// ReadIndex returns the index a read must wait for; WaitApplied(index)
+// then waits, without polling, until the FSM has applied it (a wrapper
+// around Config.FSM records the index of each entry it applies; raft's
+// own AppliedIndex counts entries merely queued for the FSM). On the
+// leader ReadIndex waits until an entry of its current term is committed
+// (the entry at the commit index is of this term, or else one Barrier),
+// captures the commit index (lowered past trailing no-op and barrier
+// entries, which never reach the FSM), and confirms leadership with
+// VerifyLeader; callers arriving while a confirmation is in flight share
+// the next one. hashicorp/raft's VerifyLeader also counts the answer to an
+// AppendEntries sent before it was called (replication.go,
+// updateLastAppended), so an answer delayed in the network for longer
+// than an election and a commit elsewhere could confirm a deposed leader;
+// ReadIndex therefore also requires that a quorum answered, in the
+// leader's term, requests sent after the index was captured (the
+// transport records when each answered request was sent), and runs
+// another round if not. A follower asks the leader over the RPC and
+// waits locally.
+//
+// # Membership by address
+//
+// Config.Join lists members' Raft addresses. A node with empty stores
+// asks them in turn, in the background (backoff 100 ms doubling to 5 s,
+// until Close), to add it; Joined is closed once it is a voter. The node
+// asked runs Join if it is the leader (non-voter, catch up, voter), passes
+// the request once to the leader it knows otherwise, and answers
+// ErrNoLeader during an election. AddVia and RemoveVia do the same from
+// any node for an operator's commands. Config.Peers is the other way to
+// start: every node given the same full list and empty stores bootstraps
+// it (raft permits the identical BootstrapCluster on each). Bootstrap,
+// Peers and Join are exclusive; a node with Raft state ignores all three.
+//
 // # Security
 //
 // Without Config.TLS, Raft traffic is plain TCP and anyone who can reach
 // RaftAddr can talk Raft: send an AppendEntries of a higher term and
-// depose the leader, or a forged log. Use it only on a network that only
-// the nodes can reach. With Config.TLS every Raft connection is mutual TLS
+// depose the leader, or a forged log; and use the RPC: hand the leader's
+// Config.Handler any request, join the cluster, remove a member. Use it
+// only on a network that only the nodes can reach. With Config.TLS every Raft connection is mutual TLS
 // (1.2 or later): a node accepts a connection only from a peer whose
 // certificate chains to Config.TLS.ClientCAs, and dials a peer only if
 // the peer's certificate chains to RootCAs and names the dialled host (or
@@ -67,10 +129,13 @@
 // Raft, so when the CA also signs RESP clients' certificates, set
 // Config.AllowedPeer to the nodes' names. Being in the Raft configuration
 // is a separate matter, decided by Join and RemoveServer on the leader;
-// TLS decides who may speak at all. What is not covered: certificate
-// revocation (remove the node and stop trusting its certificate's CA, or
-// refuse its name in AllowedPeer) and reloading a certificate without a
-// restart other than through GetCertificate and GetClientCertificate.
+// TLS decides who may speak at all, and that holds for the RPC too: a
+// peer that TLS refuses can neither forward, nor ask to join, nor change
+// the membership, while any peer TLS accepts can do all three. What is
+// not covered: certificate revocation (remove the node and stop trusting
+// its certificate's CA, or refuse its name in AllowedPeer) and reloading
+// a certificate without a restart other than through GetCertificate and
+// GetClientCertificate.
 //
 // # Versions
 //

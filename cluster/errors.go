@@ -53,9 +53,9 @@ var (
 	ErrNotDelivered = errors.New("cluster: request not delivered")
 
 	// ErrNoLeader is returned, wrapped with ErrNotDelivered, by calls that
-	// need the leader (Forward, ReadIndex on a follower, AddVia, RemoveVia)
-	// when this node knows none (during an election), and by ReadIndex on
-	// a leader that has not yet committed an entry of its term.
+	// need the leader (Forward, ReadIndex, AddVia, RemoveVia) when this
+	// node knows none (during an election, or before a joining node first
+	// hears from the leader).
 	ErrNoLeader = errors.New("cluster: no leader known")
 
 	// ErrNoHandler is returned, wrapped with ErrNotDelivered, by Forward

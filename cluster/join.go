@@ -23,8 +23,11 @@ type Peer struct {
 
 // Joined is closed once this node is known to be a member of the cluster:
 // at Open if it has Raft state, bootstraps (Config.Bootstrap or
-// Config.Peers) or has no Config.Join; else once a join request succeeded,
-// or the node found itself in a configuration the leader sent it.
+// Config.Peers) or has no Config.Join; else once a join request succeeded
+// (the node is a voter), or the node found itself a voter in a
+// configuration the leader sent it (added by an operator meanwhile).
+// Until the leader first replicates to it, the node knows no leader:
+// Forward and ReadIndex fail with ErrNoLeader, as during an election.
 func (n *Node) Joined() <-chan struct{} { return n.joined }
 
 // joinLoop asks the Config.Join addresses in turn to add this node, with a
@@ -37,7 +40,7 @@ func (n *Node) joinLoop() {
 	backoff := joinBackoffMin
 	for {
 		for _, addr := range n.cfg.Join {
-			if n.inConfiguration() {
+			if n.isVoter() {
 				close(n.joined)
 				return
 			}
@@ -78,16 +81,18 @@ func (n *Node) askJoin(addr string, me serverRef) error {
 	return nil
 }
 
-// inConfiguration reports whether this node's latest configuration lists
-// it: the leader added it and replicated to it.
-func (n *Node) inConfiguration() bool {
+// isVoter reports whether this node's latest configuration lists it as a
+// voter: the leader added it and replicated to it. A non-voter keeps
+// asking: the leader's Join may have stopped at the catch-up wait, and
+// asking again resumes it.
+func (n *Node) isVoter() bool {
 	f := n.raft.GetConfiguration()
 	if f.Error() != nil {
 		return false
 	}
 	for _, s := range f.Configuration().Servers {
 		if s.ID == raft.ServerID(n.cfg.NodeID) {
-			return true
+			return s.Suffrage == raft.Voter
 		}
 	}
 	return false

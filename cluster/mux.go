@@ -5,11 +5,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/rs/zerolog"
 )
 
 // Every stream on the Raft port begins with one of these bytes, sent by the
@@ -46,6 +48,7 @@ type muxLayer struct {
 	ln               net.Listener
 	server, client   *tls.Config // nil: plain TCP
 	handshakeTimeout time.Duration
+	log              zerolog.Logger
 
 	raftConns chan net.Conn // to Accept
 	rpcConns  chan net.Conn // to the RPC server
@@ -58,8 +61,9 @@ type muxLayer struct {
 }
 
 // listenMux listens on addr: mutual TLS with tlsCfg (and allowed, see
-// peerConfigs), plain TCP if tlsCfg is nil.
-func listenMux(addr string, tlsCfg *tls.Config, allowed func(cn string) bool, handshakeTimeout time.Duration) (*muxLayer, error) {
+// peerConfigs), plain TCP if tlsCfg is nil. Refused connections are
+// logged to log.
+func listenMux(addr string, tlsCfg *tls.Config, allowed func(cn string) bool, handshakeTimeout time.Duration, log zerolog.Logger) (*muxLayer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -67,6 +71,7 @@ func listenMux(addr string, tlsCfg *tls.Config, allowed func(cn string) bool, ha
 	m := &muxLayer{
 		ln:               ln,
 		handshakeTimeout: handshakeTimeout,
+		log:              log,
 		raftConns:        make(chan net.Conn),
 		rpcConns:         make(chan net.Conn),
 		closeC:           make(chan struct{}),
@@ -118,6 +123,13 @@ func (m *muxLayer) classify(c *trackedConn) {
 	defer m.wg.Done()
 	marker, err := m.open(c)
 	if err != nil {
+		// A connection closed before its first byte is a port probe or a
+		// peer shutting down; anything else is worth a line.
+		level := zerolog.WarnLevel
+		if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+			level = zerolog.DebugLevel
+		}
+		m.log.WithLevel(level).Err(err).Str("peer", c.RemoteAddr().String()).Msg("raft port: connection refused")
 		_ = c.Close()
 		return
 	}
@@ -128,6 +140,7 @@ func (m *muxLayer) classify(c *trackedConn) {
 	case streamRPC:
 		to = m.rpcConns
 	default:
+		m.log.Warn().Str("peer", c.RemoteAddr().String()).Int("marker", int(marker)).Msg("raft port: unknown stream marker; connection closed")
 		_ = c.Close()
 		return
 	}

@@ -32,14 +32,15 @@ const (
 // snapshot store and a TCP or mutual-TLS transport whose heartbeats run on
 // raft's main goroutine (see mainThreadTransport). Its methods are safe for
 // concurrent use. Leader-only methods return an error wrapping ErrNotLeader
-// elsewhere; they do not forward.
+// elsewhere; they do not forward (Forward, ReadIndex, AddVia and RemoveVia
+// are the ones that reach the leader from any node).
 type Node struct {
 	cfg    Config
 	raft   *raft.Raft
 	trans  *mainThreadTransport
 	mux    *muxLayer // the Raft port, closed by raft's Shutdown (trans.Close)
 	store  *raftboltdb.BoltStore
-	logs   raft.LogStore // store behind its cache
+	logs   raft.LogStore // the log cache in front of store
 	fsm    *appliedFSM
 	client *rpcClient
 	server *rpcServer
@@ -88,7 +89,7 @@ func newNetTransport(cfg Config, hooks testHooks) (*raft.NetworkTransport, *muxL
 	if hooks.handshakeTimeout > 0 {
 		handshake = hooks.handshakeTimeout
 	}
-	mux, err := listenMux(cfg.RaftAddr, cfg.TLS, cfg.AllowedPeer, handshake)
+	mux, err := listenMux(cfg.RaftAddr, cfg.TLS, cfg.AllowedPeer, handshake, cfg.Logger)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -217,13 +218,13 @@ func (n *Node) ID() string { return n.cfg.NodeID }
 func (n *Node) Addr() string { return string(n.trans.LocalAddr()) }
 
 // Close shuts the node down and closes its stores; it is safe to call twice.
-// It waits for the node's goroutines, among them Config.Handler calls in
-// progress for forwarded requests (their connections are closed first, so
-// their callers get ErrOutcomeUnknown at once).
 // A leader with other voters first tries to hand leadership to the most
 // up-to-date of them, for at most Config.TransferTimeout, so that the
 // cluster does not wait out an election timeout. Close does not wait for
-// commands in flight to commit: their Apply returns ErrOutcomeUnknown.
+// commands in flight to commit: their Apply returns ErrOutcomeUnknown. It
+// does wait for the node's goroutines, among them Config.Handler calls in
+// progress for forwarded requests (their connections are closed first, so
+// their callers get ErrOutcomeUnknown at once).
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		if n.IsLeader() && n.otherVoters() {
@@ -339,8 +340,9 @@ func (n *Node) Barrier(timeout time.Duration) error {
 // CommitIndex is the highest log index this node knows to be committed.
 func (n *Node) CommitIndex() uint64 { return n.raft.CommitIndex() }
 
-// AppliedIndex is the highest log index applied to this node's FSM
-// (configuration and no-op entries count too).
+// AppliedIndex is the highest log index raft has handed to this node's FSM
+// (configuration and no-op entries count too); the FSM may still be
+// applying the last of them. WaitApplied waits for the FSM itself.
 func (n *Node) AppliedIndex() uint64 { return n.raft.AppliedIndex() }
 
 // Snapshot takes a snapshot now (raft.Snapshot) and compacts the log up to

@@ -224,6 +224,15 @@ func TestSnapshotInstallOnRestartedNode(t *testing.T) {
 	if idx, _ := strconv.ParseUint(stats["last_snapshot_index"], 10, 64); idx <= downIndex {
 		t.Errorf("restarted node's last_snapshot_index = %d, want past %d (the leader's snapshot)", idx, downIndex)
 	}
+	// The FSM knows the index of the snapshot it was restored from, so a
+	// linearizable read on the node does not wait for a write to come.
+	idx, err := down.node.Load().ReadIndex(5 * time.Second)
+	if err != nil {
+		t.Fatalf("ReadIndex on the restored node: %v", err)
+	}
+	if err := down.node.Load().WaitApplied(idx, 5*time.Second); err != nil {
+		t.Fatalf("WaitApplied(%d) on the restored node: %v", idx, err)
+	}
 }
 
 func TestJoinWaitsForCatchUp(t *testing.T) {

@@ -17,7 +17,8 @@ import (
 // On the leader: once an entry of the leader's current term has committed
 // (raft commits a no-op at the start of each term; until then a Barrier
 // is run, once per term), the commit index is captured and the leader
-// confirms with a quorum that it still leads (VerifyLeader). Callers that
+// confirms with a quorum that it still leads (VerifyLeader, plus answers
+// to requests sent after the capture, see quorumHeardSince). Callers that
 // arrive while a confirmation is in flight share the next one, so a burst
 // of reads costs one round trip to the followers, not one each. On a
 // follower: the same is asked of the leader over the RPC, one round trip
@@ -58,11 +59,45 @@ func (n *Node) leaderReadIndex(deadline time.Time) (uint64, error) {
 	if err := n.ensureTermCommitted(term, deadline); err != nil {
 		return 0, err
 	}
+	began := time.Now()
 	index := n.lastCommandAt(n.raft.CommitIndex())
-	if err := n.verify.verify(deadline, n.closeC); err != nil {
-		return 0, err
+	// VerifyLeader may succeed on answers to requests sent before it was
+	// called (replication.go, updateLastAppended); an answer delayed past
+	// an election and a commit elsewhere would then confirm a deposed
+	// leader. So the read also needs a quorum to have answered, in this
+	// term, requests sent after it began: the heartbeats each round sends.
+	for {
+		if err := n.verify.verify(deadline, n.closeC); err != nil {
+			return 0, err
+		}
+		if n.raft.CurrentTerm() != term {
+			return 0, &outcomeError{kinds: []error{ErrNotLeader}, cause: raft.ErrLeadershipLost}
+		}
+		if n.quorumHeardSince(term, began) {
+			return index, nil
+		}
 	}
-	return index, nil
+}
+
+// quorumHeardSince reports whether this node and enough voters to make a
+// quorum with it answered, in term, requests this node sent at or after
+// t.
+func (n *Node) quorumHeardSince(term uint64, t time.Time) bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	voters, acks := 0, 0
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage != raft.Voter {
+			continue
+		}
+		voters++
+		if s.ID == raft.ServerID(n.cfg.NodeID) || n.trans.progress.heardSince(s.ID, term, t) {
+			acks++
+		}
+	}
+	return acks > voters/2
 }
 
 // ensureTermCommitted returns once an entry of term is known committed:

@@ -178,23 +178,25 @@ type rpcClient struct {
 
 	perPeer int // connections per peer: rpcConnsPerPeer, or a benchmark's
 
-	mu     sync.Mutex // guards peers, closed
+	mu     sync.Mutex // guards peers, conns, closed
 	peers  map[string][]*rpcSlot
+	conns  map[*rpcConn]struct{} // every connection whose reader runs
 	closed bool
 	rr     atomic.Uint32 // round-robin over a peer's slots
 	wg     sync.WaitGroup
 }
 
-// rpcSlot is one place in a peer's pool. Its mutex is held while dialling,
-// so that callers of the same slot wait for one dial rather than each
-// making their own.
+// rpcSlot is one place in a peer's pool. One caller at a time dials for
+// it; the others wait for that dial (each no longer than its own
+// deadline) rather than each making a connection of its own.
 type rpcSlot struct {
-	mu   sync.Mutex // guards conn
-	conn *rpcConn
+	mu      sync.Mutex // guards conn, dialing
+	conn    *rpcConn
+	dialing chan struct{} // closed when the dial in progress ends; nil if none
 }
 
 func newRPCClient(mux *muxLayer) *rpcClient {
-	return &rpcClient{mux: mux, perPeer: rpcConnsPerPeer, peers: make(map[string][]*rpcSlot)}
+	return &rpcClient{mux: mux, perPeer: rpcConnsPerPeer, peers: make(map[string][]*rpcSlot), conns: make(map[*rpcConn]struct{})}
 }
 
 // conn returns a live connection to addr, dialling one if its slot holds
@@ -217,11 +219,40 @@ func (c *rpcClient) conn(addr string, deadline time.Time) (*rpcConn, error) {
 
 	slot := slots[int(c.rr.Add(1)%uint32(len(slots)))]
 	slot.mu.Lock()
-	defer slot.mu.Unlock()
+	for slot.dialing != nil && (slot.conn == nil || !slot.conn.alive()) {
+		wait := slot.dialing
+		slot.mu.Unlock()
+		timer := time.NewTimer(time.Until(deadline))
+		select {
+		case <-wait:
+			timer.Stop()
+		case <-timer.C:
+			return nil, fmt.Errorf("cluster: no connection to %s in time", addr)
+		}
+		slot.mu.Lock()
+	}
 	if slot.conn != nil && slot.conn.alive() {
+		defer slot.mu.Unlock()
 		return slot.conn, nil
 	}
-	timeout := time.Until(deadline)
+	done := make(chan struct{})
+	slot.dialing = done
+	slot.mu.Unlock()
+	rc, err := c.dial(addr, deadline)
+	slot.mu.Lock()
+	slot.dialing = nil
+	if err == nil {
+		slot.conn = rc
+	}
+	slot.mu.Unlock()
+	close(done)
+	return rc, err
+}
+
+// dial makes a connection to addr and starts its reader, within deadline
+// and at most the transport timeout.
+func (c *rpcClient) dial(addr string, deadline time.Time) (*rpcConn, error) {
+	timeout := min(time.Until(deadline), transportTimeout)
 	if timeout <= 0 {
 		return nil, fmt.Errorf("cluster: no time left to connect to %s", addr)
 	}
@@ -236,13 +267,16 @@ func (c *rpcClient) conn(addr string, deadline time.Time) (*rpcConn, error) {
 		_ = nc.Close()
 		return nil, ErrClosed
 	}
+	c.conns[rc] = struct{}{}
 	c.wg.Add(1)
 	c.mu.Unlock()
 	go func() {
 		defer c.wg.Done()
 		rc.readLoop()
+		c.mu.Lock()
+		delete(c.conns, rc)
+		c.mu.Unlock()
 	}()
-	slot.conn = rc
 	return rc, nil
 }
 
@@ -294,17 +328,13 @@ func (c *rpcClient) roundTrip(rc *rpcConn, addr string, kind byte, body []byte, 
 func (c *rpcClient) close() {
 	c.mu.Lock()
 	c.closed = true
-	peers := c.peers
-	c.peers = nil
+	conns := make([]*rpcConn, 0, len(c.conns))
+	for rc := range c.conns {
+		conns = append(conns, rc)
+	}
 	c.mu.Unlock()
-	for _, slots := range peers {
-		for _, s := range slots {
-			s.mu.Lock()
-			if s.conn != nil {
-				s.conn.fail(ErrClosed)
-			}
-			s.mu.Unlock()
-		}
+	for _, rc := range conns {
+		rc.fail(ErrClosed)
 	}
 	c.wg.Wait()
 }
@@ -349,6 +379,11 @@ func (rc *rpcConn) forget(id uint64) {
 func (rc *rpcConn) write(b []byte, deadline time.Time) error {
 	rc.wmu.Lock()
 	defer rc.wmu.Unlock()
+	if !time.Now().Before(deadline) {
+		// Out of time waiting for another caller's write: nothing of b is
+		// sent, and the connection, fine, stays up for the others.
+		return errors.New("cluster: no time left to send")
+	}
 	err := rc.c.SetWriteDeadline(deadline)
 	if err == nil {
 		_, err = rc.c.Write(b)

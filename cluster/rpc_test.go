@@ -14,6 +14,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/internal/tlstest"
+	"github.com/rs/zerolog"
 )
 
 // handlers records, per node, the forwarded requests its Handler ran.
@@ -228,10 +229,18 @@ func TestReadIndex(t *testing.T) {
 		t.Fatalf("WaitApplied of a far index: %v, want ErrTimeout", err)
 	}
 
-	// Cut off, the leader may confirm its leadership for a moment (answers
-	// to what it sent before the cut still arrive) but not once the others
-	// have elected a new leader and committed a write it does not have.
+	// Cut off, the leader still takes itself for the leader for up to its
+	// lease timeout, and answers to what it sent before the cut may still
+	// arrive and satisfy raft's VerifyLeader (TestReadIndexNeedsFreshAnswers
+	// makes that certain); ReadIndex must fail all the same, and keep
+	// failing once the others have elected a new leader and committed a
+	// write it does not have.
 	fnet.isolate(leader.cfg.RaftAddr)
+	if idx, err := leader.node.Load().ReadIndex(2 * time.Second); err == nil {
+		t.Fatalf("the cut-off leader gave read index %d", idx)
+	} else {
+		t.Logf("ReadIndex on the cut-off leader: %v", err)
+	}
 	var rest []*member
 	for _, m := range ms {
 		if m != leader {
@@ -261,6 +270,34 @@ func TestReadIndex(t *testing.T) {
 		if h := m.fsm.History(); !slices.Equal(h[:len(acked)], acked) {
 			t.Fatalf("%s after the heal: %q, want %q first", m.id(), h, acked)
 		}
+	}
+}
+
+// TestReadIndexNeedsFreshAnswers cuts the leader off and makes its
+// VerifyLeader succeed, as raft's does when answers to requests sent
+// before the call arrive late: ReadIndex must still fail, for no quorum
+// answered anything sent after it began.
+func TestReadIndexNeedsFreshAnswers(t *testing.T) {
+	fnet, ms := startCluster(t, 3)
+	leader := waitLeader(t, ms)
+	n := leader.node.Load()
+	if _, err := n.ReadIndex(5 * time.Second); err != nil {
+		t.Fatalf("ReadIndex before the cut: %v", err)
+	}
+	fnet.isolate(leader.cfg.RaftAddr)
+	n.verify.mu.Lock()
+	n.verify.verifyLeader = func() error {
+		// A round takes a round trip; stale answers satisfy it.
+		<-time.After(5 * time.Millisecond)
+		return nil
+	}
+	n.verify.mu.Unlock()
+	idx, err := n.ReadIndex(time.Second)
+	if err == nil {
+		t.Fatalf("ReadIndex on a cut-off leader whose VerifyLeader succeeds = %d", idx)
+	}
+	if !errors.Is(err, ErrTimeout) && !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("ReadIndex: %v, want ErrTimeout or ErrNotLeader", err)
 	}
 }
 
@@ -377,7 +414,7 @@ func TestStrangerCannotForwardOrJoin(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.InsecureSkipVerify = true // a stranger need not check whom it talks to
-			mux, err := listenMux("127.0.0.1:0", tc.cfg, nil, time.Second)
+			mux, err := listenMux("127.0.0.1:0", tc.cfg, nil, time.Second, zerologFor(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -454,14 +491,14 @@ func BenchmarkForward(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			cfg := DefaultConfig()
 			cfg.NodeID, cfg.RaftAddr, cfg.DataDir, cfg.Bootstrap = "n1", "127.0.0.1:0", b.TempDir(), true
-			cfg.FSM, cfg.Logger = &historyFSM{}, zerologFor(b)
+			cfg.FSM = &historyFSM{}
 			cfg.Handler = func(req []byte) []byte { return req }
 			n, err := Open(cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer n.Close()
-			mux, err := listenMux("127.0.0.1:0", nil, nil, time.Second)
+			mux, err := listenMux("127.0.0.1:0", nil, nil, time.Second, zerolog.Nop())
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -501,5 +538,69 @@ func BenchmarkForward(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// TestCallerWaitsForAnotherDialOnlyUntilItsDeadline dials, over TLS, a
+// port that accepts and never answers, so the dial hangs in the handshake:
+// a second caller for the same connection gives up at its own deadline
+// (not delivered) instead of waiting for the first caller's dial.
+func TestCallerWaitsForAnotherDialOnlyUntilItsDeadline(t *testing.T) {
+	f := tlstest.New(t, t.TempDir())
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	mux, err := listenMux("127.0.0.1:0", f.NodeConfig(t, "n1"), nil, time.Second, zerologFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mux.Close()
+	client := newRPCClient(mux)
+	client.perPeer = 1
+	defer client.close()
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := client.call(silent.Addr().String(), kindForward, nil, time.Now().Add(1500*time.Millisecond), nil)
+		first <- err
+	}()
+	testutil.Eventually(t, settle, "the first dial under way", func() bool {
+		client.mu.Lock()
+		defer client.mu.Unlock()
+		slots := client.peers[silent.Addr().String()]
+		if slots == nil {
+			return false
+		}
+		slots[0].mu.Lock()
+		defer slots[0].mu.Unlock()
+		return slots[0].dialing != nil
+	})
+	start := time.Now()
+	_, err = client.call(silent.Addr().String(), kindForward, nil, time.Now().Add(200*time.Millisecond), nil)
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("the second caller waited %s, past its 200ms deadline", d)
+	}
+	if !errors.Is(err, ErrNotDelivered) {
+		t.Fatalf("the second caller: %v, want not delivered", err)
+	}
+	if err := <-first; !errors.Is(err, ErrNotDelivered) {
+		t.Fatalf("the first caller: %v, want not delivered", err)
 	}
 }

@@ -25,7 +25,7 @@ func withTLS(t testing.TB, f *tlstest.Files) func(*Config) {
 // it is nil.
 func peerTransport(t testing.TB, tlsCfg *tls.Config) *raft.NetworkTransport {
 	t.Helper()
-	stream, err := listenMux("127.0.0.1:0", tlsCfg, nil, 2*time.Second)
+	stream, err := listenMux("127.0.0.1:0", tlsCfg, nil, 2*time.Second, zerologFor(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"io"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -39,6 +40,10 @@ type netTransport interface {
 //     the current term (AppendEntries and InstallSnapshot responses), which
 //     raft keeps private. Join uses it to wait until a non-voter has caught
 //     up before making it a voter.
+//   - It records, per peer, when the latest request that the peer answered
+//     in the request's own term was sent. ReadIndex uses it to make sure
+//     a quorum acknowledged this leader after the read began: raft's
+//     VerifyLeader also counts answers to requests sent before it.
 //
 // Remove the no-op once #695 is fixed in a release we use.
 type mainThreadTransport struct {
@@ -54,15 +59,20 @@ func newMainThreadTransport(inner netTransport) *mainThreadTransport {
 func (t *mainThreadTransport) SetHeartbeatHandler(func(raft.RPC)) {}
 
 func (t *mainThreadTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	sent := time.Now()
 	err := t.netTransport.AppendEntries(id, target, args, resp)
 	if err == nil {
-		t.progress.observeAppend(id, args, resp)
+		t.progress.observeAppend(id, args, resp, sent)
 	}
 	return err
 }
 
 func (t *mainThreadTransport) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+	sent := time.Now()
 	err := t.netTransport.InstallSnapshot(id, target, args, resp, data)
+	if err == nil && resp.Term == args.Term {
+		t.progress.heard(id, args.Term, sent)
+	}
 	if err == nil && resp.Success {
 		t.progress.raise(id, args.Term, args.LastLogIndex)
 	}
@@ -82,19 +92,36 @@ func (t *mainThreadTransport) AppendEntriesPipeline(id raft.ServerID, target raf
 // confirmation from the current term counts: within one term the leader's
 // entries are never truncated from a follower, while an older term's match
 // may have been.
+//
+// It also holds, per peer, when the latest request the peer answered in
+// that request's term was sent (contact): an answer in the same term,
+// successful or not, means the peer took this node for the leader of the
+// term when it answered, which was after the request was sent.
 type progressTracker struct {
-	mu    sync.Mutex // guards match
-	match map[raft.ServerID]termIndex
+	mu      sync.Mutex // guards match, contact
+	match   map[raft.ServerID]termIndex
+	contact map[raft.ServerID]termTime
 }
 
 type termIndex struct{ term, index uint64 }
 
-func newProgressTracker() *progressTracker {
-	return &progressTracker{match: make(map[raft.ServerID]termIndex)}
+type termTime struct {
+	term uint64
+	sent time.Time
 }
 
-func (p *progressTracker) observeAppend(id raft.ServerID, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) {
-	if resp == nil || !resp.Success {
+func newProgressTracker() *progressTracker {
+	return &progressTracker{match: make(map[raft.ServerID]termIndex), contact: make(map[raft.ServerID]termTime)}
+}
+
+func (p *progressTracker) observeAppend(id raft.ServerID, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse, sent time.Time) {
+	if resp == nil {
+		return
+	}
+	if resp.Term == req.Term {
+		p.heard(id, req.Term, sent)
+	}
+	if !resp.Success {
 		return
 	}
 	index := req.PrevLogEntry
@@ -126,12 +153,32 @@ func (p *progressTracker) matchIndex(id raft.ServerID, term uint64) uint64 {
 	return 0
 }
 
+// heard records that id answered, in term, a request sent at sent.
+func (p *progressTracker) heard(id raft.ServerID, term uint64, sent time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := p.contact[id]
+	if term > old.term || (term == old.term && sent.After(old.sent)) {
+		p.contact[id] = termTime{term, sent}
+	}
+}
+
+// heardSince reports whether id answered, in term, a request sent at or
+// after t.
+func (p *progressTracker) heardSince(id raft.ServerID, term uint64, t time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.contact[id]
+	return c.term == term && !c.sent.Before(t)
+}
+
 // forget drops what is known of id: a server that joins again under the
 // same ID may come back with an empty disk.
 func (p *progressTracker) forget(id raft.ServerID) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.match, id)
+	delete(p.contact, id)
 }
 
 // observedPipeline passes the futures of a pipelined AppendEntries through
@@ -167,7 +214,7 @@ func (o *observedPipeline) run() {
 	for {
 		select {
 		case f := <-in:
-			o.progress.observeAppend(o.id, f.Request(), f.Response())
+			o.progress.observeAppend(o.id, f.Request(), f.Response(), f.Start())
 			select {
 			case o.ch <- f:
 			case <-o.stopC:

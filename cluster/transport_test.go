@@ -88,10 +88,10 @@ func newTCPTransport(t *testing.T) *raft.NetworkTransport {
 func TestProgressCountsOnlyTheCurrentTerm(t *testing.T) {
 	p := newProgressTracker()
 	ok := &raft.AppendEntriesResponse{Success: true}
-	p.observeAppend("a", &raft.AppendEntriesRequest{Term: 2, Entries: []*raft.Log{{Index: 7}, {Index: 8}}}, ok)
-	p.observeAppend("a", &raft.AppendEntriesRequest{Term: 2, PrevLogEntry: 5}, ok)                                             // an older probe
-	p.observeAppend("a", &raft.AppendEntriesRequest{Term: 2, Entries: []*raft.Log{{Index: 9}}}, &raft.AppendEntriesResponse{}) // refused
-	p.observeAppend("a", &raft.AppendEntriesRequest{Term: 2}, ok)                                                              // a heartbeat
+	p.observeAppend("a", &raft.AppendEntriesRequest{Term: 2, Entries: []*raft.Log{{Index: 7}, {Index: 8}}}, ok, time.Time{})
+	p.observeAppend("a", &raft.AppendEntriesRequest{Term: 2, PrevLogEntry: 5}, ok, time.Time{})                                             // an older probe
+	p.observeAppend("a", &raft.AppendEntriesRequest{Term: 2, Entries: []*raft.Log{{Index: 9}}}, &raft.AppendEntriesResponse{}, time.Time{}) // refused
+	p.observeAppend("a", &raft.AppendEntriesRequest{Term: 2}, ok, time.Time{})                                                              // a heartbeat
 	if got := p.matchIndex("a", 2); got != 8 {
 		t.Errorf("match in term 2 = %d, want 8", got)
 	}
@@ -105,5 +105,33 @@ func TestProgressCountsOnlyTheCurrentTerm(t *testing.T) {
 	p.forget("a")
 	if got := p.matchIndex("a", 3); got != 0 {
 		t.Errorf("match after forget = %d, want 0", got)
+	}
+}
+
+// TestContactCountsOnlyAnswersInTheRequestsTerm: a peer's answer in the
+// request's term (refused or not) confirms leadership as of when the
+// request was sent; an answer of a newer term does not, an older request
+// answered late does not move the time back, and a new term starts over.
+func TestContactCountsOnlyAnswersInTheRequestsTerm(t *testing.T) {
+	p := newProgressTracker()
+	t0 := time.Unix(1000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	p.observeAppend("a", &raft.AppendEntriesRequest{Term: 2}, &raft.AppendEntriesResponse{Term: 2, Success: false}, at(5))
+	p.observeAppend("a", &raft.AppendEntriesRequest{Term: 2}, &raft.AppendEntriesResponse{Term: 2, Success: true}, at(3))
+	p.observeAppend("a", &raft.AppendEntriesRequest{Term: 2}, &raft.AppendEntriesResponse{Term: 3}, at(9))
+	for _, tc := range []struct {
+		term  uint64
+		since int
+		want  bool
+	}{
+		{2, 5, true}, {2, 4, true}, {2, 6, false}, {3, 0, false},
+	} {
+		if got := p.heardSince("a", tc.term, at(tc.since)); got != tc.want {
+			t.Errorf("heardSince(term %d, %ds) = %v, want %v", tc.term, tc.since, got, tc.want)
+		}
+	}
+	p.heard("a", 3, at(1))
+	if p.heardSince("a", 2, at(0)) || !p.heardSince("a", 3, at(1)) {
+		t.Error("a new term does not replace the old term's contact")
 	}
 }
