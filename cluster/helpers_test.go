@@ -20,8 +20,10 @@ import (
 // Test timing. Short enough for a quick suite, long enough that a shared
 // 2-core machine under -race does not lose leaders to scheduling stalls.
 const (
-	testHeartbeat = 300 * time.Millisecond
-	testLease     = 200 * time.Millisecond
+	// Long enough that a loaded CI machine under the race detector does
+	// not lose leaders the tests expect to keep.
+	testHeartbeat = 500 * time.Millisecond
+	testLease     = 400 * time.Millisecond
 	testCommit    = 20 * time.Millisecond
 	// settle bounds every wait for the cluster to reach a state.
 	settle = 15 * time.Second

@@ -90,6 +90,10 @@ func TestACLCategories(t *testing.T) {
 		noKey("connection", "HELP"),
 		noKey("connection", "ACL", "WHOAMI"),
 		noKey("connection", "ACL", "CAT"),
+		noKey("connection", "READONLY"),
+		noKey("connection", "READWRITE"),
+		noKey("read", "CLUSTER", "INFO"),
+		noKey("admin", "CLUSTER", "FORGET", "n9"),
 	}
 	covered := map[string]bool{"subscribe": true, "psubscribe": true, "unsubscribe": true, "punsubscribe": true, "auth": true, "hello": true, "quit": true}
 	for _, cmd := range commands {
@@ -117,7 +121,7 @@ func TestACLCategories(t *testing.T) {
 			for _, key := range []string{"jobs:" + u.name, "other:" + u.name} {
 				args := cmd.args(key)
 				name := strings.ToLower(args[0].(string))
-				if name == "acl" {
+				if name == "acl" || name == "cluster" {
 					name += "|" + strings.ToLower(args[1].(string))
 				}
 				err := rdb.Do(ctx(t), args...).Err()

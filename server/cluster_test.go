@@ -27,11 +27,12 @@ type clusterNode struct {
 }
 
 // testClusterTimeouts are Raft's timeouts in these tests: shorter than the
-// defaults, so that an election takes a fraction of a second.
+// defaults, so that an election takes a fraction of a second, yet long
+// enough that a loaded CI machine under the race detector keeps its leader.
 func testClusterTimeouts(c *cluster.Config) {
-	c.HeartbeatTimeout = 300 * time.Millisecond
-	c.ElectionTimeout = 300 * time.Millisecond
-	c.LeaderLeaseTimeout = 150 * time.Millisecond
+	c.HeartbeatTimeout = 500 * time.Millisecond
+	c.ElectionTimeout = 500 * time.Millisecond
+	c.LeaderLeaseTimeout = 400 * time.Millisecond
 	c.TransferTimeout = time.Second
 	c.CatchUpTimeout = 5 * time.Second
 }
