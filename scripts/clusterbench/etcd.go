@@ -140,29 +140,69 @@ func (etcd) failover(addrs []string, pids []int, lead int, timeout time.Duration
 	defer s.Close()
 	res := &failoverResult{Answers: map[string]int{}}
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	// A Lock sent during the election may wait for a leader or fail fast,
+	// so the attempts overlap: a new one every 10 ms, each given up to
+	// attemptTimeout; the first to be granted ends the measurement. Waiting
+	// for one attempt at a time would count in steps of its timeout.
+	const attemptTimeout = 2 * time.Second
+	type outcome struct {
+		err error
+		at  time.Time
+	}
+	done := make(chan outcome, 1024)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	killed := time.Now()
 	if err := killProcess(pids[lead]); err != nil {
 		return nil, err
 	}
-	deadline := killed.Add(timeout)
-	for time.Now().Before(deadline) {
+	deadline := time.After(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	pending := 0
+	try := func() {
 		res.Attempts++
-		m := concurrency.NewMutex(s, "/failover/"+run+"/"+strconv.Itoa(res.Attempts))
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := m.Lock(ctx)
-		cancel()
-		if err == nil {
-			res.Ms = float64(time.Since(killed).Microseconds()) / 1000
-			res.GrantedVia = "client of " + fmt.Sprint(others(addrs, lead))
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			m.Unlock(ctx)
-			cancel()
-			return res, nil
-		}
-		res.Answers[errKind(err)]++
-		time.Sleep(10 * time.Millisecond)
+		pending++
+		key := "/failover/" + run + "/" + strconv.Itoa(res.Attempts)
+		go func() {
+			m := concurrency.NewMutex(s, key)
+			actx, acancel := context.WithTimeout(ctx, attemptTimeout)
+			defer acancel()
+			err := m.Lock(actx)
+			at := time.Now()
+			if err == nil {
+				m.Unlock(actx)
+			}
+			done <- outcome{err, at}
+		}()
 	}
-	return nil, fmt.Errorf("no Lock granted within %v of the kill (answers %v)", timeout, res.Answers)
+	try()
+	for {
+		select {
+		case o := <-done:
+			pending--
+			if o.err == nil {
+				res.Ms = float64(o.at.Sub(killed).Microseconds()) / 1000
+				res.GrantedVia = "client of " + fmt.Sprint(others(addrs, lead))
+				cancel()
+				for ; pending > 0; pending-- {
+					<-done
+				}
+				return res, nil
+			}
+			res.Answers[errKind(o.err)]++
+		case <-tick.C:
+			if pending < cap(done) {
+				try()
+			}
+		case <-deadline:
+			cancel()
+			for ; pending > 0; pending-- {
+				<-done
+			}
+			return nil, fmt.Errorf("no Lock granted within %v of the kill (answers %v)", timeout, res.Answers)
+		}
+	}
 }
 
 // errKind is a short name for what a failed Lock got.

@@ -20,12 +20,16 @@ func clusterInfo(addr string) (map[string]string, error) {
 		return nil, err
 	}
 	defer c.Close()
+	return c.clusterInfo()
+}
+
+func (c *respConn) clusterInfo() (map[string]string, error) {
 	r, err := c.do(time.Second, "CLUSTER", "INFO")
 	if err != nil {
 		return nil, err
 	}
 	if r.kind != '$' {
-		return nil, fmt.Errorf("%s: CLUSTER INFO answered %v", addr, r)
+		return nil, fmt.Errorf("CLUSTER INFO answered %v", r)
 	}
 	f := map[string]string{}
 	for _, line := range strings.Split(r.str, "\n") {
@@ -226,6 +230,13 @@ func (leasehold) failover(addrs []string, pids []int, lead int, timeout time.Dur
 			case r.isErr():
 				code, _, _ := strings.Cut(r.str, " ")
 				res.Answers[code]++
+				if res.ElectedMs == 0 {
+					// When the election ended: the rest is the new
+					// leader beginning its term.
+					if f, err := conns[i].clusterInfo(); err == nil && strings.HasPrefix(f["cluster_role"], "leader") {
+						res.ElectedMs = float64(time.Since(killed).Microseconds()) / 1000
+					}
+				}
 			default:
 				res.Answers[r.String()]++
 			}

@@ -204,15 +204,18 @@ func waitLeader(sys system, addrs []string, timeout time.Duration) (int, error) 
 
 // failoverResult is the failover mode's JSON line.
 type failoverResult struct {
-	Mode       string         `json:"mode"`
-	Label      string         `json:"label"`
-	Target     string         `json:"target"`
-	Killed     string         `json:"killed"`
-	KilledPid  int            `json:"killed_pid"`
-	GrantedVia string         `json:"granted_via"`
-	Ms         float64        `json:"ms"` // from the kill to the granted reply
-	Attempts   int            `json:"attempts"`
-	Answers    map[string]int `json:"answers"` // what the attempts before the grant got, by kind
+	Mode       string  `json:"mode"`
+	Label      string  `json:"label"`
+	Target     string  `json:"target"`
+	Killed     string  `json:"killed"`
+	KilledPid  int     `json:"killed_pid"`
+	GrantedVia string  `json:"granted_via"`
+	Ms         float64 `json:"ms"` // from the kill to the granted reply
+	// ElectedMs (leasehold) is when a survivor first said it leads
+	// (cluster_role leader or leader-starting), polled after each TRYAGAIN.
+	ElectedMs float64        `json:"elected_ms,omitempty"`
+	Attempts  int            `json:"attempts"`
+	Answers   map[string]int `json:"answers"` // what the attempts before the grant got, by kind
 }
 
 func failoverMain(args []string) error {
