@@ -143,10 +143,10 @@ func (r reporter) cycles(cluster, etcdLabel, single string, goal float64) {
 				return cpu(l) / l.Cycles * 1e6
 			}
 		}
-		fmt.Fprintf(r.w, "| -P %d (%d conns) | %s | %.0f | %.3g | %.3g | %.1f | %.1f | %d |\n",
+		fmt.Fprintf(r.w, "| -P %d (%d conns) | %s | %.0f | %s | %s | %.1f | %.1f | %d |\n",
 			k.p, ls[0].Conns, k.label, cps[k],
-			medianOf(ls, func(l line) float64 { return l.Latency.P50Ms }),
-			medianOf(ls, func(l line) float64 { return l.Latency.P99Ms }),
+			fmtMs(medianOf(ls, func(l line) float64 { return l.Latency.P50Ms })),
+			fmtMs(medianOf(ls, func(l line) float64 { return l.Latency.P99Ms })),
 			medianOf(ls, per(func(l line) float64 { return l.ServerCPUS })),
 			medianOf(ls, per(func(l line) float64 { return l.ClientCPUS })),
 			len(ls))
@@ -221,4 +221,12 @@ func (r reporter) failovers(cluster string, goalMs float64) {
 		fmt.Fprintf(r.w, "| %s | %d | %.0f | %.0f | %s | %s | %s | %s |\n", label, len(s), p50, s[len(s)-1], strings.Join(each, ", "), el, goal, met)
 	}
 	fmt.Fprintln(r.w)
+}
+
+// fmtMs is a latency with three significant digits, without an exponent.
+func fmtMs(v float64) string {
+	if v >= 100 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.3g", v)
 }
