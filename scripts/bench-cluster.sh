@@ -82,9 +82,6 @@ WORK=$OUT_DIR/$TS-cluster.d
 RAW=$OUT_DIR/$TS-cluster.jsonl
 mkdir -p "$WORK"
 : >"$RAW"
-# The data directories: on the same disk as the repository would be fairer
-# to nobody in particular, so a temporary directory, removed on exit.
-DATA=$(mktemp -d "${TMPDIR:-/tmp}/leasehold-bench-cluster.XXXXXX")
 
 # ---- tools -----------------------------------------------------------------
 
@@ -134,11 +131,13 @@ cleanup() {
 		kill -KILL "$pid" 2>/dev/null || true
 		gone "$pid" || true
 	done
-	rm -rf "$DATA"
+	[ -z "${DATA:-}" ] || rm -rf "$DATA"
 	exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+# Every node's data directory, in one temporary directory removed on exit.
+DATA=$(mktemp -d "${TMPDIR:-/tmp}/leasehold-bench-cluster.XXXXXX")
 
 # started PID: remember a server for cleanup, and disown it (see gone).
 started() {
