@@ -10,6 +10,8 @@ ARGS      ?=
 FUZZTIME  ?= 30s
 # Debian packages the tests and benchmarks run against.
 REDIS_PKGS := redis-tools redis-server
+# The cluster benchmark's etcd (scripts/bench-cluster.sh).
+ETCD_PKGS  := etcd-server
 # The client examples (clients/python, clients/node) and scripts/leasehold.sh's
 # tests: python3 with redis-py, node with npm.
 PYTHON_PKGS := python3 python3-redis
@@ -26,7 +28,7 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # staticcheck, run through the module proxy at a pinned version.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run test deps vet fmt-check tidy-check lint help help-check example-python fuzz bench bench-quick docs clean
+.PHONY: all build run test deps vet fmt-check tidy-check lint help help-check example-python fuzz bench bench-quick bench-cluster bench-deps docs clean
 
 ## all: the same as build.
 all: build
@@ -140,11 +142,27 @@ fuzz:
 
 ## bench: Go benchmarks of the lock table, the RESP reader, the server's hot
 ## path and the hand-off of a lock to a waiter (p50/p99), then leasehold
-## side by side with Redis (scripts/bench.sh; ROUNDS=3, about 10 minutes).
-## Results in bench-results/; see docs/performance.md.
-bench: deps
+## side by side with Redis (scripts/bench.sh; ROUNDS=3, about 10 minutes),
+## then the cluster section (bench-cluster). Results in bench-results/; see
+## docs/performance.md.
+bench: deps bench-deps
 	$(GO) test -run '^$$' -bench . -benchmem ./locker ./persist ./protocol ./internal/glob ./server
 	bash scripts/bench.sh
+	bash scripts/bench-cluster.sh
+
+## bench-cluster: a 3-node leasehold cluster side by side with a 3-node etcd
+## and a single leasehold: lock cycles at -P 1 and -P 16, leader-kill
+## failover (scripts/bench-cluster.sh; about 3 minutes).
+bench-cluster: deps bench-deps
+	bash scripts/bench-cluster.sh
+
+## bench-deps: etcd from Debian when missing, for bench-cluster.
+bench-deps:
+	@if ! command -v etcd >/dev/null; then \
+		echo "installing $(ETCD_PKGS) with apt-get"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(ETCD_PKGS); \
+	fi
+	@command -v etcd >/dev/null
 
 ## bench-quick: the side-by-side run with small counts, a smoke test (< 1 minute).
 .PHONY: bench-quick
