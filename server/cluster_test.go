@@ -612,3 +612,43 @@ func TestClusterRedirect(t *testing.T) {
 		t.Fatalf("redis-cli -c RELEASE on a follower: %q, %v", out, err)
 	}
 }
+
+// A wait outlives the leader it was queued through: a client waiting on a
+// follower gets the lock once the holder's lease runs out, the expiry
+// decided by the next leader, with a token above the holder's.
+func TestClusterWaitSurvivesLeaderLoss(t *testing.T) {
+	nodes := startCluster(t, 3)
+	leader := waitLeader(t, nodes...)
+	var followers []*clusterNode
+	for _, n := range nodes {
+		if n != leader {
+			followers = append(followers, n)
+		}
+	}
+	c := ctx(t)
+	held, err := leader.client().Do(c, "ACQUIRE", "job", 1500).Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type grant struct {
+		token uint64
+		err   error
+	}
+	waited := make(chan grant, 1)
+	go func() {
+		tok, err := followers[0].client().Do(c, "ACQUIRE", "job", 60000, "WAIT", 20000).Uint64()
+		waited <- grant{tok, err}
+	}()
+	waitFor(t, "the waiter queued", func() bool {
+		st, err := followers[1].client().Do(c, "STATUS", "job").Slice()
+		return err == nil && fmt.Sprint(statusField(st, "waiters")) == "1"
+	})
+	if err := leader.Close(); err != nil {
+		t.Logf("closing the leader: %v", err)
+	}
+	// Its WAIT bounds the test: a wait that ran out would answer nil.
+	g := <-waited
+	if g.err != nil || g.token <= held {
+		t.Fatalf("the waiter got %d, %v; want a token above %d", g.token, g.err, held)
+	}
+}
