@@ -77,6 +77,10 @@ func clusterAcquireWaiting(c *conn, req protocol.AcquireRequest) error {
 		Op: lockfsm.OpWait, Key: req.Key, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Shared: req.Shared,
 		Priority: req.Priority, Waiter: waiter, Wait: req.Wait,
 	}})
+	if err == protocol.ErrUncertain {
+		// It may be queued, to be granted to nobody: take it back.
+		c.cancelClusterWait(waiter)
+	}
 	if err != nil {
 		return err
 	}
