@@ -131,6 +131,14 @@ var (
 	// ErrNotHeld is returned by Lease.Release when the server no longer had
 	// the lease (it had expired, or was released before).
 	ErrNotHeld = errors.New("leasehold: lease not held")
+	// ErrUncertain is wrapped by the error of a change whose outcome is
+	// unknown: a cluster answered UNCERTAIN (its leader was lost while the
+	// change was on its way, and the next leader may still apply it), and
+	// the retries ran out (Config.RetryTimeout, or the context) before an
+	// answer settled it. An Acquire may then have been granted: acquire
+	// again with the same Owner to get that lease back, or let it run out
+	// at its ttl. See "Clusters".
+	ErrUncertain = errors.New("leasehold: outcome unknown")
 	// ErrUnknownLock is returned by Client.Status for a lock the server does
 	// not know: never made, or made on the fly by ACQUIRE and free again.
 	ErrUnknownLock = errors.New("leasehold: unknown lock")
