@@ -30,35 +30,59 @@ func ClusterTimeouts(c *cluster.Config) {
 
 // StartCluster starts a Raft group of n nodes, n1 to nN, each over a
 // directory of t's: n1 bootstraps, the others join through CLUSTER ADDNODE
-// on it, and StartCluster returns once n1 leads a group of n. The test's
+// on it, and StartCluster returns once n1 leads a group of n. adjust
+// changes each node's cluster.Config after ClusterTimeouts. The test's
 // cleanup closes every node.
-func StartCluster(t testing.TB, n int) []*Node {
+func StartCluster(t testing.TB, n int, adjust ...func(*cluster.Config)) []*Node {
 	t.Helper()
-	nodes := []*Node{StartNode(t, "n1", t.TempDir(), true)}
+	nodes := []*Node{StartNode(t, "n1", t.TempDir(), true, adjust...)}
 	if _, err := WaitLeader(nodes...); err != nil {
 		t.Fatal(err)
 	}
-	first := nodes[0].Client()
 	for i := 2; i <= n; i++ {
-		node := StartNode(t, fmt.Sprintf("n%d", i), t.TempDir(), false)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := first.Do(ctx, "CLUSTER", "ADDNODE", node.ID, node.Server.Server.RaftAddr()).Err()
-		cancel()
-		if err != nil {
-			t.Fatalf("CLUSTER ADDNODE %s: %v", node.ID, err)
+		node := StartNode(t, fmt.Sprintf("n%d", i), t.TempDir(), false, adjust...)
+		if err := addNode(nodes, node); err != nil {
+			t.Fatal(err)
 		}
 		nodes = append(nodes, node)
 	}
 	return nodes
 }
 
+// addNode adds node to the group of nodes through its leader, again on the
+// next leader if the leadership was lost meanwhile (short timeouts on a
+// busy machine), for up to 30s.
+func addNode(nodes []*Node, node *Node) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		leader, err := WaitLeader(nodes...)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		rdb := redis.NewClient(&redis.Options{Addr: leader.Addr, MaxRetries: -1})
+		err = rdb.Do(ctx, "CLUSTER", "ADDNODE", node.ID, node.Server.Server.RaftAddr()).Err()
+		rdb.Close()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("CLUSTER ADDNODE %s: %w", node.ID, err)
+		}
+	}
+}
+
 // StartNode starts node id over dir, the first member of a new group when
-// bootstrap is set, with ClusterTimeouts.
-func StartNode(t testing.TB, id, dir string, bootstrap bool) *Node {
+// bootstrap is set, with ClusterTimeouts and then adjust.
+func StartNode(t testing.TB, id, dir string, bootstrap bool, adjust ...func(*cluster.Config)) *Node {
 	t.Helper()
 	cc := cluster.DefaultConfig()
 	cc.NodeID, cc.RaftAddr, cc.DataDir, cc.Bootstrap = id, "127.0.0.1:0", dir, bootstrap
 	ClusterTimeouts(&cc)
+	for _, f := range adjust {
+		f(&cc)
+	}
 	return &Node{Server: Start(t, func(c *server.Config) { c.Cluster = &cc }), ID: id}
 }
 
