@@ -158,6 +158,10 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, o a
 	switch {
 	case errors.Is(err, redis.Nil):
 		return nil, ErrNotAcquired
+	case errors.Is(err, ErrUncertain):
+		// The owner is what settles it: an Acquire with it gets the lease
+		// back if it was granted.
+		return nil, fmt.Errorf("leasehold: acquire %q as owner %q: %w", key, o.owner, err)
 	case err != nil:
 		return nil, fmt.Errorf("leasehold: acquire %q: %w", key, err)
 	}
