@@ -28,8 +28,9 @@ type Config struct {
 	// ReadTimeout (go-redis's default 5s when 0, none when -1) bounds each
 	// try of a call of this package, go-redis's retries included (a call
 	// tries again while a cluster answers TRYAGAIN or UNCERTAIN, within
-	// RetryTimeout), and for a waiting Acquire it is added to the wait. New enforces it through context deadlines, so it
-	// sets ContextTimeoutEnabled and leaves no read timeout on the sockets
+	// RetryTimeout), and for a waiting Acquire it is added to the wait.
+	// New enforces it through context deadlines, so it sets
+	// ContextTimeoutEnabled and leaves no read timeout on the sockets
 	// themselves: a blocking ACQUIRE ... WAIT then shares the pool with the
 	// rest, as go-redis does for BLPOP.
 	Redis redis.Options
