@@ -107,8 +107,8 @@
 # LEASEHOLD_TLS is an error, not a connection in plain text.
 #
 # Clusters (docs/cluster.md): while a cluster has no leader ready (an
-# election), or at a follower (until followers forward commands), a node
-# answers TRYAGAIN: nothing ran, and the call tries the next address of
+# election), or at a node cut off from the majority, a node answers
+# TRYAGAIN: nothing ran, and the call tries the next address of
 # LEASEHOLD_ADDR, pausing after each round of them (25 ms, doubling up to
 # 250 ms). When the leader is lost while a change is on its way, the node
 # answers UNCERTAIN: it may or may not have been applied, and the call sends
@@ -306,8 +306,7 @@ _leasehold_cli_on() {
 # or with MS each try within TRY_MS and what is left of MS:
 # _leasehold_cli_within) and sets VAR to its reply; returns
 # redis-cli's status (not 0: no reply). A cluster in transition is retried:
-# a TRYAGAIN reply (no leader ready, or a follower, which does not forward
-# yet: nothing ran) moves on to the next address of LEASEHOLD_ADDR, and an
+# a TRYAGAIN reply (no leader ready for that node: nothing ran) moves on to the next address of LEASEHOLD_ADDR, and an
 # UNCERTAIN one (the leader was lost mid-way: the change may or may not
 # have been applied) sends the command again, which is safe for every
 # change this file sends: ACQUIRE always names an OWNER (the same lease

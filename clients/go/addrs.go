@@ -203,8 +203,8 @@ var tryAgainReply = []byte("-TRYAGAIN ")
 var errPassedOver = errors.New("leasehold: connection passed over: its node answered TRYAGAIN")
 
 // nodeConn is a connection the failover made to f.addrs[idx]. It moves the
-// Client off a node that answers TRYAGAIN (no leader ready on that node,
-// or, until followers forward commands, a follower): when a reply it reads
+// Client off a node that answers TRYAGAIN (no leader ready for that node:
+// an election, or the node is cut off from the majority): when a reply it reads
 // is a TRYAGAIN, later dials start past its address, and the connection is
 // passed over, so that the next command, go-redis's retry of this one
 // included, goes on another connection, to the next address when the

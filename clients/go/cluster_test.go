@@ -128,8 +128,9 @@ func TestClusterLeaseSurvivesLeaderLoss(t *testing.T) {
 	l2.Release(ctx)
 }
 
-// A client whose first address is a follower: until followers forward
-// commands, it answers TRYAGAIN, and the client moves on to the leader.
+// A client whose first address is a follower: the follower forwards to the
+// leader, or, on a server that does not, answers TRYAGAIN and the client
+// moves on to the next address; either way the calls answer.
 func TestClusterFollowerFirst(t *testing.T) {
 	nodes := lockserver.StartCluster(t, 3)
 	leader, err := lockserver.WaitLeader(nodes...)

@@ -105,8 +105,9 @@
 // # Clusters
 //
 // A node of a cluster (docs/cluster.md) answers TRYAGAIN when no leader is
-// ready to take the command (an election; or, until followers forward
-// commands, the node is a follower): nothing ran. It answers UNCERTAIN
+// ready to take the command (an election, or the node is cut off from the
+// majority; a follower of a server that does not forward answers it too):
+// nothing ran. It answers UNCERTAIN
 // when the leader was lost after the change went into its log: it may or
 // may not have been applied, and the next leader may still apply it. Every
 // call of this package handles both, the same way:

@@ -366,8 +366,8 @@ func TestRetryRules(t *testing.T) {
 	})
 }
 
-// A node that answers TRYAGAIN (a follower, until followers forward) is
-// passed over: the calls go to the next address, and stay there.
+// A node that answers TRYAGAIN (cut off from the majority, say) is passed
+// over: the calls go to the next address, and stay there.
 func TestTryAgainMovesToNextAddress(t *testing.T) {
 	srv := lockserver.Start(t)
 	f := startFront(t, srv.Addr, func(name string, _ int) fault {
