@@ -3,15 +3,19 @@ package command
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/redis/go-redis/v9"
+	"github.com/tidwall/redcon"
 )
 
 // clusterProc is one node of a cluster of serve --cluster processes, at
@@ -201,5 +205,43 @@ func TestClusterClientCommandsPassOverFollower(t *testing.T) {
 		if _, stderr, exit := run(t, env, cmd...); exit != 0 {
 			t.Errorf("%q: exit %d\n%s", cmd, exit, stderr)
 		}
+	}
+}
+
+// TestClusterAcquireUncertain: an acquire whose outcome stays unknown (every
+// try answered UNCERTAIN, for the Go client's 10s of retries) exits 2 and
+// says which --owner gets the lease back.
+func TestClusterAcquireUncertain(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acquires atomic.Int64
+	srv := redcon.NewServer(ln.Addr().String(), func(conn redcon.Conn, cmd redcon.Command) {
+		switch strings.ToUpper(string(cmd.Args[0])) {
+		case "ACQUIRE":
+			acquires.Add(1)
+			conn.WriteError("UNCERTAIN the leader was lost before the outcome was known")
+		default:
+			conn.WriteError("ERR unknown command")
+		}
+	}, nil, nil)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		srv.Close()
+		<-done
+	})
+	_, stderr, exit := run(t, []string{"LEASEHOLD_ADDR=" + ln.Addr().String()}, "acquire", "--ttl", "30s", "k")
+	if exit != exitFailure {
+		t.Fatalf("acquire: exit %d, want %d\n%s", exit, exitFailure, stderr)
+	}
+	m := regexp.MustCompile(`leasehold acquire --owner "([0-9a-f]{32})" "k"`).FindStringSubmatch(stderr)
+	if m == nil || !strings.Contains(stderr, "outcome unknown") {
+		t.Fatalf("stderr does not name the owner to acquire again with:\n%s", stderr)
+	}
+	if n := acquires.Load(); n < 2 {
+		t.Errorf("%d ACQUIREs: not retried", n)
 	}
 }
