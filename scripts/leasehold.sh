@@ -136,8 +136,8 @@
 # timeout option; renewals are bounded with coreutils' timeout instead.
 
 # _leasehold_check WHO: checks LEASEHOLD_ADDR (HOST:PORT, or a list), the
-# TLS settings and LEASEHOLD_RETRY_MS, saying on stderr what is wrong. Every public function
-# checks them first.
+# TLS settings and LEASEHOLD_RETRY_MS, saying on stderr what is wrong.
+# Every public function checks them first.
 _leasehold_check() {
 	_leasehold_addr "$1" && _leasehold_tls_check "$1" || return 2
 	if [ -n "${LEASEHOLD_RETRY_MS:-}" ] && ! _leasehold_is_uint "$LEASEHOLD_RETRY_MS"; then
@@ -468,8 +468,8 @@ _leasehold_yes_no() {
 
 # leasehold_acquire KEY TTL_MS [WAIT_MS]: prints the token and returns 0 when
 # granted, returns 1 when not (at once, or after WAIT_MS), 2 on an error.
-# LEASEHOLD_OWNER, when set, is sent as OWNER: the same owner gets the same
-# token back, so a retry is safe.
+# LEASEHOLD_OWNER, when set, is sent as OWNER (else a random one): the same
+# owner gets the same token back, so a retry is safe.
 leasehold_acquire() {
 	if [ $# -lt 2 ] || [ $# -gt 3 ]; then
 		echo "usage: leasehold_acquire KEY TTL_MS [WAIT_MS]" >&2
