@@ -39,7 +39,7 @@ func TestClusterLeaseSurvivesLeaderLoss(t *testing.T) {
 	// The leader first, so that the connections go to it.
 	c := retryClient(t, clusterAddrs(leader, nodes))
 	other := retryClient(t, clusterAddrs(leader, nodes))
-	const ttl = 2 * time.Second // renewed every 667ms, lost 200ms before its deadline
+	const ttl = 3 * time.Second // renewed every 1s, lost 300ms before its deadline
 	l, err := c.Acquire(ctx, "job", ttl)
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
