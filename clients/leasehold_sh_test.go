@@ -288,7 +288,7 @@ func TestLeaseholdShTLSOptions(t *testing.T) {
 	bash := lookTool(t, "bash", "bash")
 	lib := repoPath(t, "scripts/leasehold.sh")
 	const fakeCLI = `redis-cli() { echo "redis-cli $*" >&2; echo 42; }` + "\n"
-	const plain = "redis-cli -h 127.0.0.1 -p 7379 --raw ACQUIRE d 30000\n"
+	const plain = "redis-cli -h 127.0.0.1 -p 7379 --raw ACQUIRE d 30000 OWNER leasehold.sh:"
 	for _, c := range []shAcquireCase{
 		{"none", nil, 0, plain},
 		{"off", []string{"LEASEHOLD_TLS=0"}, 0, plain},

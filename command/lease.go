@@ -1,6 +1,8 @@
 package command
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -49,6 +51,14 @@ func acquireCmd(c *cli.Context) error {
 		return err
 	}
 	defer cl.Close()
+	// An owner of the command's own, when none is given, so that an
+	// outcome left unknown by a cluster can be settled by running the
+	// command again with it.
+	owner := c.String("owner")
+	if !c.IsSet("owner") {
+		owner = randomOwner()
+		opts = append(opts, leasehold.Owner(owner))
+	}
 	// The lease outlives this process: no keep-alive.
 	l, err := acquireLease(c, cl, key, ttl, limit, append(opts, leasehold.NoKeepAlive())...)
 	var exit *exitCodeError
@@ -57,6 +67,8 @@ func acquireCmd(c *cli.Context) error {
 		return exitWith(exitNo, fmt.Errorf("lock %q not acquired", key))
 	case errors.As(err, &exit):
 		return err
+	case errors.Is(err, leasehold.ErrUncertain) && interruptedBy(c.Context) == nil:
+		return exitWith(exitFailure, fmt.Errorf("%w\nthe lease may have been granted: `leasehold acquire --owner %q %q` again returns it (the same token) if it was", err, owner, key))
 	case err != nil:
 		return failure(c, err)
 	}
@@ -240,4 +252,12 @@ func printStatus(w io.Writer, st *leasehold.Status) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", token, none(h.Owner), h.TTL)
 	}
 	tw.Flush()
+}
+
+// randomOwner is an OWNER id for a command that names none: 16 random bytes
+// in hex, as the Go client's.
+func randomOwner() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand since Go 1.24)
+	return hex.EncodeToString(b[:])
 }

@@ -64,18 +64,23 @@
 #                                   one cluster, a comma-separated list
 #                                   (h1:7379,h2:7379): each redis-cli call
 #                                   tries them in order until one connects
-#                                   (only "could not connect" moves on; a
-#                                   server's error reply, or a connection
-#                                   lost after the command went out, does
-#                                   not). A node that does not answer at
-#                                   all holds a call until the system gives
-#                                   up connecting. Never a list of
-#                                   independent servers: they do not know
-#                                   each other's locks. LEASEHOLD_HOST and
-#                                   LEASEHOLD_PORT are no longer read: set
-#                                   alone, they are an error, not ignored
-#   LEASEHOLD_OWNER                 OWNER for leasehold_acquire (none: a lease
-#                                   without an owner is never re-entered)
+#                                   ("could not connect" moves on; so does
+#                                   a cluster's TRYAGAIN, below; another
+#                                   error reply, or a connection lost after
+#                                   the command went out, does not). A node
+#                                   that does not answer at all holds a call
+#                                   until the system gives up connecting.
+#                                   Never a list of independent servers:
+#                                   they do not know each other's locks.
+#                                   LEASEHOLD_HOST and LEASEHOLD_PORT are no
+#                                   longer read: set alone, they are an
+#                                   error, not ignored
+#   LEASEHOLD_OWNER                 OWNER for leasehold_acquire (none: a
+#                                   random one per call, so a lease is
+#                                   never re-entered by another call)
+#   LEASEHOLD_RETRY_MS              how long a call goes on retrying a
+#                                   cluster's TRYAGAIN and UNCERTAIN
+#                                   (10000; 0: once); see "Clusters" below
 #   LEASEHOLD_WAIT_MS               WAIT for leasehold_with_lock (0: try once)
 #   LEASEHOLD_KILL_GRACE_MS         SIGTERM to SIGKILL on a lost lease (10000)
 #   LEASEHOLD_PASSWORD              the password of a server started with one
@@ -101,6 +106,25 @@
 # password only if the caller exported it. A TLS setting without
 # LEASEHOLD_TLS is an error, not a connection in plain text.
 #
+# Clusters (docs/cluster.md): while a cluster has no leader ready (an
+# election), or at a node cut off from the majority, a node answers
+# TRYAGAIN: nothing ran, and the call tries the next address of
+# LEASEHOLD_ADDR, pausing after each round of them (25 ms, doubling up to
+# 250 ms). When the leader is lost while a change is on its way, the node
+# answers UNCERTAIN: it may or may not have been applied, and the call sends
+# it again, which is safe for every change here: ACQUIRE always names an
+# OWNER (LEASEHOLD_OWNER, or one of its own), and a repeated ACQUIRE of the
+# same owner gets the same lease and token back; a RELEASE that then finds
+# no lease counts as released (the first one may have ended it); a second
+# EXTEND extends again from a later moment. Neither goes on past
+# LEASEHOLD_RETRY_MS from the first try (a renewal of leasehold_with_lock,
+# past the lease's deadline); then the call returns 2, saying "outcome
+# unknown" when an UNCERTAIN was among the answers (leasehold_acquire then
+# names the OWNER that gets the lease back, if it was granted). The next
+# call in the same shell starts at the address that last answered;
+# leasehold_with_lock's renewals do too, whereas a $(leasehold_acquire ...)
+# forgets it.
+#
 # redis-cli, as it is in Redis 7.0: with stdout not a terminal (as in $(...))
 # it prints an integer bare, nil as an empty line (the "(nil)" is for
 # terminals only), and an error reply as its text on stdout with exit status 0
@@ -111,11 +135,15 @@
 # as nil only with exit status 0. 7.0's redis-cli has no connect or read
 # timeout option; renewals are bounded with coreutils' timeout instead.
 
-# _leasehold_check WHO: checks LEASEHOLD_ADDR (HOST:PORT, or a list) and
-# the TLS settings, saying on stderr what is wrong. Every public function
-# checks them first.
+# _leasehold_check WHO: checks LEASEHOLD_ADDR (HOST:PORT, or a list), the
+# TLS settings and LEASEHOLD_RETRY_MS, saying on stderr what is wrong.
+# Every public function checks them first.
 _leasehold_check() {
-	_leasehold_addr "$1" && _leasehold_tls_check "$1"
+	_leasehold_addr "$1" && _leasehold_tls_check "$1" || return 2
+	if [ -n "${LEASEHOLD_RETRY_MS:-}" ] && ! _leasehold_is_uint "$LEASEHOLD_RETRY_MS"; then
+		echo "$1: LEASEHOLD_RETRY_MS must be a number of milliseconds, got '$LEASEHOLD_RETRY_MS'" >&2
+		return 2
+	fi
 }
 
 # _leasehold_addr WHO: checks LEASEHOLD_ADDR (HOST:PORT, or a comma-separated
@@ -240,21 +268,25 @@ _leasehold_cli_within() (
 )
 
 # _leasehold_cli_on SECS ARG...: in _leasehold_cli's subshell, redis-cli ARG...
-# at each address of LEASEHOLD_ADDR in turn, under timeout SECS unless SECS
-# is empty, until one connects. Only a connection that could not be made
+# at each address of LEASEHOLD_ADDR in turn, starting at the one numbered
+# _leasehold_start (0 when unset: the first; _leasehold_call moves it past a
+# node that answers TRYAGAIN), under timeout SECS unless SECS is empty,
+# until one connects. Only a connection that could not be made
 # (redis-cli says "Could not connect to Redis at" and exits 1) moves on to
 # the next address: an error reply, or a connection that dropped after the
 # command went out (which the server may have acted on), ends it there.
 # redis-cli's stderr is held back until then; that of the addresses passed
 # over is shown only when none connected.
 _leasehold_cli_on() {
-	local secs=$1 addr host port err rc opts
+	local secs=$1 addr host port err rc opts i
 	shift
 	local -a addrs cli=(redis-cli) passed=()
 	[ -z "$secs" ] || cli=(timeout -k 1 "$secs" redis-cli)
 	_leasehold_auth opts
 	_leasehold_addrs addrs
-	for addr in "${addrs[@]}"; do
+	local n=${#addrs[@]} first=${_leasehold_start:-0}
+	for ((i = 0; i < n; i++)); do
+		addr=${addrs[(first + i) % n]}
 		_leasehold_split host port "$addr"
 		rc=0
 		# stdout goes straight through (fd 3); stderr is caught.
@@ -268,6 +300,80 @@ _leasehold_cli_on() {
 	done
 	printf '%s\n' "${passed[@]}" >&2
 	return 1
+}
+
+# _leasehold_call VAR MS TRY_MS ARG...: runs redis-cli ARG... (_leasehold_cli,
+# or with MS each try within TRY_MS and what is left of MS:
+# _leasehold_cli_within) and sets VAR to its reply; returns
+# redis-cli's status (not 0: no reply). A cluster in transition is retried:
+# a TRYAGAIN reply (no leader ready for that node: nothing ran) moves on to the next address of LEASEHOLD_ADDR, and an
+# UNCERTAIN one (the leader was lost mid-way: the change may or may not
+# have been applied) sends the command again, which is safe for every
+# change this file sends: ACQUIRE always names an OWNER (the same lease
+# and token come back if the first was granted), a second RELEASE or EXTEND
+# of a token finds the first one's effect. After each round of the
+# addresses it pauses (25 ms, doubling up to 250 ms), and it starts no try
+# later than LEASEHOLD_RETRY_MS (10000) after the first, nor MS. It sets
+# _leasehold_uncertain to 1 when a try answered UNCERTAIN, and leaves
+# _leasehold_start at the address that answered, where the caller's next
+# call begins (within one shell: a $(...) forgets it).
+_leasehold_call() {
+	local _lh_var=$1 _lh_ms=$2 _lh_try=$3 _lh_reply _lh_rc _lh_t0 _lh_now _lh_left _lh_secs _lh_pause=25 _lh_tries=0
+	shift 3
+	local -a _lh_addrs
+	_leasehold_addrs _lh_addrs
+	local _lh_n=${#_lh_addrs[@]} _lh_budget=${LEASEHOLD_RETRY_MS:-10000} # _leasehold_check has checked it
+	[ -z "$_lh_ms" ] || [ "$_lh_ms" -ge "$_lh_budget" ] || _lh_budget=$_lh_ms
+	_leasehold_now _lh_t0
+	_leasehold_uncertain=0
+	while :; do
+		_lh_rc=0
+		if [ -n "$_lh_ms" ]; then
+			_leasehold_now _lh_now
+			_lh_left=$((_lh_ms - (_lh_now - _lh_t0)))
+			[ -z "$_lh_try" ] || [ "$_lh_left" -le "$_lh_try" ] || _lh_left=$_lh_try
+			[ "$_lh_left" -ge 10 ] || _lh_left=10
+			_lh_reply=$(_leasehold_cli_within "$_lh_left" "$@") || _lh_rc=$?
+		else
+			_lh_reply=$(_leasehold_cli "$@") || _lh_rc=$?
+		fi
+		case $_lh_rc:$_lh_reply in
+		"0:TRYAGAIN "*) ;;
+		"0:UNCERTAIN "*) _leasehold_uncertain=1 ;;
+		*) break ;;
+		esac
+		_leasehold_start=$(((${_leasehold_start:-0} + 1) % _lh_n))
+		_lh_tries=$((_lh_tries + 1))
+		_leasehold_now _lh_now
+		if [ $((_lh_tries % _lh_n)) -eq 0 ]; then
+			[ $((_lh_now - _lh_t0 + _lh_pause)) -lt "$_lh_budget" ] || break
+			_leasehold_secs _lh_secs "$_lh_pause"
+			sleep "$_lh_secs"
+			_lh_pause=$((_lh_pause * 2))
+			[ "$_lh_pause" -le 250 ] || _lh_pause=250
+		else
+			[ $((_lh_now - _lh_t0)) -lt "$_lh_budget" ] || break
+		fi
+	done
+	printf -v "$_lh_var" '%s' "$_lh_reply"
+	return "$_lh_rc"
+}
+
+# _leasehold_unsettled WHO REPLY: when REPLY is a cluster's TRYAGAIN or
+# UNCERTAIN that _leasehold_call's retries did not get past, or when an
+# earlier try answered UNCERTAIN and this one got no reply, says so on
+# stderr and returns 0.
+_leasehold_unsettled() {
+	case $2 in
+	"TRYAGAIN "* | "UNCERTAIN "*) ;;
+	*) [ "${_leasehold_uncertain:-0}" -eq 1 ] && [ -z "$2" ] || return 1 ;;
+	esac
+	if [ "${_leasehold_uncertain:-0}" -eq 1 ]; then
+		echo "$1: outcome unknown: the cluster lost its leader while the command was on its way, and the retries ran out (${2:-no reply}); it may or may not have been applied" >&2
+	else
+		echo "$1: ${2:-no reply}" >&2
+	fi
+	return 0
 }
 
 # _leasehold_secs VAR MS: sets VAR to MS milliseconds as seconds with
@@ -304,20 +410,26 @@ _leasehold_where() {
 }
 
 # _leasehold_take WHO OWNER KEY TTL_MS WAIT_MS: ACQUIRE, printing the token.
-# 0 granted, 1 not granted, 2 error reply, 3 no reply (worth a retry).
+# 0 granted, 1 not granted, 2 error reply, 3 no reply (worth a retry, with
+# the same OWNER). Without an OWNER it takes one of its own (random), so
+# that a cluster's UNCERTAIN can be retried.
 _leasehold_take() {
 	local who=$1 owner=$2 key=$3 ttl=$4 wait=$5 reply
 	_leasehold_check "$who" || return 2
-	local args=(ACQUIRE "$key" "$ttl")
-	if [ -n "$owner" ]; then
-		args+=(OWNER "$owner")
-	fi
+	[ -n "$owner" ] || owner=$(_leasehold_owner)
+	local args=(ACQUIRE "$key" "$ttl" OWNER "$owner")
 	if [ -n "$wait" ] && [ "$wait" != 0 ]; then
 		args+=(WAIT "$wait")
 	fi
-	if ! reply=$(_leasehold_cli "${args[@]}"); then
-		echo "$who: no reply from the leasehold server at $(_leasehold_where)" >&2
+	if ! _leasehold_call reply "" "" "${args[@]}"; then
+		_leasehold_unsettled "$who" "" ||
+			echo "$who: no reply from the leasehold server at $(_leasehold_where)" >&2
 		return 3
+	fi
+	if _leasehold_unsettled "$who" "$reply"; then
+		[ "$_leasehold_uncertain" -eq 0 ] ||
+			echo "$who: LEASEHOLD_OWNER=$owner leasehold_acquire $key $ttl returns the lease (the same token) if it was granted" >&2
+		return 2
 	fi
 	case $reply in
 	'') return 1 ;;
@@ -329,18 +441,26 @@ _leasehold_take() {
 	printf '%s\n' "$reply"
 }
 
-# _leasehold_yes_no WHO ARG...: runs a command that answers 1 or 0.
+# _leasehold_yes_no WHO ARG...: runs a command that answers 1 or 0, through
+# _leasehold_call's retries. A RELEASE that answers 0 after an UNCERTAIN
+# counts as released (0): the first one may have ended the lease, and
+# either way the token holds the lock no more.
 _leasehold_yes_no() {
 	local who=$1 reply
 	shift
 	_leasehold_check "$who" || return 2
-	if ! reply=$(_leasehold_cli "$@"); then
-		echo "$who: no reply from the leasehold server at $(_leasehold_where)" >&2
+	if ! _leasehold_call reply "" "" "$@"; then
+		_leasehold_unsettled "$who" "" ||
+			echo "$who: no reply from the leasehold server at $(_leasehold_where)" >&2
 		return 2
 	fi
+	! _leasehold_unsettled "$who" "$reply" || return 2
 	case $reply in
 	1) return 0 ;;
-	0) return 1 ;;
+	0)
+		[ "$1" = RELEASE ] && [ "$_leasehold_uncertain" -eq 1 ] && return 0
+		return 1
+		;;
 	esac
 	echo "$who: ${reply:-empty reply}" >&2
 	return 2
@@ -348,8 +468,8 @@ _leasehold_yes_no() {
 
 # leasehold_acquire KEY TTL_MS [WAIT_MS]: prints the token and returns 0 when
 # granted, returns 1 when not (at once, or after WAIT_MS), 2 on an error.
-# LEASEHOLD_OWNER, when set, is sent as OWNER: the same owner gets the same
-# token back, so a retry is safe.
+# LEASEHOLD_OWNER, when set, is sent as OWNER (else a random one): the same
+# owner gets the same token back, so a retry is safe.
 leasehold_acquire() {
 	if [ $# -lt 2 ] || [ $# -gt 3 ]; then
 		echo "usage: leasehold_acquire KEY TTL_MS [WAIT_MS]" >&2
@@ -439,10 +559,11 @@ _leasehold_renew() {
 			lost="the lease on $key (token $token) may be lost: no renewal was confirmed before its deadline"
 			break
 		fi
+		# Tries (of a cluster answering TRYAGAIN) until the deadline, each
+		# for at most cap.
 		bound=$((ok + ttl - margin - start))
-		[ "$bound" -le "$cap" ] || bound=$cap
 		[ "$bound" -ge 10 ] || bound=10
-		reply=$(_leasehold_cli_within "$bound" EXTEND "$key" "$token" "$ttl") || reply=""
+		_leasehold_call reply "$bound" "$cap" EXTEND "$key" "$token" "$ttl" || reply=""
 		case $reply in
 		1)
 			ok=$start

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -148,16 +149,19 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, o a
 	case o.forever:
 		token, sent, err = c.acquireForever(ctx, key, args)
 	case o.wait > 0:
-		wms, _ := millis("wait", o.wait)
-		sent = time.Now()
-		token, err = c.acquireWaiting(ctx, key, o.wait, append(args, "WAIT", wms))
+		token, sent, err = c.acquireWaitingRetry(ctx, key, o.wait, args)
 	default:
-		sent = time.Now()
-		token, err = c.do(ctx, args...).Uint64()
+		var cmd *redis.Cmd
+		cmd, sent, _ = c.doRetry(ctx, idempotent, args...)
+		token, err = cmd.Uint64()
 	}
 	switch {
 	case errors.Is(err, redis.Nil):
 		return nil, ErrNotAcquired
+	case errors.Is(err, ErrUncertain):
+		// The owner is what settles it: an Acquire with it gets the lease
+		// back if it was granted.
+		return nil, fmt.Errorf("leasehold: acquire %q as owner %q: %w", key, o.owner, err)
 	case err != nil:
 		return nil, fmt.Errorf("leasehold: acquire %q: %w", key, err)
 	}
@@ -179,6 +183,31 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, o a
 	}
 	l.start()
 	return l, nil
+}
+
+// acquireWaitingRetry runs ACQUIRE args ... WAIT through retry: a try that
+// a cluster answers TRYAGAIN or UNCERTAIN is sent again, with the same
+// OWNER, for what is left of the wait; none is sent once the wait is over.
+// It returns the token and when the try that answered was sent.
+func (c *Client) acquireWaitingRetry(ctx context.Context, key string, wait time.Duration, args []any) (uint64, time.Time, error) {
+	end := time.Now().Add(wait)
+	var token uint64
+	last, _, err := c.retry(ctx, idempotent, "ACQUIRE", func(tctx context.Context) error {
+		var err error
+		left := time.Until(end)
+		if left <= 0 {
+			// The wait is over, but an earlier try may have been granted:
+			// one more without WAIT gets that lease back.
+			token, err = c.rdb.Do(tctx, args...).Uint64()
+			return err
+		}
+		wms, _ := millis("wait", left)
+		// acquireWaiting bounds the try itself, by the read timeout plus
+		// the wait: it gets the call's context.
+		token, err = c.acquireWaiting(ctx, key, left, append(slices.Clip(args), "WAIT", wms))
+		return err
+	})
+	return token, last.sent, err
 }
 
 // acquireWaiting runs an ACQUIRE ... WAIT on the client without a socket read

@@ -1,6 +1,7 @@
 package leasehold
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -145,7 +147,7 @@ func (f *failover) Dial(ctx context.Context, network, _ string) (net.Conn, error
 		conn, err := f.dialAddr(ctx, network, f.addrs[idx])
 		if err == nil {
 			f.start.Store(int32(idx))
-			return conn, nil
+			return &nodeConn{Conn: conn, f: f, idx: idx}, nil
 		}
 		errs = append(errs, err)
 		// Later dials start past an address that failed (unless another
@@ -192,3 +194,65 @@ func (e *DialError) Error() string {
 // Unwrap returns each address's error, for errors.Is and errors.As: a
 // *net.OpError of a dial among them is what go-redis retries.
 func (e *DialError) Unwrap() []error { return e.Errs }
+
+// tryAgainReply is how a TRYAGAIN error reply begins on the wire.
+var tryAgainReply = []byte("-TRYAGAIN ")
+
+// errPassedOver is what a nodeConn's health check reports once its node
+// answered TRYAGAIN, so that the pool drops it rather than reuse it.
+var errPassedOver = errors.New("leasehold: connection passed over: its node answered TRYAGAIN")
+
+// nodeConn is a connection the failover made to f.addrs[idx]. It moves the
+// Client off a node that answers TRYAGAIN (no leader ready for that node:
+// an election, or the node is cut off from the majority): when a reply it reads
+// is a TRYAGAIN, later dials start past its address, and the connection is
+// passed over, so that the next command, go-redis's retry of this one
+// included, goes on another connection, to the next address when the
+// pool has no other. A connection in use finishes its command first.
+//
+// Passing over works through go-redis's health check of an idle
+// connection before it hands it out: the check asks for the socket
+// (syscall.Conn), which nodeConn refuses once passed over, and go-redis
+// then closes the connection without spending a retry. A connection
+// without a socket of its own (TLS) has no check in go-redis; nodeConn
+// gives it one that finds nothing, as go-redis would have found without
+// it, until it is passed over.
+//
+// The reply is recognised as the first bytes of a read: a command's reply
+// begins a read of its own unless it was pipelined behind others, whose
+// TRYAGAIN then goes unnoticed here (go-redis still retries it).
+type nodeConn struct {
+	net.Conn
+	f          *failover
+	idx        int
+	passedOver atomic.Bool
+}
+
+func (c *nodeConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n >= len(tryAgainReply) && bytes.Equal(p[:len(tryAgainReply)], tryAgainReply) && !c.passedOver.Swap(true) {
+		// Later dials start past this address, unless another dial has
+		// moved the start meanwhile.
+		c.f.start.CompareAndSwap(int32(c.idx), int32((c.idx+1)%len(c.f.addrs)))
+	}
+	return n, err
+}
+
+// SyscallConn is go-redis's health check's way in (see nodeConn).
+func (c *nodeConn) SyscallConn() (syscall.RawConn, error) {
+	if c.passedOver.Load() {
+		return nil, errPassedOver
+	}
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return noSocket{}, nil
+}
+
+// noSocket is the syscall.RawConn of a connection whose socket is not its
+// own (TLS): it runs nothing on it, as if there were nothing to read.
+type noSocket struct{}
+
+func (noSocket) Control(func(fd uintptr)) error    { return nil }
+func (noSocket) Read(func(fd uintptr) bool) error  { return nil }
+func (noSocket) Write(func(fd uintptr) bool) error { return nil }

@@ -42,6 +42,12 @@ func Limit(n int) CreateOption { return func(o *createOptions) { o.limit = n } }
 // when a created lock of that name exists already, which it leaves as it
 // is (compare Status's DefaultTTL, LockDelay and Limit). Limit on a lock
 // made on the fly that a lease holds returns an error wrapping ErrInUse.
+//
+// A cluster's TRYAGAIN and UNCERTAIN are retried; a CREATE sent again after
+// an UNCERTAIN that finds the lock created reports true, as the first one
+// may have made it (its settings may then be another's: compare Status).
+// When the retries run out after an UNCERTAIN, the error wraps
+// ErrUncertain.
 func (c *Client) Create(ctx context.Context, key string, opts ...CreateOption) (bool, error) {
 	var o createOptions
 	for _, opt := range opts {
@@ -68,22 +74,29 @@ func (c *Client) Create(ctx context.Context, key string, opts ...CreateOption) (
 	if o.limit != 0 {
 		args = append(args, "LIMIT", o.limit)
 	}
-	n, err := c.do(ctx, args...).Int()
+	cmd, _, uncertain := c.doRetry(ctx, idempotent, args...)
+	n, err := cmd.Int()
 	if err != nil {
 		return false, fmt.Errorf("leasehold: create %q: %w", key, inUse(err))
 	}
-	return n == 1, nil
+	return n == 1 || uncertain, nil
 }
 
 // Delete removes the lock key. It reports false when the server does not
 // know the lock; a lock that a lease holds, that requests wait for, or that
 // is in its lock-delay is not deleted: the error wraps ErrInUse.
+//
+// A cluster's TRYAGAIN and UNCERTAIN are retried; a DELETE sent again after
+// an UNCERTAIN that finds no lock reports true, as the first one may have
+// removed it. When the retries run out after an UNCERTAIN, the error wraps
+// ErrUncertain.
 func (c *Client) Delete(ctx context.Context, key string) (bool, error) {
-	n, err := c.do(ctx, "DELETE", key).Int()
+	cmd, _, uncertain := c.doRetry(ctx, idempotent, "DELETE", key)
+	n, err := cmd.Int()
 	if err != nil {
 		return false, fmt.Errorf("leasehold: delete %q: %w", key, inUse(err))
 	}
-	return n == 1, nil
+	return n == 1 || uncertain, nil
 }
 
 // ForceRelease is the operator's override (FORCE-RELEASE): it ends the lease
@@ -92,12 +105,21 @@ func (c *Client) Delete(ctx context.Context, key string) (bool, error) {
 // it ended, lock-delays included. Waiters are then granted as after a
 // release, with higher tokens; the old holder learns of it only when its
 // next call on the lease fails, as after an expiry.
+//
+// A cluster's TRYAGAIN is retried. After an UNCERTAIN, a FORCE-RELEASE of
+// one token is sent again (the count then leaves out the lease the first
+// one may have ended), while one of every lease (token 0) is not, since it
+// would also end leases granted in between: it returns an error wrapping
+// ErrUncertain at once.
 func (c *Client) ForceRelease(ctx context.Context, key string, token uint64) (int, error) {
 	args := []any{"FORCE-RELEASE", key}
+	eff := once // a second FORCE-RELEASE of every lease would end those granted in between
 	if token != 0 {
 		args = append(args, token)
+		eff = idempotent
 	}
-	n, err := c.do(ctx, args...).Int()
+	cmd, _, _ := c.doRetry(ctx, eff, args...)
+	n, err := cmd.Int()
 	if err != nil {
 		return 0, fmt.Errorf("leasehold: force-release %q: %w", key, err)
 	}
@@ -120,7 +142,8 @@ const locksPage = 1000
 // (Redis's glob rules; "" or "*" for all), LOCKS's cursor from start to end,
 // a page of names per call. A lock that exists for the whole iteration is
 // yielded exactly once; one created or removed meanwhile may or may not be.
-// An error ends the iteration, yielded with an empty name.
+// An error ends the iteration, yielded with an empty name. A cluster's
+// TRYAGAIN is retried.
 func (c *Client) Locks(ctx context.Context, pattern string) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
 		cursor := "0"
@@ -129,7 +152,8 @@ func (c *Client) Locks(ctx context.Context, pattern string) iter.Seq2[string, er
 			if pattern != "" && pattern != "*" {
 				args = append(args, "MATCH", pattern)
 			}
-			reply, err := c.do(ctx, args...).Slice()
+			cmd, _, _ := c.doRetry(ctx, readOnly, args...)
+			reply, err := cmd.Slice()
 			if err != nil {
 				yield("", fmt.Errorf("leasehold: locks: %w", err))
 				return
@@ -181,7 +205,7 @@ const holdersPage = 1000
 // first 100 only. A lease live for the whole iteration is yielded exactly
 // once, as is one granted meanwhile; one that ends meanwhile may or may not
 // be. An unknown lock yields nothing. An error ends the iteration, yielded
-// with a zero Holder.
+// with a zero Holder. A cluster's TRYAGAIN is retried.
 func (c *Client) Holders(ctx context.Context, key string) iter.Seq2[Holder, error] {
 	return func(yield func(Holder, error) bool) {
 		for cursor := uint64(0); ; {
@@ -210,7 +234,8 @@ func (c *Client) Holders(ctx context.Context, key string) iter.Seq2[Holder, erro
 // at count holders a call, expired ones in their lock-delay included, and
 // ends a page once its owners pass a megabyte.
 func (c *Client) HoldersPage(ctx context.Context, key string, cursor uint64, count int) (next uint64, holders []Holder, err error) {
-	reply, err := c.do(ctx, "HOLDERS", key, cursor, "COUNT", count).Slice()
+	cmd, _, _ := c.doRetry(ctx, readOnly, "HOLDERS", key, cursor, "COUNT", count)
+	reply, err := cmd.Slice()
 	if err != nil {
 		return 0, nil, fmt.Errorf("leasehold: holders %q: %w", key, err)
 	}

@@ -26,9 +26,11 @@ type Config struct {
 	// and never logs the password.
 	//
 	// ReadTimeout (go-redis's default 5s when 0, none when -1) bounds each
-	// call of this package, retries included, and for a waiting Acquire it
-	// is added to the wait. New enforces it through context deadlines, so it
-	// sets ContextTimeoutEnabled and leaves no read timeout on the sockets
+	// try of a call of this package, go-redis's retries included (a call
+	// tries again while a cluster answers TRYAGAIN or UNCERTAIN, within
+	// RetryTimeout), and for a waiting Acquire it is added to the wait.
+	// New enforces it through context deadlines, so it sets
+	// ContextTimeoutEnabled and leaves no read timeout on the sockets
 	// themselves: a blocking ACQUIRE ... WAIT then shares the pool with the
 	// rest, as go-redis does for BLPOP.
 	Redis redis.Options
@@ -59,16 +61,28 @@ type Config struct {
 	// the drift between the client's and the server's clocks; a renewal
 	// must fit before it, so RenewFraction + MarginFraction < 1.
 	MarginFraction float64
+	// RetryTimeout bounds how long one call goes on sending its command
+	// again while a cluster answers TRYAGAIN (no leader is ready: an
+	// election) or, for a change that is safe to repeat, UNCERTAIN (the
+	// leader was lost mid-way): no new try starts later than this after
+	// the first, and the context bounds them all. Each try has the read
+	// timeout, so a call lasts at most about RetryTimeout plus
+	// Redis.ReadTimeout. 0 retries neither. See "Clusters" in the package
+	// doc.
+	RetryTimeout time.Duration
 }
 
 // DefaultConfig returns a Config with every default set: the server at
 // DefaultAddr, go-redis's defaults otherwise, renewal every third of the
-// ttl, and a margin of a tenth of it.
+// ttl, a margin of a tenth of it, and 10s of retries of a cluster's
+// TRYAGAIN and UNCERTAIN, enough for a few elections at Raft's default
+// timeouts.
 func DefaultConfig() Config {
 	return Config{
 		Redis:          redis.Options{Addr: DefaultAddr},
 		RenewFraction:  1.0 / 3,
 		MarginFraction: 0.1,
+		RetryTimeout:   10 * time.Second,
 	}
 }
 
@@ -81,6 +95,9 @@ func (c Config) Validate() error {
 		// Some margin is needed: the client's and the server's clocks do
 		// not run at exactly the same rate.
 		return fmt.Errorf("leasehold: margin fraction must be at least 0.01 and below 1, got %v", c.MarginFraction)
+	}
+	if c.RetryTimeout < 0 {
+		return fmt.Errorf("leasehold: retry timeout must not be negative, got %s", c.RetryTimeout)
 	}
 	if c.RenewFraction+c.MarginFraction >= 1 {
 		return fmt.Errorf("leasehold: renew fraction %v plus margin fraction %v must be below 1: a renewal must be due before the lease counts as lost", c.RenewFraction, c.MarginFraction)
@@ -284,30 +301,44 @@ func millis(what string, d time.Duration) (int64, error) {
 	return int64((d + time.Millisecond - 1) / time.Millisecond), nil
 }
 
-// Verify reports whether token is a live lease of the lock key.
+// Verify reports whether token is a live lease of the lock key. A cluster's
+// TRYAGAIN is retried (see "Clusters" in the package doc).
 func (c *Client) Verify(ctx context.Context, key string, token uint64) (bool, error) {
-	n, err := c.do(ctx, "VERIFY", key, token).Int()
+	cmd, _, _ := c.doRetry(ctx, readOnly, "VERIFY", key, token)
+	n, err := cmd.Int()
 	return n == 1, err
 }
 
 // Release ends the lease token holds on key. It reports false when token did
 // not hold the lock (expired, released, never granted). For a lease taken by
 // Acquire, use Lease.Release, which also stops its keep-alive.
+//
+// A cluster's TRYAGAIN and UNCERTAIN are retried. When a RELEASE sent again
+// after an UNCERTAIN finds no lease, Release reports true: the first one
+// may have ended it, and either way token holds the lock no more. When
+// the retries run out after an UNCERTAIN, the error wraps ErrUncertain.
 func (c *Client) Release(ctx context.Context, key string, token uint64) (bool, error) {
-	n, err := c.do(ctx, "RELEASE", key, token).Int()
-	return n == 1, err
+	cmd, _, uncertain := c.doRetry(ctx, idempotent, "RELEASE", key, token)
+	n, err := cmd.Int()
+	return n == 1 || err == nil && uncertain, err
 }
 
 // Extend moves the deadline of the lease token holds on key to ttl from now
 // (on the server's clock). It reports false when token does not hold the
 // lock: an expired lease cannot be extended. For a lease taken by Acquire,
 // use Lease.Extend.
+//
+// A cluster's TRYAGAIN and UNCERTAIN are retried: an EXTEND sent again
+// extends from a later moment, which is harmless, and finds the lease gone
+// only if it is. When the retries run out after an UNCERTAIN, the error
+// wraps ErrUncertain.
 func (c *Client) Extend(ctx context.Context, key string, token uint64, ttl time.Duration) (bool, error) {
 	ms, err := millis("ttl", ttl)
 	if err != nil {
 		return false, err
 	}
-	n, err := c.do(ctx, "EXTEND", key, token, ms).Int()
+	cmd, _, _ := c.doRetry(ctx, idempotent, "EXTEND", key, token, ms)
+	n, err := cmd.Int()
 	return n == 1, err
 }
 
@@ -344,9 +375,11 @@ type Holder struct {
 	Hidden bool // another user's lease, as Status.Hidden
 }
 
-// Status returns the lock's state, or ErrUnknownLock.
+// Status returns the lock's state, or ErrUnknownLock. A cluster's TRYAGAIN
+// is retried.
 func (c *Client) Status(ctx context.Context, key string) (*Status, error) {
-	reply, err := c.do(ctx, "STATUS", key).Slice()
+	cmd, _, _ := c.doRetry(ctx, readOnly, "STATUS", key)
+	reply, err := cmd.Slice()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return nil, fmt.Errorf("%w %q", ErrUnknownLock, key)

@@ -75,8 +75,8 @@
 // second a lock that someone else holds on the first, and tokens would go
 // back. Nothing refuses such a list.
 //
-// When the node dies in the middle of a call, what happens is go-redis's
-// doing; this package retries nothing itself:
+// When the node dies in the middle of a call, go-redis retries the command;
+// this package's own retries are for a cluster's replies (see "Clusters"):
 //
 //   - A command on the shared pool (TryAcquire, Acquire without a wait,
 //     Release, Extend, Verify, Status, and the keep-alive's renewals) whose
@@ -102,8 +102,50 @@
 //     interval, each time on a new connection if the old one broke; the
 //     lease counts as lost only if none is confirmed before its Deadline.
 //
-// go-redis retries a TRYAGAIN reply (after a backoff, up to MaxRetries) the
-// same way, on the same pool.
+// # Clusters
+//
+// A node of a cluster (docs/cluster.md) answers TRYAGAIN when no leader is
+// ready to take the command (an election, or the node is cut off from the
+// majority; a follower of a server that does not forward answers it too):
+// nothing ran. It answers UNCERTAIN
+// when the leader was lost after the change went into its log: it may or
+// may not have been applied, and the next leader may still apply it. Every
+// call of this package handles both, the same way:
+//
+//   - TRYAGAIN: the connection that read it is passed over (not reused, and
+//     later connections start at the next address of Config.Addrs), and the
+//     command is sent again. go-redis does so first, up to
+//     Redis.MaxRetries times (3) after its own short backoff (8 to 512 ms),
+//     so with a follower first in Addrs the call goes on at the next node
+//     within the same go-redis call. When go-redis gives up, this package
+//     pauses (25 ms, doubling up to 250 ms, jittered) and tries again, each
+//     try bounded by the read timeout, until an answer settles the call,
+//     the context ends, or the next try would start later than
+//     Config.RetryTimeout (10 s) after the first. So a call waits out an
+//     election of a few seconds, and lasts at most about RetryTimeout plus
+//     ReadTimeout. Reads (Verify, Status, Locks, Holders) retry TRYAGAIN
+//     only.
+//   - UNCERTAIN: a change is sent again when a second one is harmless.
+//     ACQUIRE always carries an OWNER ([Owner], or a random one per call):
+//     the server answers a repeat with the same lease and token if the
+//     first was granted, and grants at most one. A RELEASE (or DELETE) that
+//     finds nothing after an UNCERTAIN counts as done: the first may have
+//     done it, and either way the lease is gone. A repeated EXTEND extends
+//     again from a later moment; the lease's Deadline is reckoned from the
+//     send of the one that was answered. CREATE and FORCE-RELEASE of one
+//     token are repeated too; FORCE-RELEASE of every lease (token 0) is
+//     not, since it would end leases granted in between.
+//   - When the retries run out after an UNCERTAIN, with no answer to
+//     settle it, the error wraps [ErrUncertain] (an Acquire's names its
+//     owner). A TRYAGAIN that outlasts them is returned as go-redis's error
+//     (redis.HasErrorPrefix(err, "TRYAGAIN")).
+//
+// A connection of a Client made by NewFromRedis is passed over only if rdb
+// was made with [FailoverOptions]; otherwise the retries go on on rdb's own
+// connections. A waiting Acquire is retried for what is left of its wait
+// (in cluster mode the server does not queue yet: it refuses WAIT);
+// WaitForever's chain of waits ends with the error. Config.RetryTimeout 0
+// leaves both replies to go-redis and the caller.
 //
 // # Goroutines
 //
@@ -131,6 +173,14 @@ var (
 	// ErrNotHeld is returned by Lease.Release when the server no longer had
 	// the lease (it had expired, or was released before).
 	ErrNotHeld = errors.New("leasehold: lease not held")
+	// ErrUncertain is wrapped by the error of a change whose outcome is
+	// unknown: a cluster answered UNCERTAIN (its leader was lost while the
+	// change was on its way, and the next leader may still apply it), and
+	// the retries ran out (Config.RetryTimeout, or the context) before an
+	// answer settled it. An Acquire may then have been granted: acquire
+	// again with the same Owner to get that lease back, or let it run out
+	// at its ttl. See "Clusters".
+	ErrUncertain = errors.New("leasehold: outcome unknown")
 	// ErrUnknownLock is returned by Client.Status for a lock the server does
 	// not know: never made, or made on the fly by ACQUIRE and free again.
 	ErrUnknownLock = errors.New("leasehold: unknown lock")

@@ -128,6 +128,11 @@ func (l *Lease) Err() error {
 // Release may be called again. After a successful Release, further calls
 // return nil. It waits for the keep-alive goroutine to return, which may
 // take until a renewal in flight is answered or timed out.
+//
+// A cluster's TRYAGAIN and UNCERTAIN are retried. A RELEASE sent again
+// after an UNCERTAIN that finds no lease counts as released (nil, not
+// ErrNotHeld): the first one may have ended it. When the retries run out
+// after an UNCERTAIN, the error wraps ErrUncertain.
 func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Lock()
 	if l.released {
@@ -144,7 +149,8 @@ func (l *Lease) Release(ctx context.Context) error {
 		l.cancel(ErrReleased)
 	}
 
-	n, err := l.c.do(ctx, "RELEASE", l.key, l.token).Int()
+	cmd, _, uncertain := l.c.doRetry(ctx, idempotent, "RELEASE", l.key, l.token)
+	n, err := cmd.Int()
 	select {
 	case <-l.done: // the keep-alive has stopped
 	case <-ctx.Done():
@@ -155,7 +161,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Lock()
 	l.released = true
 	l.mu.Unlock()
-	if n == 0 {
+	if n == 0 && !uncertain {
 		return ErrNotHeld
 	}
 	return nil
@@ -166,6 +172,12 @@ func (l *Lease) Release(ctx context.Context) error {
 // lost) when the server refuses: the lease had already ended. After a
 // connection error the outcome is unknown; a shorter ttl then also shortens
 // Deadline, in case the server applied it.
+//
+// A cluster's TRYAGAIN and UNCERTAIN are retried, as the keep-alive's
+// renewals are: an EXTEND sent again extends from a later moment, which is
+// harmless, and Deadline is reckoned from the send of the one that was
+// answered. When the retries run out after an UNCERTAIN, the error wraps
+// ErrUncertain.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	l.mu.Lock()
 	every := l.every
@@ -207,8 +219,14 @@ func (l *Lease) extend(ctx context.Context, ttl time.Duration, adopt bool) (bool
 	if err := l.Err(); err != nil {
 		return false, err
 	}
-	sent := time.Now()
-	n, err := l.c.do(ctx, "EXTEND", l.key, l.token, ms).Int()
+	first := time.Now()
+	cmd, sent, _ := l.c.doRetry(ctx, idempotent, "EXTEND", l.key, l.token, ms)
+	n, err := cmd.Int()
+	if err != nil {
+		// Any try may have been applied: the first sent is the earliest
+		// the server can have begun a shorter period.
+		sent = first
+	}
 	deadline := sent.Add(ttl - l.c.margin(ttl))
 	l.mu.Lock()
 	defer l.mu.Unlock()
