@@ -101,16 +101,29 @@ func startCluster(t *testing.T, n int, opts ...func(id string) option) []*cluste
 		return os
 	}
 	nodes := []*clusterNode{startClusterNode(t, "n1", t.TempDir(), true, optsOf("n1")...)}
-	first := waitLeader(t, nodes[0])
+	waitLeader(t, nodes[0])
 	for i := 2; i <= n; i++ {
 		id := fmt.Sprintf("n%d", i)
 		node := startClusterNode(t, id, t.TempDir(), false, optsOf(id)...)
-		if err := first.client().Do(ctx(t), "CLUSTER", "ADDNODE", node.id, node.RaftAddr()).Err(); err != nil {
-			t.Fatalf("CLUSTER ADDNODE %s: %v", node.id, err)
-		}
+		addNode(t, nodes, node)
 		nodes = append(nodes, node)
 	}
 	return nodes
+}
+
+// addNode adds node to the group of members through its leader, again on
+// the next leader if a loaded machine loses the leader meanwhile (adding
+// the same node twice is a no-op).
+func addNode(t *testing.T, members []*clusterNode, node *clusterNode) {
+	t.Helper()
+	var err error
+	for range 3 {
+		leader := waitLeader(t, members...)
+		if err = leader.client().Do(ctx(t), "CLUSTER", "ADDNODE", node.id, node.RaftAddr()).Err(); err == nil {
+			return
+		}
+	}
+	t.Fatalf("CLUSTER ADDNODE %s: %v", node.id, err)
 }
 
 func TestClusterLeaseSurvivesLeaderLoss(t *testing.T) {
@@ -464,9 +477,7 @@ func TestClusterFromSingleNode(t *testing.T) {
 	var nodes = []*clusterNode{first}
 	for _, id := range []string{"n2", "n3"} {
 		n := startClusterNode(t, id, t.TempDir(), false)
-		if err := first.client().Do(c, "CLUSTER", "ADDNODE", id, n.RaftAddr()).Err(); err != nil {
-			t.Fatal(err)
-		}
+		addNode(t, nodes, n)
 		nodes = append(nodes, n)
 	}
 	if err := first.Close(); err != nil {
@@ -530,13 +541,12 @@ func TestClusterFullRestartAndRecover(t *testing.T) {
 	c := ctx(t)
 	first := startClusterNodeAt(t, "n1", dirs["n1"], addrs["n1"], true)
 	waitLeader(t, first)
-	nodes := append([]*clusterNode{first}, start(false, "n2", "n3")...)
-	for _, n := range nodes[1:] {
-		if err := first.client().Do(c, "CLUSTER", "ADDNODE", n.id, addrs[n.id]).Err(); err != nil {
-			t.Fatal(err)
-		}
+	nodes := []*clusterNode{first}
+	for _, n := range start(false, "n2", "n3") {
+		addNode(t, nodes, n)
+		nodes = append(nodes, n)
 	}
-	token, err := first.client().Do(c, "ACQUIRE", "job", 600000).Uint64()
+	token, err := waitLeader(t, nodes...).client().Do(c, "ACQUIRE", "job", 600000).Uint64()
 	if err != nil {
 		t.Fatal(err)
 	}
