@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -191,34 +190,6 @@ func (p *faultPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raf
 	return p.AppendPipeline.AppendEntries(args, resp)
 }
 
-// testLog writes a node's log lines to t.Log until the test ends; raft's
-// connection goroutines may still log after Close returns, and t.Log then
-// would panic.
-type testLog struct {
-	mu   sync.Mutex // guards done
-	t    testing.TB
-	done bool
-}
-
-func newTestLog(t testing.TB) *testLog {
-	l := &testLog{t: t}
-	t.Cleanup(func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.done = true
-	})
-	return l
-}
-
-func (l *testLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.done {
-		l.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
 // member is one node of a test cluster, across restarts: its config (and
 // so its data dir and address) stays, its *Node changes.
 type member struct {
@@ -228,7 +199,7 @@ type member struct {
 	node atomic.Pointer[Node] // nil while down
 }
 
-func newMember(t testing.TB, net *faultNet, log *testLog, id string, bootstrap bool, opts ...func(*Config)) *member {
+func newMember(t testing.TB, net *faultNet, log *testutil.TestLog, id string, bootstrap bool, opts ...func(*Config)) *member {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.NodeID = id
@@ -296,7 +267,7 @@ func (m *member) id() string { return m.cfg.NodeID }
 // through the leader, as non-voters first.
 func startCluster(t testing.TB, size int, opts ...func(*Config)) (*faultNet, []*member) {
 	t.Helper()
-	net, log := newFaultNet(), newTestLog(t)
+	net, log := newFaultNet(), testutil.NewTestLog(t)
 	ms := []*member{newMember(t, net, log, "n1", true, opts...)}
 	leader := waitLeader(t, ms)
 	for i := 2; i <= size; i++ {
@@ -405,5 +376,5 @@ func requireSameHistory(t *testing.T, ms []*member) {
 
 // zerologFor logs to t.Log for the rest of the test.
 func zerologFor(t testing.TB) zerolog.Logger {
-	return zerolog.New(newTestLog(t)).Level(zerolog.InfoLevel)
+	return zerolog.New(testutil.NewTestLog(t)).Level(zerolog.InfoLevel)
 }

@@ -220,13 +220,20 @@ func TestSnapshotInstallOnRestartedNode(t *testing.T) {
 	if got := waitSameHistory(t, ms, len(acked)); !slices.Equal(got, acked) {
 		t.Fatalf("history after snapshot install = %q, want %q", got, acked)
 	}
-	stats := down.node.Load().Stats()
-	if idx, _ := strconv.ParseUint(stats["last_snapshot_index"], 10, 64); idx <= downIndex {
+	// raft restores the FSM before it records the snapshot as its last: the
+	// history can be there a moment before the statistic.
+	var idx uint64
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if idx, _ = strconv.ParseUint(down.node.Load().Stats()["last_snapshot_index"], 10, 64); idx > downIndex {
+			break
+		}
+	}
+	if idx <= downIndex {
 		t.Errorf("restarted node's last_snapshot_index = %d, want past %d (the leader's snapshot)", idx, downIndex)
 	}
 	// The FSM knows the index of the snapshot it was restored from, so a
 	// linearizable read on the node does not wait for a write to come.
-	idx, err := down.node.Load().ReadIndex(5 * time.Second)
+	idx, err = down.node.Load().ReadIndex(5 * time.Second)
 	if err != nil {
 		t.Fatalf("ReadIndex on the restored node: %v", err)
 	}
@@ -241,7 +248,7 @@ func TestJoinWaitsForCatchUp(t *testing.T) {
 	leader := ms[0]
 	apply(t, leader, "a", 10)
 
-	m := newMember(t, net, newTestLog(t), "n2", false, catchUp)
+	m := newMember(t, net, testutil.NewTestLog(t), "n2", false, catchUp)
 	net.isolate(m.cfg.RaftAddr)
 	err := leader.node.Load().Join(m.id(), m.cfg.RaftAddr)
 	if !errors.Is(err, ErrCatchUpTimeout) {
@@ -384,7 +391,7 @@ func TestOneWayPartitionOfBusyLeader(t *testing.T) {
 	}
 	for round := range rounds {
 		t.Run(strconv.Itoa(round), func(t *testing.T) {
-			net, log := newFaultNet(), newTestLog(t)
+			net, log := newFaultNet(), testutil.NewTestLog(t)
 			old := newMember(t, net, log, "n1", true, func(c *Config) {
 				c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = time.Second, time.Second, time.Second
 			})

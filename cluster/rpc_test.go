@@ -311,7 +311,7 @@ func TestJoinByAddressOfFollower(t *testing.T) {
 	acked := apply(t, leader, "before", 5)
 	via := followerOf(ms, leader)
 
-	n3 := newMember(t, fnet, newTestLog(t), "n3", false, withTLS(t, f), func(c *Config) { c.Join = []string{via.cfg.RaftAddr} })
+	n3 := newMember(t, fnet, testutil.NewTestLog(t), "n3", false, withTLS(t, f), func(c *Config) { c.Join = []string{via.cfg.RaftAddr} })
 	select {
 	case <-n3.node.Load().Joined():
 	case <-time.After(settle):
@@ -365,7 +365,7 @@ func TestStaticPeers(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i), Addr: freeAddr(t)})
 	}
-	fnet, log := newFaultNet(), newTestLog(t)
+	fnet, log := newFaultNet(), testutil.NewTestLog(t)
 	var ms []*member
 	for _, p := range peers {
 		ms = append(ms, newMember(t, fnet, log, p.ID, false, func(c *Config) {

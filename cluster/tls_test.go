@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/internal/tlstest"
 )
 
@@ -146,7 +147,7 @@ func TestTLSNodeFromAnotherCACannotJoin(t *testing.T) {
 	leader := waitLeader(t, ms)
 	acked := apply(t, leader, "before", 5)
 
-	rogue := newMember(t, fnet, newTestLog(t), "n4", false, withTLS(t, other))
+	rogue := newMember(t, fnet, testutil.NewTestLog(t), "n4", false, withTLS(t, other))
 	err := leader.node.Load().Join(rogue.id(), rogue.cfg.RaftAddr)
 	if !errors.Is(err, ErrCatchUpTimeout) {
 		t.Fatalf("Join of a node from another CA: %v, want ErrCatchUpTimeout", err)

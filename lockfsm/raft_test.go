@@ -40,7 +40,7 @@ func openNode(t *testing.T, id string, bootstrap bool) *node {
 	}
 	cfg := cluster.DefaultConfig()
 	cfg.NodeID, cfg.RaftAddr, cfg.DataDir, cfg.Bootstrap, cfg.FSM = id, "127.0.0.1:0", t.TempDir(), bootstrap, f
-	cfg.Logger = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel).With().Str("node", id).Logger()
+	cfg.Logger = zerolog.New(testutil.NewTestLog(t)).Level(zerolog.WarnLevel).With().Str("node", id).Logger()
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout = 300*time.Millisecond, 300*time.Millisecond
 	cfg.LeaderLeaseTimeout, cfg.CommitTimeout = 200*time.Millisecond, 20*time.Millisecond
 	n, err := cluster.Open(cfg)
@@ -177,7 +177,7 @@ func TestDutiesBeginTermsAndExpire(t *testing.T) {
 	}
 	duties := map[*node]*lockfsm.Duties{}
 	for _, nd := range nodes {
-		d := lockfsm.StartDuties(nd.n, nd.fsm, 10*time.Millisecond, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
+		d := lockfsm.StartDuties(nd.n, nd.fsm, 10*time.Millisecond, zerolog.New(testutil.NewTestLog(t)).Level(zerolog.WarnLevel))
 		duties[nd] = d
 		t.Cleanup(func() {
 			if duties[nd] != nil {
@@ -251,7 +251,7 @@ func TestWaitsAcrossFailover(t *testing.T) {
 	}
 	duties := map[*node]*lockfsm.Duties{}
 	for _, nd := range nodes {
-		duties[nd] = lockfsm.StartDuties(nd.n, nd.fsm, 10*time.Millisecond, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
+		duties[nd] = lockfsm.StartDuties(nd.n, nd.fsm, 10*time.Millisecond, zerolog.New(testutil.NewTestLog(t)).Level(zerolog.WarnLevel))
 	}
 	t.Cleanup(func() {
 		for _, d := range duties {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/internal/keyslot"
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/internal/tlstest"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/persist"
@@ -51,7 +52,7 @@ func startClusterNodeAt(t *testing.T, id, dir, raftAddr string, bootstrap bool, 
 	cc := cluster.DefaultConfig()
 	cc.NodeID, cc.RaftAddr, cc.DataDir, cc.Bootstrap = id, raftAddr, dir, bootstrap
 	testClusterTimeouts(&cc)
-	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel).With().Str("node", id).Logger()
+	log := zerolog.New(testutil.NewTestLog(t)).Level(zerolog.WarnLevel).With().Str("node", id).Logger()
 	ts := startServerLogging(t, log, append([]option{func(c *Config) { c.Cluster = &cc }}, opts...)...)
 	return &clusterNode{testServer: ts, id: id}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/leasehold/leasehold/internal/servertest"
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/server"
 	"github.com/rs/zerolog"
 )
@@ -40,7 +41,7 @@ func Config() (server.Config, error) {
 // runs is started). The test's cleanup closes it.
 func Start(t testing.TB, adjust ...func(*server.Config)) *Server {
 	t.Helper()
-	srv, err := newServer(zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel), adjust...)
+	srv, err := newServer(zerolog.New(testutil.NewTestLog(t)).Level(zerolog.WarnLevel), adjust...)
 	if err != nil {
 		t.Fatal(err)
 	}
