@@ -17,7 +17,7 @@ func acq(c int, owner string, ttl, call, ret int64, token uint64) Op {
 	return Op{Client: c, Kind: Acquire, Key: "k", Owner: owner, TTL: time.Duration(ms(ttl)), Call: ms(call), Return: ms(ret), Result: token}
 }
 
-func shared(o Op) Op      { o.Shared = true; return o }
+func shared(o Op) Op       { o.Shared = true; return o }
 func limit(o Op, n int) Op { o.Limit = n; o.Created = true; return o }
 
 func unknown(o Op) Op { o.Unknown, o.Return, o.Result = true, Never, 0; return o }
