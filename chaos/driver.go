@@ -13,6 +13,15 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+func init() {
+	// go-redis logs failed dials; a run kills nodes on purpose.
+	redis.SetLogger(quiet{})
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...interface{}) {}
+
 // Conn sends commands to one node for one client, one at a time.
 type Conn interface {
 	Do(ctx context.Context, args ...interface{}) (interface{}, error)
@@ -168,7 +177,11 @@ func Drive(ctx context.Context, t Target, w Workload, h *History) DriverStats {
 			for ctx.Err() == nil && take() {
 				o, oc, why := c.next(ctx)
 				record(o, oc, why)
-				if w.Pace > 0 {
+				if oc == refused {
+					// Nothing listens (a node down) or it is electing: a short
+					// pause, not a storm of dials.
+					sleep(ctx, 50*time.Millisecond)
+				} else if w.Pace > 0 {
 					select {
 					case <-ctx.Done():
 					case <-time.After(time.Duration(c.rng.Int63n(int64(w.Pace)))):
@@ -242,22 +255,22 @@ func (c *client) next(ctx context.Context) (Op, outcome, string) {
 		o = *c.retry
 		o.Unknown, o.Return, o.Result, o.Err = false, 0, 0, ""
 		c.retry = nil
-	case len(c.held) > 0 && r < 0.6:
+	case len(c.held) > 0 && r < 0.5:
 		i := c.rng.Intn(len(c.held))
 		l := c.held[i]
 		o = Op{Key: l.key.Name, Limit: l.key.Limit, Created: l.key.Created, Token: l.token}
 		switch r := c.rng.Float64(); {
-		case r < 0.35:
+		case r < 0.3:
 			o.Kind = Verify
-		case r < 0.65:
+		case r < 0.6:
 			o.Kind, o.TTL = Extend, c.ttl()
 		default:
 			o.Kind = Release
 		}
-	case len(c.stale) > 0 && r < 0.66:
+	case len(c.stale) > 0 && r < 0.55:
 		l := c.stale[c.rng.Intn(len(c.stale))]
 		o = Op{Kind: Verify, Key: l.key.Name, Limit: l.key.Limit, Created: l.key.Created, Token: l.token}
-	case r < 0.72:
+	case r < 0.6:
 		k := c.w.Keys[c.rng.Intn(len(c.w.Keys))]
 		o = Op{Kind: Status, Key: k.Name, Limit: k.Limit, Created: k.Created}
 	default:

@@ -1,0 +1,144 @@
+package chaos
+
+import (
+	"context"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The short run is the default (part of make test); make chaos passes a
+// longer duration and more nodes.
+var (
+	flagDuration = flag.Duration("chaos.duration", 20*time.Second, "how long the clients run under faults")
+	flagNodes    = flag.Int("chaos.nodes", 1, "nodes: 1 (serve --data-dir), 3 or 5 (serve --cluster)")
+	flagClients  = flag.Int("chaos.clients", 8, "concurrent clients")
+	flagFaults   = flag.String("chaos.faults", "", "comma-separated faults, taken in turn (\"+\" joins faults injected together); default: every fault for the node count; \"none\" for none")
+	flagSeed     = flag.Int64("chaos.seed", 0, "random seed (0: from the clock)")
+	flagBin      = flag.String("chaos.bin", "", "a leasehold binary (default: build one from this tree)")
+	flagLate     = flag.Duration("chaos.late", 0, "how long past its deadline a lease may still be reported live (default: 100ms for one node, 3s for a cluster)")
+	flagTTL      = flag.Duration("chaos.ttl", time.Second, "the longest lease ttl clients ask for (the shortest is a fifth of it)")
+	flagHold     = flag.Duration("chaos.hold", 1500*time.Millisecond, "how long a kill or partition lasts")
+	flagPause    = flag.Duration("chaos.pause", 0, "how long a SIGSTOP lasts (default: the longest ttl plus 1.5s, past ttl and election timeout)")
+	flagDir      = flag.String("chaos.dir", "", "keep data, logs and findings here (default: a temporary directory, kept when the run fails)")
+	flagNetns    = flag.Bool("chaos.netns", true, "run each node in a network namespace of its own (root; needed by partitions)")
+	flagCheck    = flag.Duration("chaos.check-timeout", 60*time.Second, "porcupine's time limit per key")
+)
+
+// buildLeasehold builds the binary from the module root into dir.
+func buildLeasehold(t *testing.T, dir string) string {
+	t.Helper()
+	if *flagBin != "" {
+		return *flagBin
+	}
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "leasehold")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = filepath.Dir(strings.TrimSpace(string(out)))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func runDir(t *testing.T) string {
+	if *flagDir != "" {
+		if err := os.MkdirAll(*flagDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return *flagDir
+	}
+	dir, err := os.MkdirTemp("", "leasehold-chaos-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			os.RemoveAll(dir)
+		} else {
+			t.Logf("data, logs and findings kept in %s", dir)
+		}
+	})
+	return dir
+}
+
+// TestChaos is the harness's run: the short one by default, the long one
+// with -chaos.duration and -chaos.nodes (make chaos).
+func TestChaos(t *testing.T) {
+	if *flagNetns {
+		if err := NetnsAvailable(); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("network namespaces are needed and not available under CI: %v", err)
+			}
+			t.Skipf("skipped: the chaos harness needs root and ip netns (%v); run as root, or with -chaos.netns=false for kill and pause faults only", err)
+		}
+	}
+	dir := runDir(t)
+	seed := *flagSeed
+	if seed == 0 {
+		seed = time.Now().UnixNano()
+	}
+	late := *flagLate
+	if late == 0 {
+		late = 100 * time.Millisecond
+		if *flagNodes > 1 {
+			late = 3 * time.Second
+		}
+	}
+	pause := *flagPause
+	if pause == 0 {
+		pause = *flagTTL + 1500*time.Millisecond
+	}
+	faults := SingleFaults
+	if *flagNodes > 1 {
+		faults = ClusterFaults
+	}
+	if !*flagNetns {
+		faults = []string{"kill", "pause"}
+		if *flagNodes > 1 {
+			faults = []string{"kill-leader", "kill-follower", "kill-majority", "kill-all", "pause-leader", "pause-follower"}
+		}
+	}
+	switch *flagFaults {
+	case "":
+	case "none":
+		faults = nil
+	default:
+		faults = strings.Split(*flagFaults, ",")
+	}
+	cfg := RunConfig{
+		Bin:      buildLeasehold(t, dir),
+		Nodes:    *flagNodes,
+		Dir:      dir,
+		Netns:    *flagNetns,
+		Duration: *flagDuration,
+		Settle:   2 * time.Second,
+		Workload: Workload{
+			Clients: *flagClients, Keys: DefaultKeys(), TTLMin: *flagTTL / 5, TTLMax: *flagTTL,
+			MaxWait: 300 * time.Millisecond, OpTimeout: time.Second, Pace: 20 * time.Millisecond, Seed: seed,
+		},
+		Nemesis:      NemesisConfig{Kinds: faults, Hold: *flagHold, Pause: pause, Quiet: time.Second, Seed: seed, Logf: t.Logf},
+		Late:         late,
+		CheckTimeout: *flagCheck,
+		Logf:         t.Logf,
+	}
+	t.Logf("seed %d, %d node(s), %v, faults %v, run dir %s", seed, cfg.Nodes, cfg.Duration, faults, dir)
+	sum, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + sum.String())
+	if sum.Failed() {
+		t.Errorf("violations found; the history is in %s/history.txt", dir)
+	}
+	if sum.Stats.Granted == 0 {
+		t.Errorf("no lease was granted in the whole run")
+	}
+}

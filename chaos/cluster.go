@@ -1,0 +1,265 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ClusterConfig says how to run the nodes.
+type ClusterConfig struct {
+	Bin   string // the leasehold binary
+	Nodes int    // 1: a single durable server (serve --data-dir); more: serve --cluster
+	Dir   string // data directories and logs go here
+	// Net, when set, holds one namespace per node; else every node listens
+	// on 127.0.0.1 and network faults are not available.
+	Net   *Network
+	Extra []string // more serve flags for every node
+}
+
+// Cluster is a set of leasehold processes under test.
+type Cluster struct {
+	cfg   ClusterConfig
+	Nodes []*Node
+}
+
+// Node is one leasehold process, started and stopped by the Cluster.
+type Node struct {
+	Index   int
+	ID      string
+	Addr    string // RESP
+	Raft    string // cluster mode only
+	DataDir string
+	Log     string
+
+	mu     sync.Mutex // guards cmd, done, paused
+	cmd    *exec.Cmd
+	done   chan struct{}
+	paused bool
+}
+
+// ErrNotYet is returned by the hooks for faults the server does not support yet.
+var ErrNotYet = errors.New("chaos: not supported by this server yet")
+
+// NewCluster lays out the nodes; Start runs them.
+func NewCluster(cfg ClusterConfig) (*Cluster, error) {
+	c := &Cluster{cfg: cfg}
+	for i := 0; i < cfg.Nodes; i++ {
+		n := &Node{Index: i, ID: fmt.Sprintf("n%d", i+1), DataDir: filepath.Join(cfg.Dir, fmt.Sprintf("n%d", i+1)), Log: filepath.Join(cfg.Dir, fmt.Sprintf("n%d.log", i+1))}
+		host := "127.0.0.1"
+		resp, raft := 17379+i, 17400+i
+		if cfg.Net != nil {
+			host, resp, raft = cfg.Net.IP(i), 7379, 7400
+		} else {
+			p, err := freePorts(2)
+			if err != nil {
+				return nil, err
+			}
+			resp, raft = p[0], p[1]
+		}
+		n.Addr = fmt.Sprintf("%s:%d", host, resp)
+		n.Raft = fmt.Sprintf("%s:%d", host, raft)
+		if err := os.MkdirAll(n.DataDir, 0o755); err != nil {
+			return nil, err
+		}
+		c.Nodes = append(c.Nodes, n)
+	}
+	return c, nil
+}
+
+// Clustered reports whether the nodes run serve --cluster.
+func (c *Cluster) Clustered() bool { return c.cfg.Nodes > 1 }
+
+// Addrs lists the nodes' RESP addresses.
+func (c *Cluster) Addrs() []string {
+	var a []string
+	for _, n := range c.Nodes {
+		a = append(a, n.Addr)
+	}
+	return a
+}
+
+func (c *Cluster) args(n *Node) []string {
+	a := []string{"serve", "--addr", n.Addr, "--data-dir", n.DataDir, "--protected-mode", "no", "--log-format", "console"}
+	if c.Clustered() {
+		var peers []string
+		for _, p := range c.Nodes {
+			peers = append(peers, p.ID+"="+p.Raft)
+		}
+		a = append(a, "--cluster", "--node-id", n.ID, "--raft-addr", n.Raft, "--peers", strings.Join(peers, ","))
+	}
+	return append(a, c.cfg.Extra...)
+}
+
+// Start starts node i (again) and waits until it answers PING.
+func (c *Cluster) Start(ctx context.Context, i int) error {
+	n := c.Nodes[i]
+	n.mu.Lock()
+	if n.cmd != nil {
+		n.mu.Unlock()
+		return nil
+	}
+	logf, err := os.OpenFile(n.Log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		n.mu.Unlock()
+		return err
+	}
+	fmt.Fprintf(logf, "=== chaos: start %s at %s\n", n.ID, time.Now().UTC().Format(time.RFC3339Nano))
+	name, args := c.cfg.Bin, c.args(n)
+	if c.cfg.Net != nil {
+		// ip netns exec execs the binary in place: the pid is the server's.
+		name, args = "ip", append([]string{"netns", "exec", c.cfg.Net.Namespace(i), c.cfg.Bin}, args...)
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		n.mu.Unlock()
+		return err
+	}
+	done := make(chan struct{})
+	n.cmd, n.done, n.paused = cmd, done, false
+	n.mu.Unlock()
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(done)
+	}()
+	return c.waitUp(ctx, n, done)
+}
+
+func (c *Cluster) waitUp(ctx context.Context, n *Node, done chan struct{}) error {
+	rc := redis.NewClient(&redis.Options{Addr: n.Addr, Protocol: 2, DisableIdentity: true, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond})
+	defer rc.Close()
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for {
+		if err := rc.Ping(ctx).Err(); err == nil {
+			return nil
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("chaos: %s exited at start; see %s", n.ID, n.Log)
+		case <-ctx.Done():
+			return fmt.Errorf("chaos: %s does not answer PING: %w; see %s", n.ID, ctx.Err(), n.Log)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// StartAll starts every node: concurrently, since a cluster node may wait for
+// its peers before it answers.
+func (c *Cluster) StartAll(ctx context.Context) error {
+	errs := make([]error, len(c.Nodes))
+	var wg sync.WaitGroup
+	for i := range c.Nodes {
+		wg.Add(1)
+		go func(i int) { defer wg.Done(); errs[i] = c.Start(ctx, i) }(i)
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Kill sends SIGKILL to node i and waits for it to be gone.
+func (c *Cluster) Kill(i int) {
+	n := c.Nodes[i]
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.cmd, n.paused = nil, false
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-done
+}
+
+// Pause stops node i with SIGSTOP; Resume continues it.
+func (c *Cluster) Pause(i int) error { return c.signal(i, syscall.SIGSTOP, true) }
+
+// Resume continues node i after Pause.
+func (c *Cluster) Resume(i int) error { return c.signal(i, syscall.SIGCONT, false) }
+
+func (c *Cluster) signal(i int, sig syscall.Signal, paused bool) error {
+	n := c.Nodes[i]
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return fmt.Errorf("chaos: %s is not running", n.ID)
+	}
+	n.paused = paused
+	return n.cmd.Process.Signal(sig)
+}
+
+// Running reports whether node i is up (possibly paused).
+func (c *Cluster) Running(i int) bool {
+	n := c.Nodes[i]
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd != nil
+}
+
+// Leader returns the index of the node that says it leads (CLUSTER INFO),
+// or -1; a single node leads itself.
+func (c *Cluster) Leader(ctx context.Context) int {
+	if !c.Clustered() {
+		return 0
+	}
+	for i, n := range c.Nodes {
+		if !c.Running(i) {
+			continue
+		}
+		info, err := clusterInfo(ctx, n.Addr)
+		if err == nil && info["cluster_role"] == "leader" {
+			return i
+		}
+	}
+	return -1
+}
+
+func clusterInfo(ctx context.Context, addr string) (map[string]string, error) {
+	rc := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, DisableIdentity: true, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond})
+	defer rc.Close()
+	s, err := rc.Do(ctx, "CLUSTER", "INFO").Text()
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]string{}
+	for _, line := range strings.Split(s, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			m[k] = v
+		}
+	}
+	return m, nil
+}
+
+// AddVoter and RemoveVoter change the membership under load; Snapshot forces
+// a snapshot on node i. Hooks for the cluster server: ErrNotYet until it
+// offers them.
+func (c *Cluster) AddVoter(context.Context, int) error { return ErrNotYet }
+
+// RemoveVoter: see AddVoter.
+func (c *Cluster) RemoveVoter(context.Context, int) error { return ErrNotYet }
+
+// Snapshot: see AddVoter.
+func (c *Cluster) Snapshot(context.Context, int) error { return ErrNotYet }
+
+// Close resumes, kills and waits for every node, and heals the network.
+func (c *Cluster) Close() {
+	for i := range c.Nodes {
+		c.Kill(i)
+	}
+	if c.cfg.Net != nil {
+		_ = c.cfg.Net.Heal()
+	}
+}
