@@ -26,7 +26,7 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # staticcheck, run through the module proxy at a pinned version.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run test deps vet fmt-check tidy-check lint help help-check example-python fuzz bench bench-quick docs clean
+.PHONY: all build run test deps vet fmt-check tidy-check lint help help-check example-python fuzz bench bench-quick docs clean chaos
 
 ## all: the same as build.
 all: build
@@ -74,7 +74,9 @@ $(NODE_MODULES): clients/node/package.json clients/node/package-lock.json
 	@touch $@
 
 ## test: formatting, go.mod tidiness, vet, staticcheck, this help, and every
-## test under the race detector (fuzz seeds included).
+## test under the race detector (fuzz seeds included; the chaos harness's
+## short run, TestChaos in ./chaos, among them: it needs root and ip netns,
+## skips without them, and fails without them under CI=true).
 test: deps fmt-check tidy-check vet lint help-check
 	$(GO) test -race -count=1 -timeout 10m ./...
 	@echo "server tests again over the goroutine-per-connection transport:"
@@ -149,6 +151,19 @@ bench: deps
 .PHONY: bench-quick
 bench-quick: deps
 	QUICK=1 bash scripts/bench.sh
+
+# The long chaos run: how long, how many nodes, and more -chaos.* flags
+# (go test ./chaos -args -h lists them).
+CHAOS_DURATION ?= 5m
+CHAOS_NODES    ?= 1
+CHAOS_ARGS     ?=
+
+## chaos: the fault-injection harness's long run (root, ip netns):
+## CHAOS_DURATION (5m), CHAOS_NODES (1; 3 or 5 for a cluster), CHAOS_ARGS
+## (-chaos.faults, -chaos.seed, -chaos.dir...). See docs/reliability.md.
+chaos:
+	$(GO) test -count=1 -timeout 60m -run '^TestChaos$$' -v ./chaos \
+		-chaos.duration $(CHAOS_DURATION) -chaos.nodes $(CHAOS_NODES) $(CHAOS_ARGS)
 
 ## docs: refresh the generated tables in docs/commands.md.
 docs:

@@ -142,3 +142,36 @@ func TestChaos(t *testing.T) {
 		t.Errorf("no lease was granted in the whole run")
 	}
 }
+
+// TestControlServer runs a real single node on loopback with a planted bug
+// between it and the clients (tokens lowered now and then): the run must
+// fail, by porcupine and by the token checkers.
+func TestControlServer(t *testing.T) {
+	dir := t.TempDir()
+	cfg := RunConfig{
+		Bin: buildLeasehold(t, dir), Nodes: 1, Dir: dir, Duration: 3 * time.Second,
+		Workload: Workload{Clients: 6, Keys: DefaultKeys(), TTLMin: 50 * time.Millisecond, TTLMax: 300 * time.Millisecond,
+			MaxWait: 100 * time.Millisecond, OpTimeout: time.Second, Pace: 5 * time.Millisecond, Seed: 1},
+		Late: 100 * time.Millisecond, CheckTimeout: 30 * time.Second,
+		Wrap: func(t Target) Target { return LowerTokens(t, 10) },
+	}
+	sum, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fired := map[string]int{}
+	for _, v := range sum.Violations {
+		fired[v.Check]++
+	}
+	t.Logf("%d ops, %d granted, violations %v", sum.Ops, sum.Stats.Granted, fired)
+	if !sum.Failed() || fired[CheckTokenOrder]+fired[CheckMaxToken] == 0 {
+		t.Fatalf("lowered tokens went unnoticed:\n%s", sum)
+	}
+	illegal := false
+	for _, r := range sum.Linearizable {
+		illegal = illegal || r.Result == "Illegal"
+	}
+	if !illegal {
+		t.Errorf("porcupine did not catch lowered tokens:\n%s", sum)
+	}
+}

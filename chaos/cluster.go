@@ -55,8 +55,7 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 	c := &Cluster{cfg: cfg}
 	for i := 0; i < cfg.Nodes; i++ {
 		n := &Node{Index: i, ID: fmt.Sprintf("n%d", i+1), DataDir: filepath.Join(cfg.Dir, fmt.Sprintf("n%d", i+1)), Log: filepath.Join(cfg.Dir, fmt.Sprintf("n%d.log", i+1))}
-		host := "127.0.0.1"
-		resp, raft := 17379+i, 17400+i
+		host, resp, raft := "127.0.0.1", 0, 0
 		if cfg.Net != nil {
 			host, resp, raft = cfg.Net.IP(i), 7379, 7400
 		} else {

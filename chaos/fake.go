@@ -227,3 +227,36 @@ func (f *Fake) do(s []string) (interface{}, error) {
 	}
 	return nil, errors.New("ERR unknown command")
 }
+
+// LowerTokens wraps a target so that every every-th granted ACQUIRE reports a
+// token 1000 below the server's: a planted bug for a control run against a
+// real server.
+func LowerTokens(t Target, every int) Target { return &lowering{Target: t, every: every} }
+
+type lowering struct {
+	Target
+	every int
+	mu    sync.Mutex // guards n
+	n     int
+}
+
+func (l *lowering) Dial(client, node int) Conn { return lowerConn{l.Target.Dial(client, node), l} }
+
+type lowerConn struct {
+	Conn
+	l *lowering
+}
+
+func (c lowerConn) Do(ctx context.Context, args ...interface{}) (interface{}, error) {
+	r, err := c.Conn.Do(ctx, args...)
+	if tok, ok := r.(int64); ok && err == nil && args[0] == "ACQUIRE" && tok > 1000 {
+		c.l.mu.Lock()
+		c.l.n++
+		strike := c.l.n%c.l.every == 0
+		c.l.mu.Unlock()
+		if strike {
+			return tok - 1000, nil
+		}
+	}
+	return r, err
+}
