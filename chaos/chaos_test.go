@@ -26,6 +26,8 @@ var (
 	flagPause    = flag.Duration("chaos.pause", 0, "how long a SIGSTOP lasts (default: the longest ttl plus 1.5s, past ttl and election timeout)")
 	flagDir      = flag.String("chaos.dir", "", "keep data, logs and findings here (default: a temporary directory, kept when the run fails)")
 	flagNetns    = flag.Bool("chaos.netns", true, "run each node in a network namespace of its own (root; needed by partitions)")
+	flagWait     = flag.Duration("chaos.wait", 300*time.Millisecond, "the longest ACQUIRE ... WAIT clients send (0: none)")
+	flagRecheck  = flag.String("chaos.recheck", "", "TestRecheck: a history.json to check again (with -chaos.late)")
 	flagCheck    = flag.Duration("chaos.check-timeout", 60*time.Second, "porcupine's time limit per key")
 )
 
@@ -122,7 +124,7 @@ func TestChaos(t *testing.T) {
 		Settle:   2 * time.Second,
 		Workload: Workload{
 			Clients: *flagClients, Keys: DefaultKeys(), TTLMin: *flagTTL / 5, TTLMax: *flagTTL,
-			MaxWait: 300 * time.Millisecond, OpTimeout: time.Second, Pace: 20 * time.Millisecond, Seed: seed,
+			MaxWait: *flagWait, OpTimeout: time.Second, Pace: 20 * time.Millisecond, Seed: seed,
 		},
 		Nemesis:      NemesisConfig{Kinds: faults, Hold: *flagHold, Pause: pause, Quiet: time.Second, Seed: seed, Logf: t.Logf},
 		Late:         late,
@@ -173,5 +175,23 @@ func TestControlServer(t *testing.T) {
 	}
 	if !illegal {
 		t.Errorf("porcupine did not catch lowered tokens:\n%s", sum)
+	}
+}
+
+// TestRecheck checks a saved history again, say with another -chaos.late.
+func TestRecheck(t *testing.T) {
+	if *flagRecheck == "" {
+		t.Skip("no -chaos.recheck history given")
+	}
+	ops, err := ReadHistory(*flagRecheck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := *flagLate
+	for _, r := range Linearizable(ops, late, *flagCheck) {
+		t.Logf("porcupine %s: %s (%d ops)", r.Key, r.Result, r.Ops)
+	}
+	for _, v := range Check(ops, late) {
+		t.Errorf("%s", v)
 	}
 }

@@ -24,6 +24,10 @@ type ClusterConfig struct {
 	// on 127.0.0.1 and network faults are not available.
 	Net   *Network
 	Extra []string // more serve flags for every node
+	// Peers starts a cluster with a static --peers list on every node; else
+	// the first node bootstraps and the leader adds the others (CLUSTER
+	// ADDNODE), as docs/cluster.md starts one.
+	Peers bool
 }
 
 // Cluster is a set of leasehold processes under test.
@@ -90,11 +94,17 @@ func (c *Cluster) Addrs() []string {
 func (c *Cluster) args(n *Node) []string {
 	a := []string{"serve", "--addr", n.Addr, "--data-dir", n.DataDir, "--protected-mode", "no", "--log-format", "console"}
 	if c.Clustered() {
-		var peers []string
-		for _, p := range c.Nodes {
-			peers = append(peers, p.ID+"="+p.Raft)
+		a = append(a, "--cluster", "--node-id", n.ID, "--raft-addr", n.Raft)
+		switch {
+		case c.cfg.Peers:
+			var peers []string
+			for _, p := range c.Nodes {
+				peers = append(peers, p.ID+"="+p.Raft)
+			}
+			a = append(a, "--peers", strings.Join(peers, ","))
+		case n.Index == 0:
+			a = append(a, "--bootstrap")
 		}
-		a = append(a, "--cluster", "--node-id", n.ID, "--raft-addr", n.Raft, "--peers", strings.Join(peers, ","))
 	}
 	return append(a, c.cfg.Extra...)
 }
@@ -166,7 +176,46 @@ func (c *Cluster) StartAll(ctx context.Context) error {
 		go func(i int) { defer wg.Done(); errs[i] = c.Start(ctx, i) }(i)
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil || !c.Clustered() {
+		return err
+	}
+	if !c.cfg.Peers {
+		for i := 1; i < len(c.Nodes); i++ {
+			if err := c.AddVoter(ctx, i); err != nil {
+				return err
+			}
+		}
+	}
+	return c.waitVoters(ctx)
+}
+
+// waitVoters waits until the leader counts every node as a voter.
+func (c *Cluster) waitVoters(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		if l := c.Leader(ctx); l >= 0 {
+			rc := redis.NewClient(&redis.Options{Addr: c.Nodes[l].Addr, Protocol: 2, DisableIdentity: true, MaxRetries: -1})
+			s, err := rc.Do(ctx, "CLUSTER", "NODES").Text()
+			rc.Close()
+			voters := 0
+			for _, line := range strings.Split(s, "\n") {
+				for _, f := range strings.Fields(line) {
+					for _, flag := range strings.Split(f, ",") {
+						if flag == "voter" {
+							voters++
+						}
+					}
+				}
+			}
+			if err == nil && voters == len(c.Nodes) {
+				return nil
+			}
+		}
+		if !sleep(ctx, 200*time.Millisecond) {
+			return fmt.Errorf("chaos: the cluster did not get %d voters: %w", len(c.Nodes), ctx.Err())
+		}
+	}
 }
 
 // Kill sends SIGKILL to node i and waits for it to be gone.
@@ -242,16 +291,55 @@ func clusterInfo(ctx context.Context, addr string) (map[string]string, error) {
 	return m, nil
 }
 
-// AddVoter and RemoveVoter change the membership under load; Snapshot forces
-// a snapshot on node i. Hooks for the cluster server: ErrNotYet until it
-// offers them.
-func (c *Cluster) AddVoter(context.Context, int) error { return ErrNotYet }
+// AddVoter adds node i back as a member (CLUSTER ADDNODE on the leader: a
+// non-voter until it has caught up); RemoveVoter removes it (CLUSTER FORGET).
+func (c *Cluster) AddVoter(ctx context.Context, i int) error {
+	return c.onLeader(ctx, "CLUSTER", "ADDNODE", c.Nodes[i].ID, c.Nodes[i].Raft)
+}
 
 // RemoveVoter: see AddVoter.
-func (c *Cluster) RemoveVoter(context.Context, int) error { return ErrNotYet }
+func (c *Cluster) RemoveVoter(ctx context.Context, i int) error {
+	return c.onLeader(ctx, "CLUSTER", "FORGET", c.Nodes[i].ID)
+}
 
-// Snapshot: see AddVoter.
-func (c *Cluster) Snapshot(context.Context, int) error { return ErrNotYet }
+// Snapshot makes node i take a snapshot of its state machine now.
+func (c *Cluster) Snapshot(ctx context.Context, i int) error {
+	if !c.Clustered() {
+		return ErrNotYet
+	}
+	return c.do(ctx, i, "CLUSTER", "SNAPSHOT")
+}
+
+func (c *Cluster) do(ctx context.Context, i int, args ...interface{}) error {
+	rc := redis.NewClient(&redis.Options{Addr: c.Nodes[i].Addr, Protocol: 2, DisableIdentity: true, MaxRetries: -1, DialTimeout: 300 * time.Millisecond, ReadTimeout: 5 * time.Second})
+	defer rc.Close()
+	err := rc.Do(ctx, args...).Err()
+	if err != nil && strings.HasPrefix(err.Error(), "ERR unknown") {
+		return fmt.Errorf("%w: %v", ErrNotYet, err)
+	}
+	return err
+}
+
+// onLeader sends a command to the leader, retrying through elections for up
+// to ten seconds.
+func (c *Cluster) onLeader(ctx context.Context, args ...interface{}) error {
+	if !c.Clustered() {
+		return ErrNotYet
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		err := errors.New("chaos: no leader")
+		if l := c.Leader(ctx); l >= 0 {
+			if err = c.do(ctx, l, args...); err == nil || errors.Is(err, ErrNotYet) {
+				return err
+			}
+		}
+		if !sleep(ctx, 200*time.Millisecond) {
+			return fmt.Errorf("chaos: %v: %w", args, err)
+		}
+	}
+}
 
 // Close resumes, kills and waits for every node, and heals the network.
 func (c *Cluster) Close() {

@@ -124,7 +124,10 @@ func classify(err error) (outcome, string) {
 		case "UNCERTAIN", "MISCONF":
 			return open, word
 		}
-		return open, "unexpected " + word
+		// Any other error reply is a refusal before the command ran (a
+		// usage error, ERR for what a server does not support yet); if one
+		// ever hid an executed write, the checkers would say so.
+		return refused, "unexpected " + word
 	}
 	if strings.Contains(msg, "connect: ") || strings.Contains(msg, "dial tcp") {
 		// The connection was never made, so nothing was sent.

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
@@ -141,10 +142,16 @@ func Run(ctx context.Context, cfg RunConfig) (sum Summary, err error) {
 		}
 	}
 	if sum.Failed() {
-		f, err := os.Create(filepath.Join(cfg.Dir, "history.txt"))
-		if err == nil {
+		if f, err := os.Create(filepath.Join(cfg.Dir, "history.txt")); err == nil {
 			for _, o := range ops {
 				fmt.Fprintln(f, o)
+			}
+			f.Close()
+		}
+		if f, err := os.Create(filepath.Join(cfg.Dir, "history.json")); err == nil {
+			enc := json.NewEncoder(f)
+			for _, o := range ops {
+				_ = enc.Encode(o)
 			}
 			f.Close()
 		}
@@ -197,4 +204,23 @@ func (s Summary) String() string {
 		fmt.Fprintf(&b, "  %s\n", v)
 	}
 	return b.String()
+}
+
+// ReadHistory reads a history.json a failed run wrote, to check it again.
+func ReadHistory(path string) ([]Op, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var ops []Op
+	dec := json.NewDecoder(f)
+	for dec.More() {
+		var o Op
+		if err := dec.Decode(&o); err != nil {
+			return nil, err
+		}
+		ops = append(ops, o)
+	}
+	return ops, nil
 }
