@@ -126,10 +126,11 @@ func TestChaos(t *testing.T) {
 			Clients: *flagClients, Keys: DefaultKeys(), TTLMin: *flagTTL / 5, TTLMax: *flagTTL,
 			MaxWait: *flagWait, OpTimeout: time.Second, Pace: 20 * time.Millisecond, Seed: seed,
 		},
-		Nemesis:      NemesisConfig{Kinds: faults, Hold: *flagHold, Pause: pause, Quiet: time.Second, Seed: seed, Logf: t.Logf},
-		Late:         late,
-		CheckTimeout: *flagCheck,
-		Logf:         t.Logf,
+		Nemesis:           NemesisConfig{Kinds: faults, Hold: *flagHold, Pause: pause, Quiet: time.Second, Seed: seed, Logf: t.Logf},
+		Late:              late,
+		LateThroughFaults: *flagNodes > 1,
+		CheckTimeout:      *flagCheck,
+		Logf:              t.Logf,
 	}
 	t.Logf("seed %d, %d node(s), %v, faults %v, run dir %s", seed, cfg.Nodes, cfg.Duration, faults, dir)
 	sum, err := Run(context.Background(), cfg)
@@ -183,11 +184,13 @@ func TestRecheck(t *testing.T) {
 	if *flagRecheck == "" {
 		t.Skip("no -chaos.recheck history given")
 	}
-	ops, err := ReadHistory(*flagRecheck)
+	ops, late, err := ReadHistory(*flagRecheck)
 	if err != nil {
 		t.Fatal(err)
 	}
-	late := *flagLate
+	if *flagLate != 0 {
+		late.Base = *flagLate
+	}
 	for _, r := range Linearizable(ops, late, *flagCheck) {
 		t.Logf("porcupine %s: %s (%d ops)", r.Key, r.Result, r.Ops)
 	}

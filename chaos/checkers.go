@@ -92,13 +92,13 @@ func (l *life) surelyLive(from, to int64, skip *Op) bool {
 
 // latestEnd bounds the deadline from above: no renewal can reach past it
 // (Never when one had an unknown outcome).
-func (l *life) latestEnd() int64 {
+func (l *life) latestEnd(late Lateness) int64 {
 	if len(l.uncertain) > 0 {
 		return Never
 	}
 	var end int64
 	for _, r := range l.renewals {
-		end = max(end, r.Return+int64(r.TTL))
+		end = max(end, late.latest(r.Return, r.TTL))
 	}
 	return end
 }
@@ -151,7 +151,7 @@ func lives(ops []Op) map[uint64]*life {
 
 // Check runs every checker but porcupine's over a history; late is how
 // long past its deadline a lease may still be reported live.
-func Check(ops []Op, late time.Duration) []Violation {
+func Check(ops []Op, late Lateness) []Violation {
 	var vs []Violation
 	keys := byKey(ops)
 	names := make([]string, 0, len(keys))
@@ -272,7 +272,7 @@ func checkMaxToken(key string, ops []Op) []Violation {
 // checkLostAck: a lease the history proves live is reported live (VERIFY,
 // EXTEND, RELEASE answer 1); one acknowledged released is not; none is live
 // past its latest possible deadline plus late.
-func checkLostAck(key string, ops []Op, ls map[uint64]*life, late time.Duration) []Violation {
+func checkLostAck(key string, ops []Op, ls map[uint64]*life, late Lateness) []Violation {
 	var vs []Violation
 	for _, x := range ops {
 		if x.Unknown || (x.Kind != Verify && x.Kind != Extend && x.Kind != Release) {
@@ -297,8 +297,8 @@ func checkLostAck(key string, ops []Op, ls map[uint64]*life, late time.Duration)
 				break
 			}
 		}
-		if end := l.latestEnd(); end != Never && x.Call > end+int64(late) {
-			vs = append(vs, Violation{CheckLostAck, key, fmt.Sprintf("lease %d live %v after its latest deadline", x.Token, time.Duration(x.Call-end)), append(append([]Op{}, l.renewals...), x)})
+		if end := l.latestEnd(late); end != Never && x.Call > end {
+			vs = append(vs, Violation{CheckLostAck, key, fmt.Sprintf("lease %d live %v after its latest deadline (lateness allowed included)", x.Token, time.Duration(x.Call-end)), append(append([]Op{}, l.renewals...), x)})
 		}
 	}
 	return vs
@@ -320,7 +320,7 @@ func checkExclusion(key string, ops []Op, ls map[uint64]*life) []Violation {
 		}
 		var in []Op
 		for _, a := range all {
-			if a.token == b.Result || a.grant.Return > b.Call || a.latestEnd() < b.Call {
+			if a.token == b.Result || a.grant.Return > b.Call || a.latestEnd(Lateness{}) < b.Call {
 				continue
 			}
 			conflict := b.Limit > 0 || !b.Shared || !a.shared || a.owner == b.Owner && b.Owner != ""

@@ -40,13 +40,13 @@ func TestControl(t *testing.T) {
 				t.Fatalf("a run too thin to tell: %d ops, %d grants", len(ops), st.Granted)
 			}
 			lin := porcupine.Ok
-			for _, r := range Linearizable(ops, 5*time.Millisecond, 20*time.Second) {
+			for _, r := range Linearizable(ops, Lateness{Base: 5 * time.Millisecond}, 20*time.Second) {
 				if r.Result != porcupine.Ok {
 					lin = r.Result
 				}
 			}
 			fired := map[string]int{}
-			vs := Check(ops, 5*time.Millisecond)
+			vs := Check(ops, Lateness{Base: 5 * time.Millisecond})
 			for _, v := range vs {
 				fired[v.Check]++
 			}

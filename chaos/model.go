@@ -23,9 +23,9 @@ import (
 //     end by expiry only at a moment ≥ earliest. This is the bound that
 //     matters: a server that ends a lease early (grants it to another, or
 //     answers VERIFY 0, before d) is caught, never excused.
-//   - latest, an upper bound: d ≤ return + ttl, plus Late (the slack the
-//     server is allowed to run late, e.g. across a failover). A lease must
-//     be over by then. Never for a grant or EXTEND of unknown outcome.
+//   - latest, an upper bound: d ≤ return + ttl, plus the Lateness allowed
+//     (a cluster may run a lease late across a failover). A lease must be
+//     over by then. Never for a grant or EXTEND of unknown outcome.
 //
 // The model's time, now, is the least moment the last operation linearized
 // can have taken effect: every operation takes effect at a point in
@@ -131,15 +131,42 @@ func (s lockState) find(token uint64) int {
 	return -1
 }
 
-func plus(t int64, d time.Duration, late time.Duration) int64 {
+func plus(t int64, d time.Duration) int64 {
 	if t == Never {
 		return Never
 	}
-	return t + int64(d) + int64(late)
+	return t + int64(d)
+}
+
+// Lateness is how long past its deadline a lease may still be reported
+// live: Base always (a cluster measures a lease from when it applied the
+// grant and decides its expiry through the log), plus, for each outage
+// (a fault, on the history's clock) overlapping the lease's extended life,
+// that overlap (a cluster without a quorum cannot end a lease, and a restart
+// measures it again from the replay). It widens the upper bound only: a
+// lease ending early is never excused by it.
+type Lateness struct {
+	Base    time.Duration
+	Outages [][2]int64 // [start, end], by start
+}
+
+// latest bounds from above the deadline of a lease granted or extended by an
+// operation that returned at ret.
+func (l Lateness) latest(ret int64, ttl time.Duration) int64 {
+	if ret == Never {
+		return Never
+	}
+	e := ret + int64(ttl) + int64(l.Base)
+	for _, o := range l.Outages {
+		if o[1] > ret && o[0] < e {
+			e += o[1] - max(o[0], ret)
+		}
+	}
+	return e
 }
 
 // stepper is the model's step with its settings.
-type stepper struct{ late time.Duration }
+type stepper struct{ late Lateness }
 
 func (m stepper) step(s lockState, o Op) []lockState {
 	lo := max(s.now, o.Call)
@@ -182,8 +209,8 @@ func (m stepper) acquire(s lockState, o Op) []lockState {
 				n.leases[i].token = o.Result
 				n.maxToken = max(n.maxToken, o.Result)
 			}
-			n.leases[i].earliest = plus(n.now, o.TTL, 0)
-			n.leases[i].latest = plus(o.Return, o.TTL, m.late)
+			n.leases[i].earliest = plus(n.now, o.TTL)
+			n.leases[i].latest = m.late.latest(o.Return, o.TTL)
 			n.sortLeases()
 			out = append(out, n)
 		}
@@ -213,7 +240,7 @@ func (m stepper) acquire(s lockState, o Op) []lockState {
 		if !n.expire(append(append([]int(nil), must...), extra...), o.Return) {
 			continue
 		}
-		nl := lease{owner: o.Owner, shared: o.Shared, earliest: plus(n.now, o.TTL, 0), latest: plus(o.Return, o.TTL, m.late)}
+		nl := lease{owner: o.Owner, shared: o.Shared, earliest: plus(n.now, o.TTL), latest: m.late.latest(o.Return, o.TTL)}
 		if o.Unknown {
 			nl.minToken = n.maxToken + 1
 			n.maxToken++
@@ -254,7 +281,7 @@ func (m stepper) onToken(s lockState, o Op) []lockState {
 			if o.Kind == Release {
 				n.leases = append(n.leases[:i], n.leases[i+1:]...)
 			} else { // Extend
-				n.leases[i].earliest = plus(n.now, o.TTL, 0)
+				n.leases[i].earliest = plus(n.now, o.TTL)
 				n.leases[i].latest = Never
 				n.sortLeases()
 			}
@@ -280,8 +307,8 @@ func (m stepper) onToken(s lockState, o Op) []lockState {
 	case Release:
 		s.leases = append(s.leases[:i], s.leases[i+1:]...)
 	case Extend:
-		s.leases[i].earliest = plus(s.now, o.TTL, 0)
-		s.leases[i].latest = plus(o.Return, o.TTL, m.late)
+		s.leases[i].earliest = plus(s.now, o.TTL)
+		s.leases[i].latest = m.late.latest(o.Return, o.TTL)
 		s.sortLeases()
 	}
 	return []lockState{s}
@@ -354,9 +381,9 @@ func (s lockState) String() string {
 	return b.String()
 }
 
-// Model is the porcupine model of one fenced lease lock; late is how long
+// Model is the porcupine model of one fenced lease lock; late says how long
 // after its deadline a lease may still be reported live.
-func Model(late time.Duration) porcupine.Model {
+func Model(late Lateness) porcupine.Model {
 	m := stepper{late: late}
 	nm := porcupine.NondeterministicModel{
 		Init: func() []interface{} { return []interface{}{lockState{}} },
@@ -385,7 +412,7 @@ type KeyResult struct {
 
 // Linearizable checks each key's operations against the model, each
 // within timeout (porcupine.Unknown when it runs out).
-func Linearizable(ops []Op, late, timeout time.Duration) []KeyResult {
+func Linearizable(ops []Op, late Lateness, timeout time.Duration) []KeyResult {
 	model := Model(late)
 	var out []KeyResult
 	keys := byKey(ops)

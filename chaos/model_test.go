@@ -37,7 +37,7 @@ func status(c int, last uint64, call, ret int64) Op {
 }
 
 func TestCheckers(t *testing.T) {
-	const late = 50 * time.Millisecond
+	late := Lateness{Base: 50 * time.Millisecond}
 	tests := []struct {
 		name string
 		ops  []Op
@@ -186,5 +186,30 @@ func TestCombinations(t *testing.T) {
 	}
 	if got := combinations([]int{0}, 2); got != nil {
 		t.Errorf("1 choose 2 = %v", got)
+	}
+}
+
+// TestLatenessThroughOutages: an outage lets a lease be reported live later,
+// never lets it end earlier.
+func TestLatenessThroughOutages(t *testing.T) {
+	late := Lateness{Base: 50 * time.Millisecond, Outages: [][2]int64{{ms(500), ms(2500)}}}
+	if got, want := late.latest(ms(1), time.Second), ms(1+1000+50+2000); got != want {
+		t.Errorf("latest = %v, want %v", time.Duration(got), time.Duration(want))
+	}
+	lateOK := []Op{acq(0, "a", 1000, 0, 1, 10), tok(0, Verify, 10, 2900, 2901, true)}
+	early := []Op{acq(0, "a", 1000, 0, 1, 10), acq(1, "b", 1000, 600, 601, 11)}
+	for _, tc := range []struct {
+		name string
+		ops  []Op
+		ok   bool
+	}{{"live late through the outage", lateOK, true}, {"granted early during the outage", early, false}} {
+		res := Linearizable(tc.ops, late, 10*time.Second)[0].Result
+		vs := Check(tc.ops, late)
+		if (res == porcupine.Ok) != tc.ok || (len(vs) == 0) != tc.ok {
+			t.Errorf("%s: porcupine %s, %d violations", tc.name, res, len(vs))
+		}
+	}
+	if vs := Check(lateOK, Lateness{Base: 50 * time.Millisecond}); len(vs) == 0 {
+		t.Error("without the outage, a lease live 1.9s late passed")
 	}
 }

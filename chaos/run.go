@@ -27,9 +27,12 @@ type RunConfig struct {
 	Nemesis  NemesisConfig // no Kinds: no faults
 	Extra    []string      // more serve flags
 	// Late: how long past its deadline a lease may still be reported live
-	// (a cluster may run a lease late across a failover, never early).
-	Late         time.Duration
-	CheckTimeout time.Duration // porcupine's time per key
+	// (a cluster may run a lease late across a failover, never early);
+	// LateThroughFaults adds the time of every fault overlapping the lease
+	// (a cluster without a quorum cannot end one).
+	Late              time.Duration
+	LateThroughFaults bool
+	CheckTimeout      time.Duration // porcupine's time per key
 	// Wrap, when set, wraps the target: the control runs plant a bug there.
 	Wrap func(Target) Target
 	Logf func(format string, args ...interface{})
@@ -46,6 +49,7 @@ type Summary struct {
 	Faults       []FaultRecord
 	Linearizable []KeyResult
 	Violations   []Violation
+	Late         Lateness
 	Dir          string
 }
 
@@ -131,12 +135,19 @@ func Run(ctx context.Context, cfg RunConfig) (sum Summary, err error) {
 	sum.Ops = len(ops)
 	Recoveries(sum.Faults, ops)
 	logf("checking %d operations", len(ops))
-	sum.Linearizable = Linearizable(ops, cfg.Late, cfg.CheckTimeout)
-	sum.Violations = Check(ops, cfg.Late)
+	late := Lateness{Base: cfg.Late}
+	if cfg.LateThroughFaults {
+		for _, f := range sum.Faults {
+			late.Outages = append(late.Outages, [2]int64{f.Start, f.End})
+		}
+	}
+	sum.Late = late
+	sum.Linearizable = Linearizable(ops, late, cfg.CheckTimeout)
+	sum.Violations = Check(ops, late)
 	for _, r := range sum.Linearizable {
 		if r.Result == porcupine.Illegal {
 			path := filepath.Join(cfg.Dir, "porcupine-"+r.Key+".html")
-			if err := porcupine.VisualizePath(Model(cfg.Late), r.Info, path); err == nil {
+			if err := porcupine.VisualizePath(Model(late), r.Info, path); err == nil {
 				logf("porcupine's view of %s: %s", r.Key, path)
 			}
 		}
@@ -150,6 +161,7 @@ func Run(ctx context.Context, cfg RunConfig) (sum Summary, err error) {
 		}
 		if f, err := os.Create(filepath.Join(cfg.Dir, "history.json")); err == nil {
 			enc := json.NewEncoder(f)
+			_ = enc.Encode(late)
 			for _, o := range ops {
 				_ = enc.Encode(o)
 			}
@@ -195,7 +207,11 @@ func (s Summary) String() string {
 	for _, r := range s.Linearizable {
 		fmt.Fprintf(&b, "porcupine %s: %s (%d ops)\n", r.Key, r.Result, r.Ops)
 	}
-	fmt.Fprintf(&b, "violations: %d\n", len(s.Violations))
+	fmt.Fprintf(&b, "lateness allowed: %v", s.Late.Base)
+	if len(s.Late.Outages) > 0 {
+		fmt.Fprintf(&b, " plus the faults overlapping a lease")
+	}
+	fmt.Fprintf(&b, "\nviolations: %d\n", len(s.Violations))
 	for i, v := range s.Violations {
 		if i == 10 {
 			fmt.Fprintf(&b, "  ... %d more\n", len(s.Violations)-i)
@@ -206,21 +222,26 @@ func (s Summary) String() string {
 	return b.String()
 }
 
-// ReadHistory reads a history.json a failed run wrote, to check it again.
-func ReadHistory(path string) ([]Op, error) {
+// ReadHistory reads a history.json a failed run wrote (the lateness it was
+// checked with, then the operations), to check it again.
+func ReadHistory(path string) ([]Op, Lateness, error) {
+	var late Lateness
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, late, err
 	}
 	defer f.Close()
 	var ops []Op
 	dec := json.NewDecoder(f)
+	if err := dec.Decode(&late); err != nil {
+		return nil, late, err
+	}
 	for dec.More() {
 		var o Op
 		if err := dec.Decode(&o); err != nil {
-			return nil, err
+			return nil, late, err
 		}
 		ops = append(ops, o)
 	}
-	return ops, nil
+	return ops, late, nil
 }
