@@ -155,11 +155,12 @@ bench-quick: deps
 # The long chaos run: how long, how many nodes, and more -chaos.* flags
 # (go test ./chaos -args -h lists them).
 CHAOS_DURATION ?= 5m
-CHAOS_NODES    ?= 1
+CHAOS_NODES    ?= 0
 CHAOS_ARGS     ?=
 
 ## chaos: the fault-injection harness's long run (root, ip netns):
-## CHAOS_DURATION (5m), CHAOS_NODES (1; 3 or 5 for a cluster), CHAOS_ARGS
+## CHAOS_DURATION (5m), CHAOS_NODES (0: 3 if the binary has serve --cluster,
+## else 1; or 1, 3, 5), CHAOS_ARGS
 ## (-chaos.faults, -chaos.seed, -chaos.dir...). See docs/reliability.md.
 chaos:
 	$(GO) test -count=1 -timeout 60m -run '^TestChaos$$' -v ./chaos \

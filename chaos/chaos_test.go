@@ -15,7 +15,7 @@ import (
 // longer duration and more nodes.
 var (
 	flagDuration = flag.Duration("chaos.duration", 20*time.Second, "how long the clients run under faults")
-	flagNodes    = flag.Int("chaos.nodes", 1, "nodes: 1 (serve --data-dir), 3 or 5 (serve --cluster)")
+	flagNodes    = flag.Int("chaos.nodes", 0, "nodes: 1 (serve --data-dir), 3 or 5 (serve --cluster); 0: 3 when the binary has serve --cluster, else 1")
 	flagClients  = flag.Int("chaos.clients", 8, "concurrent clients")
 	flagFaults   = flag.String("chaos.faults", "", "comma-separated faults, taken in turn (\"+\" joins faults injected together); default: every fault for the node count; \"none\" for none")
 	flagSeed     = flag.Int64("chaos.seed", 0, "random seed (0: from the clock)")
@@ -48,6 +48,12 @@ func buildLeasehold(t *testing.T, dir string) string {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// hasCluster reports whether the binary knows serve --cluster.
+func hasCluster(bin string) bool {
+	out, _ := exec.Command(bin, "serve", "--help").CombinedOutput()
+	return strings.Contains(string(out), "--cluster")
 }
 
 func runDir(t *testing.T) string {
@@ -83,6 +89,14 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	dir := runDir(t)
+	bin := buildLeasehold(t, dir)
+	nodes := *flagNodes
+	if nodes == 0 {
+		nodes = 1
+		if hasCluster(bin) {
+			nodes = 3
+		}
+	}
 	seed := *flagSeed
 	if seed == 0 {
 		seed = time.Now().UnixNano()
@@ -90,7 +104,7 @@ func TestChaos(t *testing.T) {
 	late := *flagLate
 	if late == 0 {
 		late = 100 * time.Millisecond
-		if *flagNodes > 1 {
+		if nodes > 1 {
 			late = 3 * time.Second
 		}
 	}
@@ -99,12 +113,15 @@ func TestChaos(t *testing.T) {
 		pause = *flagTTL + 1500*time.Millisecond
 	}
 	faults := SingleFaults
-	if *flagNodes > 1 {
+	if nodes > 1 {
 		faults = ClusterFaults
+		if *flagDuration <= 30*time.Second {
+			faults = ShortClusterFaults
+		}
 	}
 	if !*flagNetns {
 		faults = []string{"kill", "pause"}
-		if *flagNodes > 1 {
+		if nodes > 1 {
 			faults = []string{"kill-leader", "kill-follower", "kill-majority", "kill-all", "pause-leader", "pause-follower"}
 		}
 	}
@@ -116,8 +133,8 @@ func TestChaos(t *testing.T) {
 		faults = strings.Split(*flagFaults, ",")
 	}
 	cfg := RunConfig{
-		Bin:      buildLeasehold(t, dir),
-		Nodes:    *flagNodes,
+		Bin:      bin,
+		Nodes:    nodes,
 		Dir:      dir,
 		Netns:    *flagNetns,
 		Duration: *flagDuration,
@@ -128,7 +145,7 @@ func TestChaos(t *testing.T) {
 		},
 		Nemesis:           NemesisConfig{Kinds: faults, Hold: *flagHold, Pause: pause, Quiet: time.Second, Seed: seed, Logf: t.Logf},
 		Late:              late,
-		LateThroughFaults: *flagNodes > 1,
+		LateThroughFaults: nodes > 1,
 		CheckTimeout:      *flagCheck,
 		Logf:              t.Logf,
 	}

@@ -22,6 +22,8 @@ var (
 		"isolate", "kill-follower+partition-leader", "pause-follower+partition-oneway",
 		"member", "snapshot",
 	}
+	// ShortClusterFaults: a short run's choice, one of each family.
+	ShortClusterFaults = []string{"kill-leader", "partition-leader", "pause-follower+partition-oneway", "kill-majority", "partition-flap"}
 )
 
 // NemesisConfig says which faults to inject and for how long.
