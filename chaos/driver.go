@@ -70,6 +70,7 @@ type DriverStats struct {
 	Unknown    int            // writes of unknown outcome
 	Refused    int            // not executed: TRYAGAIN, SHUTDOWN, a dial failure
 	Unexpected map[string]int // error replies the workload should not get, by first word
+	Sample     map[string]string // one such reply of each word, with its command
 }
 
 // Setup makes the keys that must exist (CREATE); it retries until ctx ends,
@@ -141,7 +142,7 @@ func classify(err error) (outcome, string) {
 func Drive(ctx context.Context, t Target, w Workload, h *History) DriverStats {
 	var (
 		mu    sync.Mutex
-		stats = DriverStats{ByKind: map[string]int{}, Unexpected: map[string]int{}}
+		stats = DriverStats{ByKind: map[string]int{}, Unexpected: map[string]int{}, Sample: map[string]string{}}
 		sent  int
 	)
 	take := func() bool {
@@ -165,8 +166,11 @@ func Drive(ctx context.Context, t Target, w Workload, h *History) DriverStats {
 		case o.granted():
 			stats.Granted++
 		}
-		if strings.HasPrefix(why, "unexpected ") {
-			stats.Unexpected[strings.TrimPrefix(why, "unexpected ")]++
+		if word, ok := strings.CutPrefix(why, "unexpected "); ok {
+			stats.Unexpected[word]++
+			if _, seen := stats.Sample[word]; !seen {
+				stats.Sample[word] = o.String()
+			}
 		}
 		mu.Unlock()
 	}

@@ -183,6 +183,9 @@ func (s Summary) String() string {
 		len(s.Linearizable), s.Ops, s.Stats.Ops, strings.Join(kinds, ", "), s.Stats.Granted, s.Stats.Unknown, s.Stats.Refused)
 	if len(s.Stats.Unexpected) > 0 {
 		fmt.Fprintf(&b, "unexpected error replies: %v\n", s.Stats.Unexpected)
+		for w, o := range s.Stats.Sample {
+			fmt.Fprintf(&b, "  %s, e.g. %s\n", w, o)
+		}
 	}
 	byKind := map[string]int{}
 	for _, f := range s.Faults {
