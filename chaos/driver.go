@@ -67,9 +67,9 @@ type DriverStats struct {
 	Ops        int            // operations sent
 	ByKind     map[string]int // by command
 	Granted    int
-	Unknown    int            // writes of unknown outcome
-	Refused    int            // not executed: TRYAGAIN, SHUTDOWN, a dial failure
-	Unexpected map[string]int // error replies the workload should not get, by first word
+	Unknown    int               // writes of unknown outcome
+	Refused    int               // not executed: TRYAGAIN, SHUTDOWN, a dial failure
+	Unexpected map[string]int    // error replies the workload should not get, by first word
 	Sample     map[string]string // one such reply of each word, with its command
 }
 
