@@ -28,6 +28,7 @@ var (
 	flagNetns    = flag.Bool("chaos.netns", true, "run each node in a network namespace of its own (root; needed by partitions)")
 	flagWait     = flag.Duration("chaos.wait", 300*time.Millisecond, "the longest ACQUIRE ... WAIT clients send (0: none)")
 	flagRecheck  = flag.String("chaos.recheck", "", "TestRecheck: a history.json to check again (with -chaos.late)")
+	flagServe    = flag.String("chaos.serve-args", "", "more leasehold serve flags for every node, space-separated (e.g. \"--io-loops 0\")")
 	flagCheck    = flag.Duration("chaos.check-timeout", 60*time.Second, "porcupine's time limit per key")
 )
 
@@ -144,6 +145,7 @@ func TestChaos(t *testing.T) {
 			MaxWait: *flagWait, OpTimeout: time.Second, Pace: 20 * time.Millisecond, Seed: seed,
 		},
 		Nemesis:           NemesisConfig{Kinds: faults, Hold: *flagHold, Pause: pause, Quiet: time.Second, Seed: seed, Logf: t.Logf},
+		Extra:             strings.Fields(*flagServe),
 		Late:              late,
 		LateThroughFaults: nodes > 1,
 		CheckTimeout:      *flagCheck,
