@@ -229,6 +229,7 @@ func (n *nemesis) inject(ctx context.Context, kind string) ([]string, func() err
 		return n.names(hit), nw.Heal, errors.Join(errs...)
 	case kind == "partition-flap":
 		stop, done := make(chan struct{}), make(chan struct{})
+		rng := rand.New(rand.NewSource(n.rng.Int63())) // the goroutine's own
 		go func() {
 			defer close(done)
 			cut := false
@@ -236,14 +237,14 @@ func (n *nemesis) inject(ctx context.Context, kind string) ([]string, func() err
 				if cut {
 					_ = nw.Heal()
 				} else {
-					i := n.rng.Intn(len(n.c.Nodes))
+					i := rng.Intn(len(n.c.Nodes))
 					_ = nw.Split([]int{i}, others(len(n.c.Nodes), []int{i}))
 				}
 				cut = !cut
 				select {
 				case <-stop:
 					return
-				case <-time.After(time.Duration(200+n.rng.Intn(400)) * time.Millisecond):
+				case <-time.After(time.Duration(200+rng.Intn(400)) * time.Millisecond):
 				}
 			}
 		}()
