@@ -137,6 +137,7 @@ fuzz:
 	$(GO) test ./protocol -run '^$$' -fuzz '^FuzzLookaheadStream$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/glob -run '^$$' -fuzz '^FuzzMatch$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./lockfsm -run '^$$' -fuzz '^FuzzDecodeEntry$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./lockfsm -run '^$$' -fuzz '^FuzzDecodeResults$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./server -run '^$$' -fuzz '^FuzzCommands$$' -fuzztime $(FUZZTIME)
 
 ## bench: Go benchmarks of the lock table, the RESP reader, the server's hot

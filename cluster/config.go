@@ -32,6 +32,43 @@ type Config struct {
 	// restarts of the first node.
 	Bootstrap bool
 
+	// Join lists Raft addresses of existing members. A node that starts
+	// with empty stores (and neither Bootstrap nor Peers) asks them in
+	// turn, in the background, to add it (Node.Joined); the one asked
+	// passes the request once to its leader if it is not the leader, and
+	// the leader adds the node the safe way (Node.Join). Ignored once the
+	// node has Raft state.
+	Join []string
+
+	// Peers is a static initial configuration: every node started with the
+	// same full list (this node included, at RaftAddr) and empty stores
+	// bootstraps it, all as voters. Ignored once the node has Raft state.
+	// Bootstrap, Peers and Join are exclusive.
+	Peers []Peer
+
+	// Seed, with Bootstrap, is called when the node starts a new group (its
+	// stores are empty) for the state machine's first state, in the format
+	// of its snapshots: the group starts from it (at index 1, term 1) in
+	// place of an empty state, and nodes that join later receive it. It is
+	// how a single node's data becomes a cluster's. Not with Peers: every
+	// member of a static list would need the same seed.
+	Seed func() ([]byte, error)
+
+	// Recover, for disaster recovery only, makes this node, if its stores
+	// hold state, the only voter of its group (hashicorp/raft's
+	// RecoverCluster): for a group that lost its majority for good, or a
+	// node restored from a copy of a data directory. Other members must
+	// then join it again with wiped data directories. Entries this node
+	// did not have are lost.
+	Recover bool
+
+	// Handler answers the requests other nodes send with Node.Forward:
+	// called on the node that receives one (normally the leader), on a
+	// goroutine per request, and its answer is sent back. nil refuses them
+	// (Forward then fails with ErrNoHandler, not delivered). Node.Close
+	// waits for calls in progress, so it must return in bounded time.
+	Handler func(req []byte) []byte
+
 	// FSM is the replicated state machine. If it also implements
 	// raft.BatchingFSM, hashicorp/raft hands it batches of entries.
 	FSM raft.FSM
@@ -128,6 +165,9 @@ func (c Config) Validate() error {
 		return errors.New("cluster: TransferTimeout must be positive")
 	case c.CatchUpTimeout <= 0:
 		return errors.New("cluster: CatchUpTimeout must be positive")
+	}
+	if err := c.validatePeers(); err != nil {
+		return err
 	}
 	if c.TLS != nil {
 		if err := validateTLS(c.TLS); err != nil {

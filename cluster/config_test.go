@@ -30,6 +30,13 @@ func TestConfigValidate(t *testing.T) {
 		{"lease above heartbeat", func(c *Config) { c.LeaderLeaseTimeout = 2 * c.HeartbeatTimeout }, "LeaderLeaseTimeout"},
 		{"no transfer timeout", func(c *Config) { c.TransferTimeout = 0 }, "TransferTimeout"},
 		{"no catch-up timeout", func(c *Config) { c.CatchUpTimeout = 0 }, "CatchUpTimeout"},
+		{"peers and join", func(c *Config) {
+			c.Peers, c.Join = []Peer{{"n1", c.RaftAddr}}, []string{"127.0.0.1:7001"}
+		}, "exclusive"},
+		{"bootstrap and join", func(c *Config) { c.Bootstrap, c.Join = true, []string{"127.0.0.1:7001"} }, "exclusive"},
+		{"bootstrap and peers", func(c *Config) { c.Bootstrap, c.Peers = true, []Peer{{"n1", c.RaftAddr}} }, "exclusive"},
+		{"peers without this node", func(c *Config) { c.Peers = []Peer{{"n2", "127.0.0.1:7001"}} }, "does not list"},
+		{"peers with another address", func(c *Config) { c.Peers = []Peer{{"n1", "127.0.0.1:7001"}} }, "RaftAddr"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := valid()

@@ -9,7 +9,8 @@
 //     snapshots/, a file snapshot store keeping the newest 2.
 //   - A TCP transport on Config.RaftAddr, mutual TLS with Config.TLS
 //     (Security, below), wrapped so that heartbeats are handled on raft's
-//     main goroutine (hashicorp/raft #695, below).
+//     main goroutine (hashicorp/raft #695, below). The port is shared
+//     (Port, below).
 //   - Bootstrap of a one-voter cluster on the first node (Config.Bootstrap,
 //     only when the stores are empty), and membership changes done the safe
 //     way: Join adds a non-voter, waits until it holds everything the
@@ -35,6 +36,17 @@
 // Commands given to Apply are opaque bytes; one Apply per batch of client
 // requests is what gives throughput (raft also group-commits up to
 // MaxAppendEntries entries per disk write).
+//
+// # Port
+//
+// Raft and the node's own RPCs (forwarding, read index, join; rpc.go)
+// share Config.RaftAddr. Every stream starts, after the TLS handshake if
+// any, with one marker byte from the dialling side: 'R' for raft's
+// transport, 'N' for the RPC server (as Consul's RPCRaft byte). A stream
+// that does not complete its handshake and send its marker within the
+// transport timeout (10 s), or sends another byte, is closed; so a peer
+// speaking raft without the marker (raft's own TCP transport) is refused,
+// and TLS and AllowedPeer guard both kinds alike.
 //
 // # Security
 //

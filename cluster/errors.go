@@ -42,7 +42,55 @@ var (
 
 	// ErrClosed is wrapped by the errors of a Node's methods after Close.
 	ErrClosed = errors.New("cluster: node closed")
+
+	// ErrNotDelivered is wrapped by a Forward error (and by the errors of
+	// the other calls to another node) when the request certainly did not
+	// reach the other node's handler: no leader was known, the connection
+	// could not be made, or it failed before the whole request was written
+	// (the receiver acts only on a complete frame, and the connection is
+	// closed at once). Such an error also wraps ErrNotApplied: nothing the
+	// handler would have applied was. Retrying cannot run it twice.
+	ErrNotDelivered = errors.New("cluster: request not delivered")
+
+	// ErrNoLeader is returned, wrapped with ErrNotDelivered, by calls that
+	// need the leader (Forward, ReadIndex on a follower, AddVia, RemoveVia)
+	// when this node knows none (during an election), and by ReadIndex on
+	// a leader that has not yet committed an entry of its term.
+	ErrNoLeader = errors.New("cluster: no leader known")
+
+	// ErrNoHandler is returned, wrapped with ErrNotDelivered, by Forward
+	// when the node it reached has no Config.Handler.
+	ErrNoHandler = errors.New("cluster: the node takes no forwarded requests")
+
+	// ErrTimeout is returned by ReadIndex and WaitApplied when their
+	// timeout passes first. Nothing was changed; the read may be retried.
+	ErrTimeout = errors.New("cluster: timed out")
+
+	// ErrFrameTooLarge is returned by Forward for a request larger than
+	// the frame limit (64 MiB; wrapped with ErrNotDelivered, nothing is
+	// sent) or a reply the handler made larger than it (wrapped with
+	// ErrOutcomeUnknown: the handler ran). A received frame over the limit
+	// closes its connection.
+	ErrFrameTooLarge = errors.New("cluster: frame too large")
 )
+
+// notDelivered is a request that certainly did not reach the other node's
+// handler.
+func notDelivered(cause error) error {
+	kinds := []error{ErrNotApplied, ErrNotDelivered}
+	for _, k := range []error{ErrNoLeader, ErrNoHandler, ErrClosed, ErrFrameTooLarge} {
+		if errors.Is(cause, k) {
+			kinds = append(kinds, k)
+			break
+		}
+	}
+	return &outcomeError{kinds: kinds, cause: cause}
+}
+
+// outcomeUnknown is a request that was sent but whose reply never came.
+func outcomeUnknown(cause error) error {
+	return &outcomeError{kinds: []error{ErrOutcomeUnknown}, cause: cause}
+}
 
 // outcomeError is a failed command: what is known of its fate (kinds, the
 // most specific last) and raft's error (cause).
@@ -52,7 +100,11 @@ type outcomeError struct {
 }
 
 func (e *outcomeError) Error() string {
-	return e.kinds[len(e.kinds)-1].Error() + ": " + e.cause.Error()
+	kind := e.kinds[len(e.kinds)-1]
+	if errors.Is(e.cause, kind) {
+		return e.cause.Error()
+	}
+	return kind.Error() + ": " + e.cause.Error()
 }
 
 func (e *outcomeError) Unwrap() []error {

@@ -226,7 +226,7 @@ type member struct {
 	node atomic.Pointer[Node] // nil while down
 }
 
-func newMember(t *testing.T, net *faultNet, log *testLog, id string, bootstrap bool, opts ...func(*Config)) *member {
+func newMember(t testing.TB, net *faultNet, log *testLog, id string, bootstrap bool, opts ...func(*Config)) *member {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.NodeID = id
@@ -252,7 +252,7 @@ func newMember(t *testing.T, net *faultNet, log *testLog, id string, bootstrap b
 // start opens the node with a new, empty FSM, as a new process would have;
 // after the first start it listens on the same address, which the others
 // have in their configuration.
-func (m *member) start(t *testing.T) {
+func (m *member) start(t testing.TB) {
 	t.Helper()
 	m.fsm = &historyFSM{}
 	m.cfg.FSM = m.fsm
@@ -269,7 +269,7 @@ func (m *member) start(t *testing.T) {
 }
 
 // stop closes the node gracefully (leadership transfer included).
-func (m *member) stop(t *testing.T) {
+func (m *member) stop(t testing.TB) {
 	t.Helper()
 	if n := m.node.Swap(nil); n != nil {
 		if err := n.Close(); err != nil {
@@ -279,7 +279,7 @@ func (m *member) stop(t *testing.T) {
 }
 
 // kill stops the node as a crash would: no leadership transfer.
-func (m *member) kill(t *testing.T) {
+func (m *member) kill(t testing.TB) {
 	t.Helper()
 	n := m.node.Swap(nil)
 	n.closeOnce.Do(func() { n.closeErr = n.shutdown() })
@@ -292,7 +292,7 @@ func (m *member) id() string { return m.cfg.NodeID }
 
 // startCluster bootstraps the first of size members and joins the others
 // through the leader, as non-voters first.
-func startCluster(t *testing.T, size int, opts ...func(*Config)) (*faultNet, []*member) {
+func startCluster(t testing.TB, size int, opts ...func(*Config)) (*faultNet, []*member) {
 	t.Helper()
 	net, log := newFaultNet(), newTestLog(t)
 	ms := []*member{newMember(t, net, log, "n1", true, opts...)}
@@ -309,7 +309,7 @@ func startCluster(t *testing.T, size int, opts ...func(*Config)) (*faultNet, []*
 
 // waitLeader waits until exactly one running member of ms is leader and
 // every running member names it, and returns it.
-func waitLeader(t *testing.T, ms []*member) *member {
+func waitLeader(t testing.TB, ms []*member) *member {
 	t.Helper()
 	var leader *member
 	testutil.Eventually(t, settle, "one leader that every node knows", func() bool {
@@ -402,6 +402,6 @@ func requireSameHistory(t *testing.T, ms []*member) {
 }
 
 // zerologFor logs to t.Log for the rest of the test.
-func zerologFor(t *testing.T) zerolog.Logger {
+func zerologFor(t testing.TB) zerolog.Logger {
 	return zerolog.New(newTestLog(t)).Level(zerolog.InfoLevel)
 }

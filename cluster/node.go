@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -33,10 +34,23 @@ const (
 // concurrent use. Leader-only methods return an error wrapping ErrNotLeader
 // elsewhere; they do not forward.
 type Node struct {
-	cfg   Config
-	raft  *raft.Raft
-	trans *mainThreadTransport
-	store *raftboltdb.BoltStore
+	cfg    Config
+	raft   *raft.Raft
+	trans  *mainThreadTransport
+	mux    *muxLayer // the Raft port, closed by raft's Shutdown (trans.Close)
+	store  *raftboltdb.BoltStore
+	logs   raft.LogStore // store behind its cache
+	fsm    *appliedFSM
+	client *rpcClient
+	server *rpcServer
+	verify *verifier
+
+	termCommitted atomic.Uint64 // the latest term known to have committed an entry of its own (ReadIndex)
+	barrierMu     sync.Mutex    // one ReadIndex Barrier at a time
+
+	joined chan struct{}  // closed once a member (Joined)
+	closeC chan struct{}  // closed by Close: stops the join loop and waiting calls
+	wg     sync.WaitGroup // the join loop and VerifyLeader rounds
 
 	closeOnce   sync.Once
 	closeErr    error
@@ -46,8 +60,11 @@ type Node struct {
 // Open starts a node from cfg: it opens (or creates) the stores under
 // cfg.DataDir/raft, listens on cfg.RaftAddr, bootstraps a one-voter cluster
 // if cfg.Bootstrap is set and the stores are empty, and replays the newest
-// snapshot and the log into cfg.FSM. It returns without waiting for a
-// leader. The caller must Close the node.
+// snapshot and the log into cfg.FSM. If the stores are empty it bootstraps
+// with cfg.Peers as the initial configuration, or, with cfg.Join, starts
+// asking those addresses in the background to add it (see Joined). It
+// returns without waiting for a leader or for the join. The caller must
+// Close the node.
 func Open(cfg Config) (*Node, error) {
 	return open(cfg, testHooks{})
 }
@@ -62,28 +79,25 @@ type testHooks struct {
 	handshakeTimeout time.Duration
 }
 
-// newNetTransport listens on cfg.RaftAddr: plain TCP, or mutual TLS with
-// cfg.TLS. An accepted TLS connection has transportTimeout to complete its
-// handshake, the bound raft puts on every other exchange.
-func newNetTransport(cfg Config, hooks testHooks) (*raft.NetworkTransport, error) {
-	logger := newHclogAdapter(cfg.Logger, "raft-net")
-	if cfg.TLS == nil {
-		return raft.NewTCPTransportWithLogger(cfg.RaftAddr, nil, transportPool, transportTimeout, logger)
-	}
+// newNetTransport listens on cfg.RaftAddr, plain TCP or mutual TLS with
+// cfg.TLS, through a muxLayer that also carries the node's RPC streams. An
+// accepted connection has transportTimeout to complete its handshake and
+// send its marker byte, the bound raft puts on every other exchange.
+func newNetTransport(cfg Config, hooks testHooks) (*raft.NetworkTransport, *muxLayer, error) {
 	handshake := transportTimeout
 	if hooks.handshakeTimeout > 0 {
 		handshake = hooks.handshakeTimeout
 	}
-	stream, err := listenTLS(cfg.RaftAddr, cfg.TLS, cfg.AllowedPeer, handshake)
+	mux, err := listenMux(cfg.RaftAddr, cfg.TLS, cfg.AllowedPeer, handshake)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  stream,
+		Stream:  mux,
 		MaxPool: transportPool,
 		Timeout: transportTimeout,
-		Logger:  logger,
-	}), nil
+		Logger:  newHclogAdapter(cfg.Logger, "raft-net"),
+	}), mux, nil
 }
 
 func open(cfg Config, hooks testHooks) (n *Node, err error) {
@@ -112,11 +126,12 @@ func open(cfg Config, hooks testHooks) (n *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, snapshotsRetained, newHclogAdapter(cfg.Logger, "raft-snapshots"))
+	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(dir, snapshotsRetained, newHclogAdapter(cfg.Logger, "raft-snapshots"))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: opening the snapshot store: %w", err)
 	}
-	network, err := newNetTransport(cfg, hooks)
+	snaps := &openedSnapshots{SnapshotStore: fileSnaps}
+	network, mux, err := newNetTransport(cfg, hooks)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: listening on %s: %w", cfg.RaftAddr, err)
 	}
@@ -128,25 +143,71 @@ func open(cfg Config, hooks testHooks) (n *Node, err error) {
 	closers = append(closers, trans.Close)
 
 	rc := cfg.raftConfig()
-	if cfg.Bootstrap {
-		existing, err := raft.HasExistingState(logs, store, snaps)
-		if err != nil {
-			return nil, fmt.Errorf("cluster: reading the raft stores: %w", err)
-		}
-		if !existing {
-			first := raft.Configuration{Servers: []raft.Server{{
-				Suffrage: raft.Voter, ID: rc.LocalID, Address: trans.LocalAddr(),
-			}}}
-			if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, first); err != nil {
-				return nil, fmt.Errorf("cluster: bootstrap: %w", err)
+	existing, err := raft.HasExistingState(logs, store, snaps)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: reading the raft stores: %w", err)
+	}
+	if !existing && (cfg.Bootstrap || len(cfg.Peers) > 0) {
+		first := raft.Configuration{Servers: []raft.Server{{
+			Suffrage: raft.Voter, ID: rc.LocalID, Address: trans.LocalAddr(),
+		}}}
+		if len(cfg.Peers) > 0 {
+			// Every node of a static list bootstraps the same
+			// configuration, which raft permits.
+			first.Servers = nil
+			for _, p := range cfg.Peers {
+				first.Servers = append(first.Servers, raft.Server{
+					Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr),
+				})
 			}
 		}
+		if cfg.Seed != nil {
+			if err := seed(cfg.Seed, first, store, snaps, trans); err != nil {
+				return nil, fmt.Errorf("cluster: bootstrap from a seed: %w", err)
+			}
+		} else if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, first); err != nil {
+			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
+		}
 	}
-	r, err := raft.NewRaft(rc, cfg.FSM, logs, store, snaps, trans)
+	if existing && cfg.Recover {
+		alone := raft.Configuration{Servers: []raft.Server{{
+			Suffrage: raft.Voter, ID: rc.LocalID, Address: trans.LocalAddr(),
+		}}}
+		if err := raft.RecoverCluster(rc, cfg.FSM, logs, store, snaps, trans, alone); err != nil {
+			return nil, fmt.Errorf("cluster: recover: %w", err)
+		}
+		cfg.Logger.Warn().Str("node_id", cfg.NodeID).Msg("recovered: this node is now the only voter of its group; the others must join it again with empty data directories")
+	}
+	fsm := newAppliedFSM(cfg.FSM, snaps)
+	r, err := raft.NewRaft(rc, fsm, logs, store, snaps, trans)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	return &Node{cfg: cfg, raft: r, trans: trans, store: store}, nil
+	n = &Node{
+		cfg: cfg, raft: r, trans: trans, mux: mux, store: store, logs: logs, fsm: fsm,
+		client: newRPCClient(mux),
+		joined: make(chan struct{}),
+		closeC: make(chan struct{}),
+	}
+	n.verify = &verifier{verifyLeader: n.VerifyLeader, wg: &n.wg}
+	n.server = &rpcServer{n: n}
+	n.server.start()
+	if existing || len(cfg.Join) == 0 || cfg.Bootstrap || len(cfg.Peers) > 0 {
+		close(n.joined)
+	} else {
+		n.wg.Add(1)
+		go n.joinLoop()
+	}
+	return n, nil
+}
+
+func (n *Node) isClosed() bool {
+	select {
+	case <-n.closeC:
+		return true
+	default:
+		return false
+	}
 }
 
 // ID is the node's ID (Config.NodeID).
@@ -156,6 +217,9 @@ func (n *Node) ID() string { return n.cfg.NodeID }
 func (n *Node) Addr() string { return string(n.trans.LocalAddr()) }
 
 // Close shuts the node down and closes its stores; it is safe to call twice.
+// It waits for the node's goroutines, among them Config.Handler calls in
+// progress for forwarded requests (their connections are closed first, so
+// their callers get ErrOutcomeUnknown at once).
 // A leader with other voters first tries to hand leadership to the most
 // up-to-date of them, for at most Config.TransferTimeout, so that the
 // cluster does not wait out an election timeout. Close does not wait for
@@ -193,11 +257,17 @@ func (n *Node) transferLeadership() error {
 	return err
 }
 
-// shutdown stops raft (which closes the transport) and the stores, without
-// a leadership transfer: what a crash leaves behind, apart from the
-// unsynced page cache.
+// shutdown stops raft (which closes the transport and with it the Raft
+// port and every connection accepted on it), the RPC client and server
+// and the stores, without a leadership transfer: what a crash leaves
+// behind, apart from the unsynced page cache. It waits for every goroutine
+// the node started, including Config.Handler calls in progress.
 func (n *Node) shutdown() error {
+	close(n.closeC)
+	n.client.close()
 	err := n.raft.Shutdown().Error()
+	n.server.wg.Wait()
+	n.wg.Wait()
 	return errors.Join(err, n.store.Close())
 }
 
@@ -396,3 +466,31 @@ func (n *Node) Stats() map[string]string {
 	s["heartbeat_fast_path"] = "off" // see mainThreadTransport (#695)
 	return s
 }
+
+// seed starts a new group from a snapshot of the state machine made outside
+// it (Config.Seed), in place of raft.BootstrapCluster's first entry: the
+// snapshot, at index 1 of term 1, carries the first configuration, and the
+// node's term is 1, as after a bootstrap. A node that joins later receives
+// the state with the snapshot, as it would any compacted log.
+func seed(state func() ([]byte, error), first raft.Configuration, stable raft.StableStore, snaps raft.SnapshotStore, trans raft.Transport) error {
+	data, err := state()
+	if err != nil {
+		return err
+	}
+	sink, err := snaps.Create(raft.SnapshotVersionMax, 1, 1, first, 1, trans)
+	if err != nil {
+		return err
+	}
+	if _, err := sink.Write(data); err != nil {
+		sink.Cancel()
+		return err
+	}
+	if err := sink.Close(); err != nil {
+		return err
+	}
+	return stable.SetUint64(keyCurrentTerm, 1)
+}
+
+// keyCurrentTerm is where hashicorp/raft keeps the current term in its
+// stable store (raft.go's keyCurrentTerm, unexported).
+var keyCurrentTerm = []byte("CurrentTerm")

@@ -15,32 +15,24 @@ import (
 )
 
 // withTLS gives each node a certificate from f's CA named after its ID.
-func withTLS(t *testing.T, f *tlstest.Files) func(*Config) {
+func withTLS(t testing.TB, f *tlstest.Files) func(*Config) {
 	return func(c *Config) { c.TLS = f.NodeConfig(t, c.NodeID) }
 }
 
 // peerTransport is a raft transport outside any cluster, to send RPCs to
-// the cluster's nodes as a stranger would: over TLS with tlsCfg, or plain
-// TCP if it is nil.
-func peerTransport(t *testing.T, tlsCfg *tls.Config) *raft.NetworkTransport {
+// the cluster's nodes as a stranger would, through a stream layer like a
+// node's (so with the marker byte): over TLS with tlsCfg, or plain TCP if
+// it is nil.
+func peerTransport(t testing.TB, tlsCfg *tls.Config) *raft.NetworkTransport {
 	t.Helper()
-	logger := newHclogAdapter(zerologFor(t), "stranger")
-	var trans *raft.NetworkTransport
-	if tlsCfg == nil {
-		tcp, err := raft.NewTCPTransportWithLogger("127.0.0.1:0", nil, 1, 2*time.Second, logger)
-		if err != nil {
-			t.Fatal(err)
-		}
-		trans = tcp
-	} else {
-		stream, err := listenTLS("127.0.0.1:0", tlsCfg, nil, 2*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-			Stream: stream, MaxPool: 1, Timeout: 2 * time.Second, Logger: logger,
-		})
+	stream, err := listenMux("127.0.0.1:0", tlsCfg, nil, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: stream, MaxPool: 1, Timeout: 2 * time.Second,
+		Logger: newHclogAdapter(zerologFor(t), "stranger"),
+	})
 	t.Cleanup(func() { trans.Close() })
 	return trans
 }

@@ -55,6 +55,8 @@ var serveFlagNames = []string{
 	"data-dir", "fsync", "restart-grace", "repair", "allow-clock-before-epoch", "shutdown-timeout",
 	"requirepass", "requirepass-file", "acl-file", "protected-mode",
 	"tls-port", "tls-addr", "tls-cert-file", "tls-key-file", "tls-ca-cert-file", "tls-auth-clients", "tls-auth-clients-user", "tls-protocols",
+	"cluster", "node-id", "raft-addr", "bootstrap", "join", "peers", "recover",
+	"cluster-tls", "cluster-tls-cert-file", "cluster-tls-key-file", "cluster-tls-ca-cert-file", "cluster-tls-server-name", "cluster-tls-allowed-cn",
 }
 
 // run runs the binary to completion, bounded by commandTimeout.

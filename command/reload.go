@@ -21,7 +21,7 @@ func hangupReloads(srv *server.Server, cfg server.Config) []reload {
 	if cfg.ACLFile != "" {
 		rs = append(rs, reload{"acl file", srv.ReloadACL})
 	}
-	if cfg.TLS.Addr != "" {
+	if cfg.TLS.Addr != "" || cfg.ClusterTLS != nil {
 		rs = append(rs, reload{"tls certificates", srv.ReloadTLS})
 	}
 	return rs

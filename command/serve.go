@@ -48,7 +48,7 @@ func serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "protected-mode", Value: yesNo(def.ProtectedMode), EnvVars: env("PROTECTED_MODE"), Usage: "yes or no; yes, without a password, refuses clients that are not on loopback, as Redis's protected mode"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"), Usage: "debug, info, warn or error"},
 		&cli.StringFlag{Name: "log-format", EnvVars: env("LOG_FORMAT"), Usage: "json or console (default: console when stderr is a terminal)"},
-	}, tlsFlags()...)
+	}, append(tlsFlags(), clusterFlags()...)...)
 }
 
 // needDataDir are serve's flags that mean nothing without --data-dir.
@@ -105,6 +105,17 @@ func serve(c *cli.Context) error {
 		return cannotStart(err)
 	}
 	cfg.Persist.Dir = str("data-dir")
+	if cfg.Cluster, err = clusterConfig(c, cfg.Persist.Dir); err != nil {
+		log.Error().Err(err).Msg("cannot start")
+		return exitWith(exitFailure, nil)
+	}
+	if cfg.Cluster != nil {
+		cfg.Persist.Dir = "" // the Raft log is the data directory's content
+		if cfg.ClusterTLS, err = clusterTLSConfig(c); err != nil {
+			log.Error().Err(err).Msg("cannot start")
+			return exitWith(exitFailure, nil)
+		}
+	}
 	if cfg.Persist.Fsync, err = persist.ParsePolicy(str("fsync")); err != nil {
 		return cannotStart(err)
 	}

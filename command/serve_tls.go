@@ -51,6 +51,9 @@ func tlsConfig(c *cli.Context, plainAddr string) (server.TLSConfig, error) {
 		cfg.Addr = net.JoinHostPort(host, strconv.Itoa(port))
 	}
 	if cfg.Addr == "" {
+		if flag(c, "cluster-tls").Bool("cluster-tls") {
+			return cfg, nil // the files are the cluster's (clusterTLSConfig)
+		}
 		for _, name := range tlsFileFlags {
 			if flag(c, name).IsSet(name) {
 				return cfg, fmt.Errorf("--%s needs a TLS listener: add --tls-port PORT or --tls-addr HOST:PORT", name)

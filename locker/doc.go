@@ -48,7 +48,12 @@
 //     deadline and the apply.
 //   - The reaper (Start) only gives memory back; the timer wheel serves
 //     CollectDue alone.
-//   - A snapshot is TokenState plus Dump; RestoreTokenState plus Restore
-//     rebuild a replica that issues the same next tokens, and Restore
-//     expires nothing. Waiting requests are not part of it.
+//   - Waits (AcquireWait) queue as in the default mode: a lock freed by a
+//     call (Release, Fire, ForceRelease, CancelWait) is handed to its
+//     queue's head within that call, so replicas hand it to the same
+//     waiter. The table does not time waits out; its state machine does.
+//   - A snapshot is TokenState plus Dump, plus Queue of each lock waited
+//     for; RestoreTokenState plus Restore plus RestoreQueue rebuild a
+//     replica that issues the same next tokens to the same waiters, and
+//     Restore expires nothing.
 package locker

@@ -25,6 +25,12 @@ const (
 	DueLease DueKind = iota + 1
 	// DueDelay is a lock-delay whose end has passed.
 	DueDelay
+	// DueWait is a waiting request past its deadline, as the state machine
+	// above the table names it (lockfsm: Key is the waiter's id, Token the
+	// wait's number). The table neither collects nor fires it: waits are
+	// timed by their callers, and a replicated table's waits by its state
+	// machine.
+	DueWait
 )
 
 // String returns "lease" or "delay".
@@ -34,6 +40,8 @@ func (k DueKind) String() string {
 		return "lease"
 	case DueDelay:
 		return "delay"
+	case DueWait:
+		return "wait"
 	}
 	return fmt.Sprintf("DueKind(%d)", uint8(k))
 }
@@ -298,8 +306,8 @@ func (s *shard) collectEntry(i uint32, now int64, limit int, out []Due) []Due {
 // after Release. Items that no longer match (the lease was released,
 // renewed, or ended and granted again) are skipped: a stale item never ends
 // a newer lease. What is ended depends on the table's state only, never on
-// the Clock. Fire is for replicated tables, but works in the default mode
-// too.
+// the Clock. Items of another kind (DueWait) are skipped. Fire is for
+// replicated tables, but works in the default mode too.
 func (t *Table) Fire(items []Due) (fired int) {
 	for n := range items {
 		if t.fire(&items[n]) {
@@ -311,7 +319,7 @@ func (t *Table) Fire(items []Due) (fired int) {
 
 func (t *Table) fire(d *Due) bool {
 	key := []byte(d.Key)
-	if t.CheckKey(key) != nil {
+	if d.Kind != DueLease && d.Kind != DueDelay || t.CheckKey(key) != nil {
 		return false
 	}
 	h, s := t.locate(key)

@@ -28,6 +28,9 @@ const (
 	OpDelete          // Key
 	OpForceRelease    // Key, Token (locker.AllLeases: every lease)
 	OpFire            // Term, Due: expiries the leader of Term decided
+	OpEndSession      // Client: forget its session (its connection closed)
+	OpWait            // Key, TTL, Owner, Shared, Priority, Waiter, Wait: ACQUIRE ... WAIT (see the package doc)
+	OpCancelWait      // Waiter: its wait gives up (see the package doc)
 	opEnd
 )
 
@@ -45,18 +48,55 @@ type Command struct {
 	Term    uint64
 	Floor   uint64
 	Due     []locker.Due
+	Client  []byte // OpEndSession's: a Tag's Client
+	// OpWait's: Waiter names the wait across nodes (opaque; the server
+	// uses its node, the connection and a sequence number), Wait is how
+	// long it may queue, Priority its place in the queue.
+	Waiter   []byte
+	Wait     time.Duration
+	Priority int
+}
+
+// Tag makes an entry's commands apply at most once: a leader that gets the
+// same tagged batch twice (a follower's forward retried after a lost
+// answer) applies it once and answers the retry with the results it
+// recorded. See FSM.Apply.
+type Tag struct {
+	// Client names who proposes, opaque to the FSM: the server uses its
+	// node and the client's connection. Empty: the entry has no tag.
+	Client []byte
+	// Seq numbers the client's batches; it grows with each new one, and a
+	// retry sends the same.
+	Seq uint64
 }
 
 // entryVersion starts every entry, so that a later format can be told
-// apart and an older replica refuses it rather than misreading it.
-const entryVersion = 1
+// apart and an older replica refuses it rather than misreading it. Version
+// 2 added the tag; entries of version 1 (no tag) still decode.
+const (
+	entryVersion   = 2
+	entryVersionV1 = 1
+)
 
 // ErrBadEntry is the error of an entry that does not decode.
 var ErrBadEntry = errors.New("lockfsm: malformed log entry")
 
-// AppendEntry appends the encoding of a batch of commands to dst.
+// AppendEntry appends the encoding of a batch of commands, with no tag, to
+// dst.
 func AppendEntry(dst []byte, cmds []Command) []byte {
+	return AppendTaggedEntry(dst, Tag{}, cmds)
+}
+
+// AppendTaggedEntry appends the encoding of a batch of commands with its
+// tag to dst. A tag with an empty Client is none.
+func AppendTaggedEntry(dst []byte, tag Tag, cmds []Command) []byte {
 	dst = append(dst, entryVersion)
+	if len(tag.Client) == 0 {
+		dst = append(dst, 0)
+	} else {
+		dst = appendBytes(append(dst, 1), tag.Client)
+		dst = binary.AppendUvarint(dst, tag.Seq)
+	}
 	dst = binary.AppendUvarint(dst, uint64(len(cmds)))
 	for i := range cmds {
 		dst = appendCommand(dst, &cmds[i])
@@ -112,6 +152,18 @@ func appendCommand(dst []byte, c *Command) []byte {
 			dst = binary.AppendUvarint(dst, d.Token)
 			dst = binary.AppendUvarint(dst, uint64(d.Renewals))
 		}
+	case OpEndSession:
+		dst = appendBytes(dst, c.Client)
+	case OpWait:
+		dst = appendBytes(dst, c.Key)
+		dst = binary.AppendVarint(dst, int64(c.TTL))
+		dst = appendBytes(dst, c.Owner)
+		dst = appendBool(dst, c.Shared)
+		dst = binary.AppendVarint(dst, int64(c.Priority))
+		dst = appendBytes(dst, c.Waiter)
+		dst = binary.AppendVarint(dst, int64(c.Wait))
+	case OpCancelWait:
+		dst = appendBytes(dst, c.Waiter)
 	default:
 		panic(fmt.Sprintf("lockfsm: encoding unknown op %d", c.Op))
 	}
@@ -131,28 +183,45 @@ func appendScope(dst, scope []byte) []byte {
 	return appendBytes(append(dst, 1), scope)
 }
 
-// DecodeEntry decodes a batch of commands. The commands' byte slices alias
-// entry.
+// DecodeEntry decodes a batch of commands, dropping its tag. The commands'
+// byte slices alias entry.
 func DecodeEntry(entry []byte) ([]Command, error) {
+	_, cmds, err := DecodeTaggedEntry(entry)
+	return cmds, err
+}
+
+// DecodeTaggedEntry decodes a batch of commands and its tag (a zero Tag
+// when it has none). The tag's and the commands' byte slices alias entry.
+func DecodeTaggedEntry(entry []byte) (Tag, []Command, error) {
+	var tag Tag
 	d := newDecoder(entry)
-	if v := d.Byte(); v != entryVersion {
-		return nil, fmt.Errorf("%w: version %d, want %d", ErrBadEntry, v, entryVersion)
+	switch v := d.Byte(); v {
+	case entryVersion:
+		if d.bool() {
+			tag.Client, tag.Seq = d.Bytes(), d.Uvarint()
+			if len(tag.Client) == 0 {
+				d.Fail() // AppendTaggedEntry writes no tag for an empty client
+			}
+		}
+	case entryVersionV1:
+	default:
+		return Tag{}, nil, fmt.Errorf("%w: version %d, want %d", ErrBadEntry, v, entryVersion)
 	}
 	n := d.Uvarint()
 	if d.Err != nil || n > uint64(len(d.B)) { // each command takes a byte at least
-		return nil, ErrBadEntry
+		return Tag{}, nil, ErrBadEntry
 	}
 	cmds := make([]Command, n)
 	for i := range cmds {
 		d.command(&cmds[i])
 	}
 	if d.Err != nil {
-		return nil, d.Err
+		return Tag{}, nil, d.Err
 	}
 	if len(d.B) != 0 {
-		return nil, fmt.Errorf("%w: %d bytes after the last command", ErrBadEntry, len(d.B))
+		return Tag{}, nil, fmt.Errorf("%w: %d bytes after the last command", ErrBadEntry, len(d.B))
 	}
-	return cmds, nil
+	return tag, cmds, nil
 }
 
 // decoder is bin's Decoder with lockfsm's readers: booleans strictly 0 or
@@ -233,6 +302,13 @@ func (d *decoder) command(c *Command) {
 		for i := range c.Due {
 			c.Due[i] = locker.Due{Kind: locker.DueKind(d.Byte()), Key: string(d.Bytes()), Token: d.Uvarint(), Renewals: d.uint32()}
 		}
+	case OpEndSession:
+		c.Client = d.Bytes()
+	case OpWait:
+		c.Key, c.TTL, c.Owner, c.Shared = d.Bytes(), time.Duration(d.Varint()), d.Bytes(), d.bool()
+		c.Priority, c.Waiter, c.Wait = int(d.Varint()), d.Bytes(), time.Duration(d.Varint())
+	case OpCancelWait:
+		c.Waiter = d.Bytes()
 	default:
 		d.Fail()
 	}

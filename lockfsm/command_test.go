@@ -1,6 +1,7 @@
 package lockfsm
 
 import (
+	"bytes"
 	"reflect"
 	"testing"
 	"time"
@@ -26,6 +27,10 @@ func sampleCommands() []Command {
 		{Op: OpForceRelease, Key: []byte("jobs"), Token: locker.AllLeases},
 		{Op: OpFire, Term: 7, Due: []locker.Due{{Kind: locker.DueLease, Key: "jobs", Token: 5, Renewals: 3}, {Kind: locker.DueDelay, Key: "x", Token: 6}}},
 		{Op: OpFire, Term: 8},
+		{Op: OpEndSession, Client: []byte("n2\x00conn3")},
+		{Op: OpWait, Key: []byte("jobs"), TTL: time.Second, Owner: []byte("o"), Shared: true, Priority: -7, Waiter: []byte("n1/c2/99"), Wait: time.Minute},
+		{Op: OpWait, Key: []byte("k"), TTL: time.Second, Priority: 1 << 31, Waiter: []byte("w"), Wait: 1},
+		{Op: OpCancelWait, Waiter: []byte("n1/c2/99")},
 	}
 }
 
@@ -79,15 +84,16 @@ func TestDecodeEntryRefusesDamage(t *testing.T) {
 
 func FuzzDecodeEntry(f *testing.F) {
 	f.Add(AppendEntry(nil, sampleCommands()))
+	f.Add(AppendTaggedEntry(nil, Tag{Client: []byte("n1\x00c7"), Seq: 42}, sampleCommands()))
 	f.Add([]byte{entryVersion, 1, byte(OpAcquireAll), 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		cmds, err := DecodeEntry(b)
+		tag, cmds, err := DecodeTaggedEntry(b)
 		if err != nil {
 			return
 		}
 		// What decodes re-encodes to the same meaning.
-		again, err := DecodeEntry(AppendEntry(nil, cmds))
-		if err != nil || len(again) != len(cmds) {
+		againTag, again, err := DecodeTaggedEntry(AppendTaggedEntry(nil, tag, cmds))
+		if err != nil || len(again) != len(cmds) || !bytes.Equal(againTag.Client, tag.Client) || againTag.Seq != tag.Seq {
 			t.Fatalf("re-encoding %d decoded commands: %d, %v", len(cmds), len(again), err)
 		}
 	})

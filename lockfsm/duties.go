@@ -21,7 +21,7 @@ type Proposer interface {
 // of its own: when the node becomes leader, it waits until every earlier
 // entry is applied, then begins its term (OpTerm, with its boot-epoch
 // token as the floor); from then on, every tick, it proposes the expiries
-// its table finds due (OpFire). On a follower it does nothing. Proposals
+// its FSM finds due (OpFire): leases, lock-delays and waits. On a follower it does nothing. Proposals
 // that fail are logged and come back through CollectDue after
 // locker.DueRetry.
 type Duties struct {
@@ -100,7 +100,7 @@ func (d *Duties) once() {
 		d.setTerm(term)
 		d.log.Info().Uint64("term", term).Uint64("token_floor", floor).Msg("leader: term begun")
 	}
-	if due := d.fsm.Table().CollectDue(fireBatch); len(due) > 0 {
+	if due := d.fsm.CollectDue(fireBatch); len(due) > 0 {
 		if _, err := d.propose(Command{Op: OpFire, Term: term, Due: due}); err != nil {
 			d.log.Warn().Err(err).Int("due", len(due)).Msg("leader: could not propose expiries; they come back after a retry interval")
 		}

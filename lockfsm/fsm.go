@@ -1,9 +1,11 @@
 package lockfsm
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
@@ -17,6 +19,28 @@ type FSM struct {
 	cfg   locker.Config
 	table atomic.Pointer[locker.Table]
 	term  atomic.Uint64 // the term of the last OpTerm applied: OpFire's guard
+
+	// Used by Apply, Snapshot and Restore only, which raft calls one at a
+	// time; but for the waits' due heap, which CollectDue reads.
+	sessions *sessions
+	waits    atomic.Pointer[waits]
+	onGrant  func(waiter, key []byte, token uint64)
+}
+
+// Option sets up an FSM at New.
+type Option func(*FSM)
+
+// OnGrant has fn called when a queued wait (OpWait) ends otherwise than by
+// its own OpCancelWait, in the apply of the entry that ended it, on every
+// replica: with the token when the lock was handed to it (a RELEASE, an
+// expiry or lock-delay's end through OpFire, a FORCE-RELEASE, a cancel
+// ahead of it), or 0 when it ended ungranted (its deadline passed, through
+// OpFire, or a WAIT of the same owner took its place). fn runs on the
+// applying goroutine, after the command that ended the wait: it must not
+// block or call into the FSM. It may keep waiter and key, but not change
+// them.
+func OnGrant(fn func(waiter, key []byte, token uint64)) Option {
+	return func(f *FSM) { f.onGrant = fn }
 }
 
 // Result is what one command did, for the server to answer its client.
@@ -28,8 +52,14 @@ type Result struct {
 	// Granted: ACQUIRE and MACQUIRE granted, RELEASE released, EXTEND
 	// extended, CREATE created, DELETE deleted.
 	Granted bool
-	// N is what FORCE-RELEASE ended, or how many expiries a FIRE applied.
+	// N is what FORCE-RELEASE ended, or how many items a FIRE ended
+	// (leases, lock-delays, waits); for END-SESSION, 1 if the session was
+	// known; for CANCEL-WAIT, 1 if the wait had been granted and its lease
+	// was released (then Token is that lease's).
 	N int
+	// Queued: WAIT did not grant the lease now, and the request waits in
+	// the lock's queue (see OpWait).
+	Queued bool
 	// Err is the lock table's refusal (locker's errors), as on one node.
 	Err error
 }
@@ -38,14 +68,18 @@ type Result struct {
 // cfg.Clock is the replica's own: it stamps soft deadlines, decides nothing.
 // Every replica must start from the same token floor, cfg.FirstToken (1
 // will do: each leader raises the floor when its term begins, OpTerm).
-func New(cfg locker.Config) (*FSM, error) {
+func New(cfg locker.Config, opts ...Option) (*FSM, error) {
 	cfg.Replicated = true
 	t, err := locker.New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	f := &FSM{cfg: cfg}
+	f := &FSM{cfg: cfg, sessions: newSessions()}
+	for _, o := range opts {
+		o(f)
+	}
 	f.table.Store(t)
+	f.waits.Store(newWaits())
 	return f, nil
 }
 
@@ -59,20 +93,57 @@ func (f *FSM) Term() uint64 { return f.term.Load() }
 // Apply implements raft.FSM. A command entry's response is its []Result,
 // or ErrBadEntry for bytes that do not decode: every replica refuses them
 // alike, so the replicas stay the same.
+//
+// A tagged entry (AppendTaggedEntry) is applied at most once: the FSM
+// keeps, per Tag.Client, the last Seq applied and its results. An entry
+// with that Seq again is not applied and answers with the recorded
+// results; one with a lower Seq is not applied and answers ErrStaleRequest
+// for each command. The table of sessions is bounded (MaxSessions, least
+// recently used forgotten first) and ends with OpEndSession.
 func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	cmds, err := DecodeEntry(l.Data)
+	tag, cmds, err := DecodeTaggedEntry(l.Data)
 	if err != nil {
 		return err
+	}
+	tagged := len(tag.Client) > 0
+	if tagged {
+		if s := f.sessions.get(tag.Client); s != nil {
+			switch {
+			case tag.Seq == s.seq:
+				f.sessions.touch(tag.Client, l.Index)
+				return slices.Clone(s.results)
+			case tag.Seq < s.seq:
+				stale := make([]Result, len(cmds))
+				for i := range stale {
+					stale[i].Err = ErrStaleRequest
+				}
+				return stale
+			}
+		}
 	}
 	t := f.table.Load()
 	results := make([]Result, len(cmds))
 	for i := range cmds {
 		results[i] = f.apply(t, &cmds[i])
+		f.flushNotes()
+	}
+	if tagged && !endsSession(cmds, tag.Client) {
+		f.sessions.record(tag, slices.Clone(results), l.Index)
 	}
 	return results
+}
+
+// endsSession reports whether cmds end client's session.
+func endsSession(cmds []Command, client []byte) bool {
+	for i := range cmds {
+		if cmds[i].Op == OpEndSession && bytes.Equal(cmds[i].Client, client) {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *FSM) apply(t *locker.Table, c *Command) (r Result) {
@@ -101,12 +172,47 @@ func (f *FSM) apply(t *locker.Table, c *Command) (r Result) {
 		// applied: once a newer leader's term has begun, a deposed
 		// leader's decision is stale (etcd#12528).
 		if c.Term == f.term.Load() {
-			r.N = t.Fire(c.Due)
+			r.N = f.fire(t, c.Due)
 		}
+	case OpEndSession:
+		if f.sessions.end(c.Client) {
+			r.N = 1
+		}
+	case OpWait:
+		r = f.applyWait(t, c)
+	case OpCancelWait:
+		r = f.applyCancelWait(t, c)
 	default:
 		r.Err = fmt.Errorf("%w: op %d", ErrBadEntry, c.Op)
 	}
 	return r
+}
+
+// fire applies an OpFire's items in order: leases and lock-delays by the
+// table, waits here.
+func (f *FSM) fire(t *locker.Table, due []locker.Due) (n int) {
+	for i := range due {
+		switch {
+		case due[i].Kind == locker.DueWait:
+			if f.fireWait(t, &due[i]) {
+				n++
+			}
+		default:
+			n += t.Fire(due[i : i+1])
+		}
+	}
+	return n
+}
+
+// CollectDue is what the leader proposes in an OpFire: up to limit items
+// whose time has passed by this replica's clock: leases and lock-delays
+// (locker.Table.CollectDue), then waits past their deadline. Like the
+// table's, it reports an item at most once per locker.DueRetry. It may be
+// called from any goroutine, one at a time.
+func (f *FSM) CollectDue(limit int) []locker.Due {
+	t, ws := f.table.Load(), f.waits.Load()
+	due := t.CollectDue(limit)
+	return ws.collectDue(int64(t.Config().Clock.Now()), limit, due)
 }
 
 func modeOf(shared bool) locker.Mode {
@@ -119,7 +225,11 @@ func modeOf(shared bool) locker.Mode {
 // Snapshot implements raft.FSM: an exact copy of the table, made in memory
 // while raft applies nothing; Persist writes it out meanwhile.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
-	return snapshot(encodeSnapshot(f.table.Load(), f.term.Load())), nil
+	b, err := encodeSnapshot(f.table.Load(), f.term.Load(), f.sessions, f.waits.Load())
+	if err != nil {
+		return nil, err
+	}
+	return snapshot(b), nil
 }
 
 // Restore implements raft.FSM: the table becomes the snapshot's, on a new
@@ -134,12 +244,17 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
-	term, err := decodeSnapshot(b, t)
+	ss, ws := newSessions(), newWaits()
+	ss.max, ws.maxGrants = f.sessions.max, f.waits.Load().maxGrants
+	term, err := decodeSnapshot(b, t, ss, ws)
 	if err != nil {
+		t.Close()
 		return errors.Join(errors.New("lockfsm: restoring a snapshot"), err)
 	}
 	old := f.table.Swap(t)
+	f.waits.Store(ws)
 	f.term.Store(term)
+	f.sessions = ss
 	if old != nil {
 		old.Close()
 	}

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +20,8 @@ type replica struct {
 	fsm   *FSM
 	clock *locker.ManualClock
 	index uint64
+	// ended has the OnGrant calls, "waiter key token", in order.
+	ended []string
 }
 
 func newReplica(t *testing.T, shards int) *replica {
@@ -26,19 +29,29 @@ func newReplica(t *testing.T, shards int) *replica {
 	clock := &locker.ManualClock{}
 	cfg := locker.DefaultConfig()
 	cfg.Shards, cfg.Clock, cfg.FirstToken = shards, clock, 1000
-	f, err := New(cfg)
+	r := &replica{clock: clock}
+	f, err := New(cfg, OnGrant(func(waiter, key []byte, token uint64) {
+		r.ended = append(r.ended, fmt.Sprintf("%s %s %d", waiter, key, token))
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Table().Close() })
-	return &replica{fsm: f, clock: clock}
+	r.fsm = f
+	return r
 }
 
 // apply applies one entry of cmds and returns its results.
 func (r *replica) apply(t *testing.T, cmds ...Command) []Result {
 	t.Helper()
+	return r.applyTagged(t, Tag{}, cmds...)
+}
+
+// applyTagged applies one entry of cmds with tag and returns its results.
+func (r *replica) applyTagged(t *testing.T, tag Tag, cmds ...Command) []Result {
+	t.Helper()
 	r.index++
-	out := r.fsm.Apply(&raft.Log{Index: r.index, Term: 1, Type: raft.LogCommand, Data: AppendEntry(nil, cmds)})
+	out := r.fsm.Apply(&raft.Log{Index: r.index, Term: 1, Type: raft.LogCommand, Data: AppendTaggedEntry(nil, tag, cmds)})
 	res, ok := out.([]Result)
 	if !ok {
 		t.Fatalf("Apply returned %T %v", out, out)
@@ -46,9 +59,33 @@ func (r *replica) apply(t *testing.T, cmds ...Command) []Result {
 	return res
 }
 
+// waiterIDs hands out waiter ids and remembers the latest, for cancels.
+type waiterIDs struct {
+	next   int
+	recent []string
+}
+
+func (w *waiterIDs) new() []byte {
+	w.next++
+	id := fmt.Sprintf("n%d/c%d/%d", w.next%3, w.next%7, w.next)
+	w.recent = append(w.recent, id)
+	if len(w.recent) > 16 {
+		w.recent = w.recent[1:]
+	}
+	return []byte(id)
+}
+
+func (w *waiterIDs) any(rng *rand.Rand) []byte {
+	if len(w.recent) == 0 {
+		return []byte("nobody")
+	}
+	return []byte(w.recent[rng.IntN(len(w.recent))])
+}
+
 // randomCommand is one command of a random workload over a few keys, so
-// that locks are contended, shared, semaphores, renewed and fired.
-func randomCommand(rng *rand.Rand, term uint64, due []locker.Due, tokens []uint64) Command {
+// that locks are contended, shared, semaphores, renewed and fired, and
+// waited for.
+func randomCommand(rng *rand.Rand, term uint64, due []locker.Due, tokens []uint64, waiters *waiterIDs) Command {
 	token := uint64(1)
 	if len(tokens) > 0 {
 		token = tokens[rng.IntN(len(tokens))]
@@ -60,6 +97,11 @@ func randomCommand(rng *rand.Rand, term uint64, due []locker.Due, tokens []uint6
 	switch n := rng.IntN(100); {
 	case n < 5:
 		return Command{Op: OpCreate, Key: []byte("sem"), Options: locker.CreateOptions{Limit: 2, LockDelay: time.Second, LockDelaySet: true}}
+	case n < 20:
+		return Command{Op: OpWait, Key: key, TTL: time.Duration(1+rng.IntN(3)) * time.Second, Owner: owners[rng.IntN(3)], Shared: string(key) == "rw" && rng.IntN(2) == 0,
+			Priority: rng.IntN(3) - 1, Waiter: waiters.new(), Wait: time.Duration(1+rng.IntN(4)) * time.Second}
+	case n < 25:
+		return Command{Op: OpCancelWait, Waiter: waiters.any(rng)}
 	case n < 40:
 		return Command{Op: OpAcquire, Key: key, TTL: time.Duration(1+rng.IntN(3)) * time.Second, Owner: owners[rng.IntN(3)], Shared: string(key) == "rw" && rng.IntN(2) == 0}
 	case n < 48:
@@ -82,27 +124,103 @@ func randomCommand(rng *rand.Rand, term uint64, due []locker.Due, tokens []uint6
 // TestReplicasAgree: replicas with different shard counts and clocks that
 // apply the same entries give the same results and hold the same locks,
 // the leader's clock alone deciding expiry (through OpFire); a replica
-// restored from one's snapshot then goes on in step with them.
+// restored from one's snapshot then goes on in step with them. Some entries
+// are tagged by a few clients, and sent again: as a retry of the client's
+// last batch (answered with its results, applied once) or as a stale one
+// (refused); some clients end their sessions.
 func TestReplicasAgree(t *testing.T) {
 	leader, follower := newReplica(t, 64), newReplica(t, 1)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var term uint64
 	var tokens []uint64 // the latest granted, for RELEASE and EXTEND to name
-	var granted, fired int
+	var granted, fired, retried, stale, handedOff, waitsEnded int
+	waiters := &waiterIDs{}
+	type sent struct {
+		tag     Tag
+		cmds    []Command
+		results []byte // as first answered
+	}
+	clients := [][]byte{[]byte("n1/c1"), []byte("n2/c7"), []byte("n3/c2")}
+	seqs := map[string]uint64{}
+	var history []sent // tagged entries sent, oldest first
 	step := func(rs ...*replica) {
 		t.Helper()
+		var tag Tag
 		var entry []Command
-		for range 1 + rng.IntN(8) {
-			entry = append(entry, randomCommand(rng, term, leader.fsm.Table().CollectDue(16), tokens))
+		var again *sent
+		switch n := rng.IntN(10); {
+		case n < 2 && len(history) > 0:
+			again = &history[len(history)-1-rng.IntN(min(len(history), 4))]
+			tag, entry = again.tag, again.cmds
+		case n < 6:
+			c := clients[rng.IntN(len(clients))]
+			seqs[string(c)]++
+			tag = Tag{Client: c, Seq: seqs[string(c)]}
+			fallthrough
+		default:
+			for range 1 + rng.IntN(8) {
+				entry = append(entry, randomCommand(rng, term, leader.fsm.CollectDue(16), tokens, waiters))
+			}
+			if rng.IntN(50) == 0 {
+				entry = append(entry, Command{Op: OpEndSession, Client: clients[rng.IntN(len(clients))]})
+			}
+		}
+		var known uint64 // the client's Seq before, 0 for none
+		if s := leader.fsm.sessions.get(tag.Client); s != nil {
+			known = s.seq
 		}
 		var first []Result
+		var firstBytes []byte
+		var firstEnded []string
 		for n, r := range rs {
-			got := r.apply(t, entry...)
+			before := len(r.ended)
+			got := r.applyTagged(t, tag, entry...)
+			enc := AppendResults(nil, got)
+			ended := r.ended[before:]
 			if n == 0 {
-				first = got
-			} else if !reflect.DeepEqual(got, first) {
+				first, firstBytes, firstEnded = got, enc, ended
+			} else if !bytes.Equal(enc, firstBytes) {
 				t.Fatalf("replica %d's results %+v differ from the leader's %+v for %+v", n, got, first, entry)
+			} else if !slices.Equal(ended, firstEnded) {
+				t.Fatalf("replica %d's waits ended %q, the leader's %q, for %+v", n, ended, firstEnded, entry)
 			}
+		}
+		for _, e := range firstEnded {
+			if strings.HasSuffix(e, " 0") {
+				waitsEnded++
+			} else {
+				handedOff++
+			}
+			if f := strings.Fields(e); len(f) == 3 {
+				tok, _ := strconv.ParseUint(f[2], 10, 64)
+				if tok != 0 {
+					tokens = append(tokens, tok)
+				}
+			}
+		}
+		if again != nil {
+			switch {
+			case known == tag.Seq:
+				retried++
+				if !bytes.Equal(firstBytes, again.results) {
+					t.Fatalf("a retry of %+v answered %+v, not what it first did", tag, first)
+				}
+				return // nothing was applied
+			case known > tag.Seq:
+				stale++
+				for _, r := range first {
+					if r.Err != ErrStaleRequest {
+						t.Fatalf("a stale batch %+v (the client is at %d) answered %+v", tag, known, first)
+					}
+				}
+				return
+			}
+			// The session was forgotten (ended): the batch applied again,
+			// and a retry now answers with these results.
+			again.results = firstBytes
+		}
+		if len(tag.Client) > 0 && again == nil {
+			history = append(history, sent{tag, entry, firstBytes})
 		}
 		for i, r := range first {
 			switch {
@@ -129,9 +247,11 @@ func TestReplicasAgree(t *testing.T) {
 	if !bytes.Equal(dump(t, leader), dump(t, follower)) {
 		t.Fatal("the replicas hold different locks")
 	}
-	if granted < 100 || fired < 50 {
-		t.Fatalf("the workload granted %d leases and fired %d expiries: too few to show anything", granted, fired)
+	if granted < 100 || fired < 50 || retried < 50 || stale < 50 || handedOff < 50 || waitsEnded < 20 {
+		t.Fatalf("the workload granted %d leases, fired %d expiries, answered %d retries and %d stale batches, handed %d locks to waiters and ended %d waits ungranted: too few to show anything",
+			granted, fired, retried, stale, handedOff, waitsEnded)
 	}
+	t.Logf("granted %d, fired %d, retries %d, stale %d, handed off %d, waits ended %d", granted, fired, retried, stale, handedOff, waitsEnded)
 
 	restored := newReplica(t, 8)
 	sink := &memSink{}
@@ -149,6 +269,9 @@ func TestReplicasAgree(t *testing.T) {
 	if restored.fsm.Term() != follower.fsm.Term() {
 		t.Fatalf("restored term %d, want %d", restored.fsm.Term(), follower.fsm.Term())
 	}
+	if !bytes.Equal(dump(t, restored), dump(t, follower)) {
+		t.Fatal("the restored replica holds different locks or sessions")
+	}
 	for range 1000 {
 		step(leader, follower, restored)
 	}
@@ -158,7 +281,7 @@ func TestReplicasAgree(t *testing.T) {
 }
 
 // dump is a replica's locks as text, without the soft deadlines (which are
-// each replica's own), in key order.
+// each replica's own), in key order, and its sessions.
 func dump(t *testing.T, r *replica) []byte {
 	t.Helper()
 	var lines []string
@@ -176,6 +299,25 @@ func dump(t *testing.T, r *replica) []byte {
 	}
 	floor, counters := r.fsm.Table().TokenState()
 	fmt.Fprintf(&b, "floor %d counters %v\n", floor, nonZero(counters))
+	ws := r.fsm.waits.Load()
+	var keys []string
+	for _, w := range ws.queued {
+		keys = append(keys, string(w.key))
+	}
+	slices.Sort(keys)
+	for _, k := range slices.Compact(keys) {
+		fmt.Fprintf(&b, "queue %q:", k)
+		for _, q := range r.fsm.Table().Queue([]byte(k)) {
+			w := ws.byHandle[q.Wait]
+			fmt.Fprintf(&b, " [%s #%d %q ttl=%s prio=%d %s]", w.waiter, w.number, q.Owner, q.TTL, q.Priority, q.Mode)
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "waits %d queued %d\n", ws.number, len(ws.queued))
+	ws.grants.each(func(it *item[grant]) { fmt.Fprintf(&b, "grant %s %q %d\n", it.key, it.val.key, it.val.token) })
+	r.fsm.sessions.each(func(client string, s *session) {
+		fmt.Fprintf(&b, "session %q seq %d last %d results %x\n", client, s.seq, s.last, AppendResults(nil, s.results))
+	})
 	return b.Bytes()
 }
 

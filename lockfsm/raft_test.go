@@ -2,7 +2,9 @@ package lockfsm_test
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,13 +20,21 @@ import (
 type node struct {
 	n   *cluster.Node
 	fsm *lockfsm.FSM
+
+	mu     sync.Mutex
+	grants []string // OnGrant's calls, "waiter key token"
 }
 
 func openNode(t *testing.T, id string, bootstrap bool) *node {
 	t.Helper()
 	lcfg := locker.DefaultConfig()
 	lcfg.Shards, lcfg.FirstToken = 8, 1
-	f, err := lockfsm.New(lcfg)
+	nd := &node{}
+	f, err := lockfsm.New(lcfg, lockfsm.OnGrant(func(waiter, key []byte, token uint64) {
+		nd.mu.Lock()
+		nd.grants = append(nd.grants, fmt.Sprintf("%s %s %d", waiter, key, token))
+		nd.mu.Unlock()
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +47,7 @@ func openNode(t *testing.T, id string, bootstrap bool) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nd := &node{n: n, fsm: f}
+	nd.n, nd.fsm = n, f
 	t.Cleanup(func() { n.Close(); f.Table().Close() })
 	return nd
 }
@@ -215,4 +225,78 @@ func TestDutiesBeginTermsAndExpire(t *testing.T) {
 		}
 	}
 	expireOnce(leader, []*node{follower})
+}
+
+func (nd *node) granted() []string {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return slices.Clone(nd.grants)
+}
+
+// TestWaitsAcrossFailover: waits queued through one leader are handed off
+// by the next, with the nodes' duties running: the lease they wait for
+// expires through the new leader's OpFire, the head of the queue gets it
+// on every replica with the same token, and a wait whose client is gone
+// (nobody cancels it) is ended at its deadline by the leader.
+func TestWaitsAcrossFailover(t *testing.T) {
+	n1 := openNode(t, "n1", true)
+	nodes := []*node{n1}
+	leaderOf(t, nodes)
+	for i := 2; i <= 3; i++ {
+		nd := openNode(t, fmt.Sprintf("n%d", i), false)
+		if err := n1.n.Join(nd.n.ID(), nd.n.Addr()); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, nd)
+	}
+	duties := map[*node]*lockfsm.Duties{}
+	for _, nd := range nodes {
+		duties[nd] = lockfsm.StartDuties(nd.n, nd.fsm, 10*time.Millisecond, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
+	}
+	t.Cleanup(func() {
+		for _, d := range duties {
+			d.Stop()
+		}
+	})
+	testutil.Eventually(t, 10*time.Second, "n1's term begun", func() bool { return duties[n1].Term() == n1.n.Term() })
+
+	const ttl = 400 * time.Millisecond
+	holder := n1.propose(t, lockfsm.Command{Op: lockfsm.OpAcquire, Key: []byte("job"), TTL: ttl})[0]
+	res := n1.propose(t,
+		lockfsm.Command{Op: lockfsm.OpWait, Key: []byte("job"), TTL: time.Minute, Waiter: []byte("n2/c1/1"), Wait: time.Minute},
+		lockfsm.Command{Op: lockfsm.OpWait, Key: []byte("job"), TTL: time.Minute, Waiter: []byte("n3/c4/1"), Wait: 2 * time.Second})
+	if !holder.Granted || !res[0].Queued || !res[1].Queued {
+		t.Fatalf("ACQUIRE %+v, WAITs %+v", holder, res)
+	}
+
+	duties[n1].Stop()
+	delete(duties, n1)
+	n1.n.Close()
+	rest := nodes[1:]
+	leaderOf(t, rest)
+	var first string
+	for _, nd := range rest {
+		testutil.Eventually(t, 10*time.Second, "the head of the queue granted on "+nd.n.ID(), func() bool {
+			return len(nd.granted()) >= 1
+		})
+		got := nd.granted()[0]
+		var token uint64
+		if _, err := fmt.Sscanf(got, "n2/c1/1 job %d", &token); err != nil || token <= holder.Token {
+			t.Fatalf("%s: %q, want n2/c1/1 granted first, a token above %d", nd.n.ID(), got, holder.Token)
+		}
+		if first == "" {
+			first = got
+		} else if got != first {
+			t.Fatalf("the replicas handed the lock over differently: %q and %q", first, got)
+		}
+	}
+	// The second waiter's node never cancels: the leader ends its wait.
+	for _, nd := range rest {
+		testutil.Eventually(t, 10*time.Second, "the second wait ended at its deadline on "+nd.n.ID(), func() bool {
+			return slices.Contains(nd.granted(), "n3/c4/1 job 0")
+		})
+	}
+	if st, _ := rest[0].fsm.Table().Status([]byte("job")); st.Waiters != 0 {
+		t.Fatalf("%d waiters left", st.Waiters)
+	}
 }

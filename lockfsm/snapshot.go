@@ -1,8 +1,10 @@
 package lockfsm
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/leasehold/leasehold/locker"
@@ -12,10 +14,19 @@ import (
 // per-slot counters) and every lock as Dump reports it, deadlines as time
 // left on the snapshotting replica's clock: a restoring replica counts
 // them from its own now, so a lease ends no earlier there than here.
+// Version 2 adds, after the locks, the sessions of tagged entries, least
+// recently used first; then the wait queues, lock by lock in key order,
+// each in the order it is served, every wait with its waiter id, number
+// and time left on the same clock; then the grants made from the queues
+// that an OpCancelWait may still release, oldest first. A version 1
+// snapshot restores with none of these.
 
-var snapshotMagic = []byte("leasehold-fsm-1\n")
+var (
+	snapshotMagic   = []byte("leasehold-fsm-2\n")
+	snapshotMagicV1 = []byte("leasehold-fsm-1\n")
+)
 
-func encodeSnapshot(t *locker.Table, term uint64) []byte {
+func encodeSnapshot(t *locker.Table, term uint64, ss *sessions, ws *waits) ([]byte, error) {
 	b := append([]byte(nil), snapshotMagic...)
 	b = binary.AppendUvarint(b, term)
 	floor, counters := t.TokenState()
@@ -49,13 +60,65 @@ func encodeSnapshot(t *locker.Table, term uint64) []byte {
 			}
 		}
 	})
-	return append(b, 0) // no more locks
+	b = append(b, 0) // no more locks
+	b = binary.AppendUvarint(b, uint64(ss.len()))
+	var results []byte
+	ss.each(func(client string, s *session) {
+		b = appendBytes(b, []byte(client))
+		b = binary.AppendUvarint(b, s.seq)
+		b = binary.AppendUvarint(b, s.last)
+		results = AppendResults(results[:0], s.results)
+		b = appendBytes(b, results)
+	})
+	return appendWaits(b, t, ws, now)
 }
 
-// decodeSnapshot installs a snapshot into t, new and empty, and returns its
-// term.
-func decodeSnapshot(b []byte, t *locker.Table) (uint64, error) {
-	if len(b) < len(snapshotMagic) || string(b[:len(snapshotMagic)]) != string(snapshotMagic) {
+func appendWaits(b []byte, t *locker.Table, ws *waits, now int64) ([]byte, error) {
+	b = binary.AppendUvarint(b, ws.number)
+	var keys []string
+	for _, w := range ws.queued {
+		keys = append(keys, string(w.key))
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	b = binary.AppendUvarint(b, uint64(len(keys)))
+	for _, k := range keys {
+		q := t.Queue([]byte(k))
+		b = appendBytes(b, []byte(k))
+		b = binary.AppendUvarint(b, uint64(len(q)))
+		for _, qw := range q {
+			w := ws.byHandle[qw.Wait]
+			if w == nil {
+				return nil, fmt.Errorf("lockfsm: snapshot: a wait queued for %q that is not the FSM's", k)
+			}
+			b = appendBytes(b, []byte(w.waiter))
+			b = binary.AppendUvarint(b, w.number)
+			b = appendBytes(b, qw.Owner)
+			b = binary.AppendVarint(b, int64(qw.TTL))
+			b = binary.AppendVarint(b, int64(qw.Priority))
+			b = appendBool(b, qw.Mode == locker.Shared)
+			b = binary.AppendVarint(b, w.deadline-now)
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(ws.grants.len()))
+	ws.grants.each(func(it *item[grant]) {
+		b = appendBytes(b, []byte(it.key))
+		b = appendBytes(b, it.val.key)
+		b = binary.AppendUvarint(b, it.val.token)
+	})
+	return b, nil
+}
+
+// decodeSnapshot installs a snapshot into t, new and empty, and its
+// sessions and waits into ss and ws, and returns its term.
+func decodeSnapshot(b []byte, t *locker.Table, ss *sessions, ws *waits) (uint64, error) {
+	var version int
+	switch {
+	case bytes.HasPrefix(b, snapshotMagic):
+		version = 2
+	case bytes.HasPrefix(b, snapshotMagicV1):
+		version = 1
+	default:
 		return 0, fmt.Errorf("%w: not a lock table snapshot", ErrBadEntry)
 	}
 	d := newDecoder(b[len(snapshotMagic):])
@@ -105,6 +168,30 @@ func decodeSnapshot(b []byte, t *locker.Table) (uint64, error) {
 			return 0, err
 		}
 	}
+	if version >= 2 {
+		n := d.Uvarint()
+		if n > uint64(len(d.B)) {
+			return 0, ErrBadEntry
+		}
+		for range n {
+			client, seq, last := d.Bytes(), d.Uvarint(), d.Uvarint()
+			encoded := d.Bytes()
+			if d.Err != nil {
+				return 0, d.Err
+			}
+			if len(client) == 0 || ss.get(client) != nil {
+				return 0, fmt.Errorf("%w: a session with an empty or repeated client", ErrBadEntry)
+			}
+			results, err := DecodeResults(encoded)
+			if err != nil {
+				return 0, err
+			}
+			ss.record(Tag{Client: bytes.Clone(client), Seq: seq}, results, last)
+		}
+		if err := d.waits(t, ws, now); err != nil {
+			return 0, err
+		}
+	}
 	if d.Err != nil {
 		return 0, d.Err
 	}
@@ -112,4 +199,56 @@ func decodeSnapshot(b []byte, t *locker.Table) (uint64, error) {
 		return 0, fmt.Errorf("%w: %d bytes after the snapshot", ErrBadEntry, len(d.B))
 	}
 	return term, nil
+}
+
+// waits installs the wait queues and grants of a snapshot.
+func (d *decoder) waits(t *locker.Table, ws *waits, now int64) error {
+	ws.number = d.Uvarint()
+	keys := d.Uvarint()
+	if keys > uint64(len(d.B)) {
+		return ErrBadEntry
+	}
+	for range keys {
+		key, n := d.Bytes(), d.Uvarint()
+		if n > uint64(len(d.B)) {
+			return ErrBadEntry
+		}
+		q := make([]locker.QueuedWait, n)
+		for j := range q {
+			waiter, number := d.Bytes(), d.Uvarint()
+			w := ws.newWait(waiter, key)
+			w.number = number
+			q[j] = locker.QueuedWait{Wait: w.handle, Owner: d.Bytes(), TTL: time.Duration(d.Varint()), Priority: int(d.Varint())}
+			if len(q[j].Owner) == 0 {
+				q[j].Owner = nil
+			}
+			q[j].Mode = modeOf(d.bool())
+			w.deadline = now + d.Varint()
+			if d.Err != nil {
+				return d.Err
+			}
+			if len(waiter) == 0 || ws.queued[w.waiter] != nil || number == 0 || number > ws.number {
+				return fmt.Errorf("%w: a wait with no id, a repeated id or a number out of range", ErrBadEntry)
+			}
+			ws.add(w)
+		}
+		if err := t.RestoreQueue(key, q); err != nil {
+			return err
+		}
+	}
+	grants := d.Uvarint()
+	if grants > uint64(len(d.B)) {
+		return ErrBadEntry
+	}
+	for range grants {
+		waiter, key, token := d.Bytes(), d.Bytes(), d.Uvarint()
+		if d.Err != nil {
+			return d.Err
+		}
+		if ws.grants.get(waiter) != nil {
+			return fmt.Errorf("%w: a repeated grant", ErrBadEntry)
+		}
+		ws.grants.put(waiter, grant{key: bytes.Clone(key), token: token})
+	}
+	return d.Err
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -360,4 +361,27 @@ func truncateSynced(path string, size int64) error {
 		err = cerr
 	}
 	return err
+}
+
+// HasData reports whether dir holds a single node's data: a log, a
+// snapshot or the token ceiling. A missing dir holds none.
+func HasData(dir string) (bool, error) {
+	logs, snaps, err := dataFiles(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if len(logs)+len(snaps) > 0 {
+		return true, nil
+	}
+	_, err = os.Stat(filepath.Join(dir, ceilingFile))
+	if err == nil {
+		return true, nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return false, err
 }

@@ -46,6 +46,8 @@ const (
 	CodeShutdown  = "SHUTDOWN"  // the server is stopping (SIGTERM): a parked WAIT ends with it
 	CodeOOM       = "OOM"       // the lock table holds --max-locks locks, or the heap is over --maxmemory (Redis's code for maxmemory)
 	CodeMisconf   = "MISCONF"   // the data directory cannot be written: changes are refused (Redis's code)
+	CodeTryAgain  = "TRYAGAIN"  // cluster mode: no leader ready (an election); nothing ran, retry (Redis Cluster's code, which go-redis retries)
+	CodeUncertain = "UNCERTAIN" // cluster mode: a change may or may not have been applied (the leader was lost mid-way)
 )
 
 // ErrorCodes documents every code, for COMMAND DOCS' neighbours and docs/commands.md.
@@ -61,6 +63,8 @@ var ErrorCodes = []struct{ Code, Meaning string }{
 	{CodeDenied, "Protected mode: the server has no password and the connection came from a non-loopback address; the reply says how to fix it (set a password, bind to loopback, or `--protected-mode no`) and the connection is closed. See [security.md](security.md)."},
 	{CodeOOM, "The lock table holds `--max-locks` locks: a command that would make a new lock (`ACQUIRE` or `MACQUIRE` of a key not in the table, `CREATE`) is refused, `MACQUIRE` as a whole; commands on existing locks go on. Or the memory in use is over `--maxmemory` (`OOM command not allowed when used memory > 'maxmemory'.`, Redis's text): every `ACQUIRE`, `MACQUIRE` and `CREATE` is refused, while `VERIFY`, `RELEASE`, `EXTEND`, `DELETE` and reads go on. Redis's code for a write refused at `maxmemory`, so clients treat it alike; retry once locks are released or expire."},
 	{CodeMisconf, "The data directory cannot be written (a full disk, an I/O error): commands that change the lock table are refused before they run, and a change that ran just before the failure was noticed gets this error instead of its reply, its outcome unknown (`STATUS` tells). `VERIFY`, `STATUS`, `LOCKS`, `INFO`, `PING` and subscriptions go on. The server retries the write in the background and accepts changes again by itself once it succeeds. Redis's code for writes refused after a failed save."},
+	{CodeTryAgain, "Cluster mode: the cluster has no leader ready to take the command (an election is under way, or this node cannot reach the leader); nothing ran. Retry after a moment: go-redis and redis-py retry it by themselves. Redis Cluster's code. See [cluster.md](cluster.md)."},
+	{CodeUncertain, "Cluster mode: the command was sent to the leader, which was lost before its outcome was known: it may or may not have been applied (the next leader may still commit it, within about an election timeout). Never read it as a refusal: retry `ACQUIRE` with the same `OWNER` (which returns the lease if it was granted), check with `STATUS`, or `RELEASE` again. See [cluster.md](cluster.md)."},
 	{CodeShutdown, "The server is shutting down (SIGTERM or SIGINT): a parked `ACQUIRE` or `MACQUIRE` ... `WAIT` ends with this error and nothing was granted; retry against the server once it is back."},
 }
 
@@ -169,7 +173,23 @@ var (
 	// ErrUnblockReason is CLIENT UNBLOCK with a reason other than TIMEOUT or
 	// ERROR, Redis's text.
 	ErrUnblockReason = &Error{CodeErr, "CLIENT UNBLOCK reason should be TIMEOUT or ERROR"}
+	// ErrTryAgain is a command that could not run for want of a leader.
+	ErrTryAgain = &Error{CodeTryAgain, "no cluster leader is ready (election in progress); nothing was done, try again"}
+	// ErrUncertain is a change whose outcome the leader's loss left unknown.
+	ErrUncertain = &Error{CodeUncertain, "the leader was lost before the outcome was known: the command may or may not have been applied; retry ACQUIRE with the same OWNER, or check STATUS"}
+	// ErrClusterWait is MACQUIRE ... WAIT in cluster mode, which does not
+	// queue yet.
+	ErrClusterWait = &Error{CodeErr, "MACQUIRE ... WAIT is not available in cluster mode yet: retry without WAIT, or ACQUIRE each key with WAIT in a fixed order"}
+	// ErrNotCluster is a CLUSTER command on a server not in cluster mode,
+	// Redis's text.
+	ErrNotCluster = &Error{CodeErr, "This instance has cluster support disabled"}
 )
+
+// ClusterChangeError is the reply to a CLUSTER command that changes the
+// group (ADDNODE, FORGET, SNAPSHOT) and failed with err.
+func ClusterChangeError(err error) *Error {
+	return &Error{CodeErr, "cluster: " + quotePrintable([]byte(strings.TrimPrefix(err.Error(), "cluster: ")), 512)}
+}
 
 // NoPermCommandError is Redis 7's reply to a command the user's rules do
 // not allow; cmd is "create", or "acl|list" for a subcommand.

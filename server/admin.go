@@ -411,6 +411,7 @@ var infoSections = []struct {
 	{"locks", (*Server).infoLocks},
 	{"persistence", (*Server).infoPersistence},
 	{"limits", (*Server).infoLimits},
+	{"cluster", (*Server).infoCluster},
 }
 
 func handleInfo(c *conn, args [][]byte) error {
@@ -510,8 +511,8 @@ func (s *Server) infoStats(b *strings.Builder) {
 }
 
 func (s *Server) infoLocks(b *strings.Builder) {
-	st := s.table.Stats()
-	cfg := s.table.Config()
+	st := s.lockTable().Stats()
+	cfg := s.lockTable().Config()
 	infoLine(b, "locks", st.Locks)
 	infoLine(b, "leases_held", st.Held)
 	infoLine(b, "leases_granted", st.Granted)

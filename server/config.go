@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/persist"
 	"github.com/leasehold/leasehold/protocol"
@@ -75,6 +76,17 @@ type Config struct {
 
 	// TLS configures a TLS listener beside (or instead of) Addr's.
 	TLS TLSConfig
+
+	// Cluster, when set, makes the server a member of a Raft group that
+	// replicates its lock table (cluster mode, cluster.go): its NodeID,
+	// RaftAddr and DataDir, with Bootstrap, Join or Peers. New fills in FSM
+	// and Logger. Persist must be empty (the group's log is the data
+	// directory), and connections are served on goroutines (IOLoops is
+	// taken as 0). nil for a single node.
+	Cluster *cluster.Config
+	// ClusterTLS, with Cluster, makes every connection between nodes mutual
+	// TLS (cluster_tls.go); nil for plain TCP.
+	ClusterTLS *ClusterTLSConfig
 }
 
 // DefaultConfig returns a Config with every default set. The bulk length
@@ -134,6 +146,9 @@ func (c Config) Validate() error {
 	}
 	if c.Persist.RestartGrace < 0 || c.Persist.RestartGrace > c.Locker.MaxTTL {
 		return fmt.Errorf("server: restart grace must be between 0 and the max ttl %s, got %s", c.Locker.MaxTTL, c.Persist.RestartGrace)
+	}
+	if c.Cluster != nil && c.Persist.Dir != "" {
+		return errors.New("server: cluster mode keeps its state in the cluster's data directory; Persist.Dir must be empty")
 	}
 	return c.Locker.Validate()
 }

@@ -54,6 +54,12 @@ type conn struct {
 	usersSeen             *acl.Store                 // the store user came from; a reload replaces it (acl.go)
 	quit                  bool                       // reply, flush, then close
 	unflushed             bool                       // replies are waiting in wr
+	proposals             proposalBatch              // cluster mode: the round's changes, not yet proposed (cluster_batch.go)
+	linearized            bool                       // cluster mode: this round's reads have had their leader check
+	staleReads            bool                       // cluster mode: READONLY, reads skip the leader check
+	clientID              []byte                     // cluster mode: the Client of its proposals' tags, once it has proposed
+	proposalSeq           uint64                     // cluster mode: the Seq of its last proposal's tag
+	waitSeq               uint64                     // cluster mode: numbers its waits (cluster_wait.go)
 	pending               outBuf                     // event loop: reply bytes the socket has not taken yet
 	sockErr               error                      // a write failed, or the commit before it, or the client spoke HTTP: write nothing more
 	lastRead              int64                      // event loop: monotonic ns of the last read, for the idle timeout
@@ -127,6 +133,8 @@ func newConn(s *Server, remote, local string) *conn {
 // nothing is written on c again; a data directory that cannot be written is
 // not such a failure (see misconf.go).
 func (c *conn) flush() error {
+	c.runProposals() // cluster mode: the round's changes, then their replies
+	c.linearized = false
 	c.unflushed = false
 	if c.sockErr != nil {
 		return c.sockErr
@@ -183,7 +191,7 @@ func (c *conn) runCommands() (open bool) {
 			return false
 		}
 		c.commands.Add(1)
-		if c.srv.table.PrefetchWorthwhile() {
+		if c.srv.lockTable().PrefetchWorthwhile() {
 			if ahead, at := c.rd.Lookahead(); len(ahead) > 0 && at >= c.prefetchedTo {
 				c.prefetchedTo = at + int64(c.prefetchKeys(ahead))
 			}
@@ -238,13 +246,13 @@ func (c *conn) prefetchKeys(ahead []byte) int {
 	n := 0
 	spanned := protocol.PeekArgs(ahead, len(keys), func(name, arg []byte) {
 		i := protocol.LookupIndex(name)
-		if i >= 0 && protocol.Commands[i].FirstKey == 1 && c.srv.table.CheckKey(arg) == nil {
+		if i >= 0 && protocol.Commands[i].FirstKey == 1 && c.srv.lockTable().CheckKey(arg) == nil {
 			keys[n] = arg
 			n++
 		}
 	})
 	if n > 0 {
-		c.srv.table.Prefetch(keys[:n])
+		c.srv.lockTable().Prefetch(keys[:n])
 	}
 	return spanned
 }
@@ -269,6 +277,9 @@ func (c *conn) dispatch(args [][]byte) {
 	i := protocol.LookupIndex(args[0])
 	if i >= 0 && !fastCommand[i] {
 		c.ranSlow = true
+	}
+	if len(c.proposals.replies) > 0 && (i < 0 || !c.srv.batchable[i]) {
+		c.runProposals() // their replies come before this command's
 	}
 	if i < 0 {
 		if protocol.IsCrossProtocol(args[0]) {
@@ -338,7 +349,7 @@ func (c *conn) checkKeys(cmd *protocol.Command, args [][]byte) error {
 		last += len(args)
 	}
 	for k := cmd.FirstKey; k <= last && k < len(args); k += max(cmd.Step, 1) {
-		if err := c.srv.table.CheckKey(args[k]); err != nil {
+		if err := c.srv.lockTable().CheckKey(args[k]); err != nil {
 			return err
 		}
 	}
@@ -348,6 +359,14 @@ func (c *conn) checkKeys(cmd *protocol.Command, args [][]byte) error {
 // writeErr replies with err mapped to its wire code; errors nobody mapped
 // are logged, since the client only sees "internal error".
 func (c *conn) writeErr(err error) {
+	if len(c.proposals.replies) > 0 {
+		c.runProposals() // their replies come first
+	}
+	c.writeReplyErr(err)
+}
+
+// writeReplyErr is writeErr once the replies before it are written.
+func (c *conn) writeReplyErr(err error) {
 	text, known := protocol.Reply(err)
 	if !known {
 		c.log.Error().Err(err).Msg("unmapped error")

@@ -121,7 +121,7 @@ func (c *conn) roomForEphemeral(n int) error {
 	ties := &c.srv.ties
 	ties.mu.Lock()
 	for l := range c.ephemeral {
-		if ties.byLease[l] != c || !c.srv.table.Verify([]byte(l.key), l.token) {
+		if ties.byLease[l] != c || !c.srv.lockTable().Verify([]byte(l.key), l.token) {
 			delete(c.ephemeral, l)
 		}
 	}
@@ -137,7 +137,7 @@ func (c *conn) roomForEphemeral(n int) error {
 // passed to someone else, is left alone: RELEASE checks the token.
 func (c *conn) releaseEphemeral() {
 	for _, l := range c.srv.ties.closed(c) {
-		c.srv.table.Release([]byte(l.key), l.token)
+		c.srv.releaseLease([]byte(l.key), l.token)
 	}
 	c.ephemeral = nil
 }

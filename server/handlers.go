@@ -32,6 +32,8 @@ var handlersByName = map[string]handler{
 	"echo":         handleEcho,
 	"quit":         handleQuit,
 	"select":       handleSelect,
+	"readonly":     handleReadOnly,
+	"readwrite":    handleReadWrite,
 	"hello":        handleHello,
 	"auth":         handleAuth,
 	"client":       handleClient,
@@ -40,16 +42,21 @@ var handlersByName = map[string]handler{
 	"config":       handleConfig,
 	"help":         handleHelp,
 	"acl":          handleACL,
+	"cluster":      handleCluster,
 
 	"force-release": handleForceRelease, // the operator's override
 }
 
-// commandHandlers lines the handlers up with protocol.Commands. A command in
-// the table without a handler is a programming error caught at start.
-func commandHandlers() []handler {
+// commandHandlers lines the handlers up with protocol.Commands, cluster
+// mode's where clustered says so. A command in the table without a handler
+// is a programming error caught at start.
+func commandHandlers(clustered bool) []handler {
 	hs := make([]handler, len(protocol.Commands))
 	for i, cmd := range protocol.Commands {
 		h, ok := handlersByName[cmd.Name]
+		if ch, replaced := clusterHandlersByName[cmd.Name]; clustered && replaced {
+			h = ch
+		}
 		if !ok {
 			panic(fmt.Sprintf("server: command %q has no handler", cmd.Name))
 		}
@@ -63,7 +70,7 @@ func handleCreate(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	created, err := c.srv.table.Create(req.Key, locker.CreateOptions{
+	created, err := c.srv.lockTable().Create(req.Key, locker.CreateOptions{
 		DefaultTTL:   req.DefaultTTL,
 		LockDelay:    req.LockDelay,
 		LockDelaySet: req.LockDelaySet,
@@ -90,7 +97,7 @@ func handleAcquire(c *conn, args [][]byte) error {
 		return acquireWaiting(c, req)
 	}
 	lr := locker.Request{Key: req.Key, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Mode: modeOf(req.Shared)}
-	token, granted, err := c.srv.table.Acquire(&lr)
+	token, granted, err := c.srv.lockTable().Acquire(&lr)
 	if err != nil {
 		return err
 	}
@@ -115,7 +122,7 @@ func handleMAcquire(c *conn, args [][]byte) error {
 		return macquireWaiting(c, req)
 	}
 	lr := locker.Request{Keys: req.Keys, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Mode: modeOf(req.Shared)}
-	tokens, granted, err := c.srv.table.AcquireAll(&lr)
+	tokens, granted, err := c.srv.lockTable().AcquireAll(&lr)
 	if err != nil {
 		return err
 	}
@@ -141,7 +148,7 @@ func handleMRelease(c *conn, args [][]byte) error {
 	}
 	released := 0
 	for j, key := range req.Keys {
-		if c.srv.table.ReleaseScoped(key, req.Tokens[j], c.ownerScope()) {
+		if c.srv.lockTable().ReleaseScoped(key, req.Tokens[j], c.ownerScope()) {
 			c.srv.ties.untie(c, key, req.Tokens[j])
 			released++
 		}
@@ -155,7 +162,7 @@ func handleVerify(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	protocol.WriteBool(c.wr, c.srv.table.Verify(req.Key, req.Token))
+	protocol.WriteBool(c.wr, c.srv.lockTable().Verify(req.Key, req.Token))
 	return nil
 }
 
@@ -164,7 +171,7 @@ func handleRelease(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	released := c.srv.table.ReleaseScoped(req.Key, req.Token, c.ownerScope())
+	released := c.srv.lockTable().ReleaseScoped(req.Key, req.Token, c.ownerScope())
 	if released {
 		c.srv.ties.untie(c, req.Key, req.Token)
 	}
@@ -182,8 +189,15 @@ func handleForceRelease(c *conn, args [][]byte) error {
 	}
 	ended := 0
 	if req.All || req.Token != locker.AllLeases { // token 0, given, names no lease
-		ended = c.srv.table.ForceRelease(req.Key, req.Token)
+		ended = c.srv.lockTable().ForceRelease(req.Key, req.Token)
 	}
+	c.logForceRelease(req, ended)
+	c.wr.WriteInt(ended)
+	return nil
+}
+
+// logForceRelease counts and logs what a FORCE-RELEASE ended.
+func (c *conn) logForceRelease(req protocol.ForceReleaseRequest, ended int) {
 	c.srv.stats.forcedReleases.Add(uint64(ended))
 	ev := c.log.Warn().Str("user", c.user.Name).Str("client_name", c.name).Str("key", string(req.Key[:min(len(req.Key), 256)]))
 	if req.All {
@@ -192,8 +206,6 @@ func handleForceRelease(c *conn, args [][]byte) error {
 		ev = ev.Uint64("token", req.Token)
 	}
 	ev.Int("ended", ended).Msg("FORCE-RELEASE: the operator's override")
-	c.wr.WriteInt(ended)
-	return nil
 }
 
 func handleExtend(c *conn, args [][]byte) error {
@@ -201,7 +213,7 @@ func handleExtend(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	ok, err := c.srv.table.ExtendScoped(req.Key, req.Token, req.TTL, c.ownerScope())
+	ok, err := c.srv.lockTable().ExtendScoped(req.Key, req.Token, req.TTL, c.ownerScope())
 	if err != nil {
 		return err
 	}
@@ -210,7 +222,7 @@ func handleExtend(c *conn, args [][]byte) error {
 }
 
 func handleStatus(c *conn, args [][]byte) error {
-	st, ok := c.srv.table.Status(args[1])
+	st, ok := c.srv.lockTable().Status(args[1])
 	if !ok {
 		c.wr.WriteNull()
 		return nil
@@ -224,13 +236,13 @@ func handleHolders(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	next, holders := c.srv.table.Holders(req.Key, req.Cursor, req.Count, nil)
+	next, holders := c.srv.lockTable().Holders(req.Key, req.Cursor, req.Count, nil)
 	protocol.WriteHolders(c.wr, next, holders, c.ownerView())
 	return nil
 }
 
 func handleDelete(c *conn, args [][]byte) error {
-	deleted, err := c.srv.table.Delete(args[1])
+	deleted, err := c.srv.lockTable().Delete(args[1])
 	if err != nil {
 		return err
 	}
@@ -261,7 +273,7 @@ func handleLocks(c *conn, args [][]byte) error {
 			return ok, steps < locksMatchSteps
 		}
 	}
-	next, names := c.srv.table.Scan(req.Cursor, req.Count, c.keyFilter(match), nil)
+	next, names := c.srv.lockTable().Scan(req.Cursor, req.Count, c.keyFilter(match), nil)
 	protocol.WriteScan(c.wr, next, names)
 	return nil
 }

@@ -14,7 +14,7 @@ import (
 // memory), for tools that read them there.
 func (s *Server) infoLimits(b *strings.Builder) {
 	cfg := s.cfg
-	lc := s.table.Config()
+	lc := s.lockTable().Config()
 	// Connections and the wire.
 	infoLine(b, "maxclients", s.maxConns)
 	infoLine(b, "idle_timeout_ms", cfg.IdleTimeout.Milliseconds())

@@ -135,7 +135,7 @@ func (s *Server) sampleMemory(now time.Time) {
 		}
 	}
 
-	table := s.table.Stats().TableBytes
+	table := s.lockTable().Stats().TableBytes
 	m.peakTable = max(m.peakTable, table)
 	if fall := m.peakTable - table; fall >= max(returnMin, m.peakTable/4) && now.Sub(m.lastFree) >= returnEvery {
 		debug.FreeOSMemory()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold/acl"
 	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/lockfsm"
 	"github.com/leasehold/leasehold/persist"
 	"github.com/leasehold/leasehold/protocol"
 	"github.com/rs/zerolog"
@@ -21,16 +22,23 @@ var ErrServerClosed = errors.New("server: closed")
 
 // Server is a leasehold server: a lock table behind a RESP listener.
 type Server struct {
-	cfg      Config
-	log      zerolog.Logger
-	table    *locker.Table
+	cfg     Config
+	log     zerolog.Logger
+	table   *locker.Table // nil in cluster mode: see lockTable
+	replica *replica      // nil on a single node (cluster.go)
+	nodeTLS *nodeTLS      // the certificate between cluster nodes; nil without
+
 	store    *persist.Store // nil without a data directory
 	hub      *hub           // pub/sub of lock events
 	ties     ephemeralTies
 	handlers []handler // by index in protocol.Commands
-	started  time.Time
-	maxConns int // cfg.MaxClients fitted to the open-file limit by New (fitMaxClients)
-	mem      memoryGuard
+	// batchable marks, by index in protocol.Commands, the commands whose
+	// changes a connection proposes together (cluster_batch.go); nil on a
+	// single node, where nothing is queued.
+	batchable []bool
+	started   time.Time
+	maxConns  int // cfg.MaxClients fitted to the open-file limit by New (fitMaxClients)
+	mem       memoryGuard
 	// afterSubscribeFlush, for tests only, runs on a SUBSCRIBE's connection
 	// once its confirmation is written: where an event once went missing.
 	afterSubscribeFlush atomic.Pointer[func()]
@@ -119,13 +127,43 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		lockerCfg.FirstToken = store.FirstToken(lockerCfg.FirstToken)
 		cfg.Locker.FirstToken = lockerCfg.FirstToken // as logged and reported
 	}
-	table, err := locker.New(lockerCfg)
+	var table *locker.Table
+	var rep *replica
+	var nodeCert *nodeTLS
+	if cfg.Cluster != nil {
+		cfg.IOLoops = 0 // cluster handlers block for their commit (cluster.go)
+		cc := *cfg.Cluster
+		if cfg.ClusterTLS != nil {
+			nodeCert, cc.TLS, err = newNodeTLS(*cfg.ClusterTLS)
+			cc.AllowedPeer = cfg.ClusterTLS.allowedPeer()
+		}
+		var migrating bool
+		if err == nil {
+			migrating, err = prepareMigration(&cc, lockerCfg, log)
+		}
+		if err == nil {
+			rep, err = openReplica(cc, lockerCfg, log)
+		}
+		if err == nil && migrating {
+			var to string
+			if to, err = moveSingleNodeFiles(cc.DataDir, time.Now()); err == nil {
+				log.Info().Str("moved_to", to).Msg("the single node's files are kept aside, imported")
+			} else {
+				rep.close()
+			}
+		}
+	} else {
+		table, err = locker.New(lockerCfg)
+	}
 	if err == nil && store != nil {
 		err = store.Load(table)
 	}
 	if err != nil {
 		if store != nil {
 			store.Close()
+		}
+		if table != nil {
+			table.Close()
 		}
 		return nil, err
 	}
@@ -139,20 +177,23 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		}
 	}
 	s := &Server{
-		auth:     newAuthState(cfg),
-		owners:   newOwnerNumbers(),
-		tls:      tlsState,
-		store:    store,
-		hub:      hub,
-		cfg:      cfg,
-		log:      log,
-		table:    table,
-		handlers: commandHandlers(),
-		started:  time.Now(),
-		maxConns: maxConns,
-		conns:    make(map[uint64]*conn),
-		closing:  make(chan struct{}),
-		mem:      memoryGuard{limit: uint64(cfg.MaxMemory), read: heapInUse},
+		auth:      newAuthState(cfg),
+		owners:    newOwnerNumbers(),
+		tls:       tlsState,
+		store:     store,
+		hub:       hub,
+		cfg:       cfg,
+		log:       log,
+		table:     table,
+		replica:   rep,
+		nodeTLS:   nodeCert,
+		handlers:  commandHandlers(rep != nil),
+		batchable: batchableCommands(rep != nil),
+		started:   time.Now(),
+		maxConns:  maxConns,
+		conns:     make(map[uint64]*conn),
+		closing:   make(chan struct{}),
+		mem:       memoryGuard{limit: uint64(cfg.MaxMemory), read: heapInUse},
 	}
 	s.users.Store(users)
 	s.guardMemory(s.handlers)
@@ -202,8 +243,30 @@ func (s *Server) Addr() net.Addr {
 	return s.ln.Addr()
 }
 
-// Table is the server's lock table.
-func (s *Server) Table() *locker.Table { return s.table }
+// Table is the server's lock table: in cluster mode, this replica's, as of
+// the last entry applied (a snapshot's restore replaces it).
+func (s *Server) Table() *locker.Table { return s.lockTable() }
+
+// lockTable is the lock table the server reads and, on a single node,
+// changes.
+func (s *Server) lockTable() *locker.Table {
+	if s.replica != nil {
+		return s.replica.fsm.Table()
+	}
+	return s.table
+}
+
+// releaseLease ends the lease of key with token for the server's own
+// reasons (an EPHEMERAL lease whose connection closed, a grant nobody is
+// left to take), and reports whether it did. In cluster mode it is a
+// proposal; one that fails leaves the lease to its ttl.
+func (s *Server) releaseLease(key []byte, token uint64) bool {
+	if s.replica != nil {
+		res, err := s.replica.propose(lockfsm.Tag{}, []lockfsm.Command{{Op: lockfsm.OpRelease, Key: key, Token: token}})
+		return err == nil && res[0].Granted
+	}
+	return s.table.Release(key, token)
+}
 
 // Serve accepts connections until Close, serving each on a goroutine the
 // server owns. It starts the lock table's reaper and returns ErrServerClosed
@@ -218,7 +281,7 @@ func (s *Server) Serve() error {
 	if err := s.startLoops(); err != nil {
 		return err
 	}
-	if err := s.table.Start(); err != nil {
+	if s.replica == nil && s.table.Start() != nil {
 		return ErrServerClosed
 	}
 	if err := s.startMemoryWatch(); err != nil {
@@ -451,14 +514,20 @@ func (s *Server) shutdown() error {
 	// Leases tied to a connection that did not get to release them.
 	released := 0
 	for _, l := range s.ties.takeAll() {
-		if s.table.Release([]byte(l.key), l.token) {
+		if s.releaseLease([]byte(l.key), l.token) {
 			released++
 		}
 	}
 	if released > 0 {
 		s.log.Warn().Int("leases", released).Msg("shutdown: released the EPHEMERAL leases of connections cut short")
 	}
-	s.table.Close()
+	if s.replica != nil {
+		if rerr := s.replica.close(); err == nil {
+			err = rerr
+		}
+	} else {
+		s.table.Close()
+	}
 	if s.store != nil {
 		if serr := s.store.Close(); err == nil {
 			err = serr

@@ -46,10 +46,10 @@ func acquireWaiting(c *conn, req protocol.AcquireRequest) error {
 	w := &locker.Wait{}
 	key := string(req.Key)
 	b := &blockState{timer: -1, wait: w, key: key, deadline: c.srv.monotonic() + int64(req.Wait), ephemeral: req.Ephemeral}
-	notify, progress := c.progressFunc(b, func(token uint64) { c.srv.table.Release([]byte(key), token) })
+	notify, progress := c.progressFunc(b, func(token uint64) { c.srv.lockTable().Release([]byte(key), token) })
 	w.Notify = notify
 	lr := locker.Request{Key: req.Key, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Mode: modeOf(req.Shared), Priority: req.Priority, Wait: req.Wait}
-	token, granted, err := c.srv.table.AcquireWait(&lr, w)
+	token, granted, err := c.srv.lockTable().AcquireWait(&lr, w)
 	if err != nil || granted {
 		if err == nil {
 			c.srv.ties.granted(c, req.Key, token, req.Ephemeral)
@@ -74,7 +74,7 @@ func macquireWaiting(c *conn, req protocol.MAcquireRequest) error {
 	notify, progress := c.progressFunc(b, func(uint64) {})
 	mw.Notify = func() { notify(0) }
 	lr := locker.Request{Keys: req.Keys, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Mode: modeOf(req.Shared), Priority: req.Priority, Wait: req.Wait}
-	tokens, granted, err := c.srv.table.AcquireAllWait(&lr, mw)
+	tokens, granted, err := c.srv.lockTable().AcquireAllWait(&lr, mw)
 	switch {
 	case err != nil:
 		return err
@@ -168,9 +168,9 @@ func (c *conn) cancelWait() waitOutcome {
 	b := c.blocked
 	var out waitOutcome
 	if b.multi == nil {
-		out.token, out.granted = c.srv.table.CancelWait(b.wait)
+		out.token, out.granted = c.srv.lockTable().CancelWait(b.wait)
 	} else {
-		c.srv.table.CancelAll(b.multi)
+		c.srv.lockTable().CancelAll(b.multi)
 	}
 	return out
 }
@@ -183,7 +183,7 @@ func (c *conn) resumeWait(token uint64) (out waitOutcome, done bool) {
 	if b.multi == nil {
 		return waitOutcome{granted: token != 0, token: token}, true
 	}
-	tokens, granted := c.srv.table.ContinueAll(b.multi)
+	tokens, granted := c.srv.lockTable().ContinueAll(b.multi)
 	return waitOutcome{granted: granted, tokens: tokens, err: b.multi.Err()}, !b.multi.Waiting()
 }
 
@@ -201,11 +201,11 @@ func (c *conn) timeoutWait() waitOutcome {
 func (c *conn) abandonWait() {
 	b := c.unpark()
 	if b.multi != nil {
-		c.srv.table.CancelAll(b.multi)
+		c.srv.lockTable().CancelAll(b.multi)
 		return
 	}
-	if token, granted := c.srv.table.CancelWait(b.wait); granted {
-		c.srv.table.Release([]byte(b.key), token)
+	if token, granted := c.srv.lockTable().CancelWait(b.wait); granted {
+		c.srv.lockTable().Release([]byte(b.key), token)
 	}
 }
 
@@ -215,11 +215,11 @@ func (c *conn) giveBack(b *blockState, out waitOutcome) {
 		return
 	}
 	if b.multi == nil {
-		c.srv.table.Release([]byte(b.key), out.token)
+		c.srv.lockTable().Release([]byte(b.key), out.token)
 		return
 	}
 	for j, k := range b.keys {
-		c.srv.table.Release(k, out.tokens[j])
+		c.srv.lockTable().Release(k, out.tokens[j])
 	}
 }
 

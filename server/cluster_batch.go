@@ -1,0 +1,94 @@
+package server
+
+import "github.com/leasehold/leasehold/lockfsm"
+
+// A connection's changes in cluster mode are proposed one log entry per
+// round, not one per command: the handlers of the commands that change the
+// table queue their commands and the replies to write once the entry is
+// applied (queueProposal), and the queue runs as one entry when the round
+// ends (flush), before any reply that must come after those replies is
+// written (writeErr, and dispatch of any other command), or when it is
+// full. A client that pipelines 16 ACQUIREs waits for one commit, not 16.
+
+// proposalBatch is a connection's queue of changes not yet proposed.
+type proposalBatch struct {
+	cmds    []lockfsm.Command
+	replies []pendingReply
+}
+
+// pendingReply writes the reply of the commands cmds[from:from+n] of a batch
+// from their results, or from the batch's error.
+type pendingReply struct {
+	n      int
+	finish func(cmds []lockfsm.Command, res []lockfsm.Result) error
+}
+
+// maxBatchCommands bounds one entry: a pipeline longer than this takes
+// several.
+const maxBatchCommands = 512
+
+// queueProposal queues cmds, to be proposed with the rest of the round's,
+// and finish, to write their reply from their results (or return an error
+// to reply with). The commands' byte slices are copied: the reader reuses
+// its buffers for the next command.
+func (c *conn) queueProposal(finish func(cmds []lockfsm.Command, res []lockfsm.Result) error, cmds ...lockfsm.Command) {
+	b := &c.proposals
+	for _, cmd := range cmds {
+		b.cmds = append(b.cmds, cloneCommand(cmd))
+	}
+	b.replies = append(b.replies, pendingReply{n: len(cmds), finish: finish})
+	if len(b.cmds) >= maxBatchCommands {
+		c.runProposals()
+	}
+}
+
+// runProposals proposes the queued commands as one entry and writes their
+// replies, in order.
+func (c *conn) runProposals() {
+	b := &c.proposals
+	if len(b.replies) == 0 {
+		return
+	}
+	cmds, replies := b.cmds, b.replies
+	b.cmds, b.replies = nil, nil // a finish may queue nothing, but be safe
+	var res []lockfsm.Result
+	var err error
+	if len(cmds) > 0 {
+		res, err = c.srv.replica.propose(c.proposalTag(), cmds)
+	}
+	at := 0
+	for _, p := range replies {
+		var ferr error
+		if err != nil {
+			ferr = err
+		} else {
+			ferr = p.finish(cmds[at:at+p.n], res[at:at+p.n])
+		}
+		if ferr != nil {
+			c.writeReplyErr(ferr)
+		}
+		at += p.n
+	}
+}
+
+// cloneCommand copies cmd's byte slices.
+func cloneCommand(cmd lockfsm.Command) lockfsm.Command {
+	cmd.Key = cloneBytes(cmd.Key)
+	cmd.Owner = cloneBytes(cmd.Owner)
+	cmd.Scope = cloneBytes(cmd.Scope)
+	if cmd.Keys != nil {
+		keys := make([][]byte, len(cmd.Keys))
+		for i, k := range cmd.Keys {
+			keys[i] = cloneBytes(k)
+		}
+		cmd.Keys = keys
+	}
+	return cmd
+}
+
+func cloneBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append(make([]byte, 0, len(b)), b...)
+}

@@ -1,0 +1,570 @@
+package server
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/cluster"
+	"github.com/leasehold/leasehold/internal/tlstest"
+	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/persist"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+)
+
+// clusterNode is one member of a test cluster: a real server on random
+// loopback ports (RESP and Raft).
+type clusterNode struct {
+	*testServer
+	id string
+}
+
+// testClusterTimeouts are Raft's timeouts in these tests: shorter than the
+// defaults, so that an election takes a fraction of a second.
+func testClusterTimeouts(c *cluster.Config) {
+	c.HeartbeatTimeout = 300 * time.Millisecond
+	c.ElectionTimeout = 300 * time.Millisecond
+	c.LeaderLeaseTimeout = 150 * time.Millisecond
+	c.TransferTimeout = time.Second
+	c.CatchUpTimeout = 5 * time.Second
+}
+
+// startClusterNode starts node id over dir, the first member of a new group
+// when bootstrap is set.
+func startClusterNode(t *testing.T, id, dir string, bootstrap bool, opts ...option) *clusterNode {
+	t.Helper()
+	return startClusterNodeAt(t, id, dir, "127.0.0.1:0", bootstrap, opts...)
+}
+
+// startClusterNodeAt is startClusterNode with the Raft address raftAddr,
+// for a node that must come back at the same address.
+func startClusterNodeAt(t *testing.T, id, dir, raftAddr string, bootstrap bool, opts ...option) *clusterNode {
+	t.Helper()
+	cc := cluster.DefaultConfig()
+	cc.NodeID, cc.RaftAddr, cc.DataDir, cc.Bootstrap = id, raftAddr, dir, bootstrap
+	testClusterTimeouts(&cc)
+	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel).With().Str("node", id).Logger()
+	ts := startServerLogging(t, log, append([]option{func(c *Config) { c.Cluster = &cc }}, opts...)...)
+	return &clusterNode{testServer: ts, id: id}
+}
+
+// clusterInfo is a node's CLUSTER INFO as a map.
+func clusterInfo(t *testing.T, rc *redis.Client) map[string]string {
+	t.Helper()
+	text, err := rc.Do(ctx(t), "CLUSTER", "INFO").Text()
+	if err != nil {
+		t.Fatalf("CLUSTER INFO: %v", err)
+	}
+	info := map[string]string{}
+	for _, line := range strings.Split(text, "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			info[k] = v
+		}
+	}
+	return info
+}
+
+// waitLeader waits until one of nodes leads with its term begun, and
+// returns it.
+func waitLeader(t *testing.T, nodes ...*clusterNode) *clusterNode {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, n := range nodes {
+			if n.replica.ready() {
+				return n
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("no leader within 10s")
+	return nil
+}
+
+// startCluster starts a group of n nodes: the first bootstraps, the others
+// join through CLUSTER ADDNODE on it.
+func startCluster(t *testing.T, n int, opts ...func(id string) option) []*clusterNode {
+	t.Helper()
+	optsOf := func(id string) []option {
+		var os []option
+		for _, o := range opts {
+			os = append(os, o(id))
+		}
+		return os
+	}
+	nodes := []*clusterNode{startClusterNode(t, "n1", t.TempDir(), true, optsOf("n1")...)}
+	first := waitLeader(t, nodes[0])
+	for i := 2; i <= n; i++ {
+		id := fmt.Sprintf("n%d", i)
+		node := startClusterNode(t, id, t.TempDir(), false, optsOf(id)...)
+		if err := first.client().Do(ctx(t), "CLUSTER", "ADDNODE", node.id, node.RaftAddr()).Err(); err != nil {
+			t.Fatalf("CLUSTER ADDNODE %s: %v", node.id, err)
+		}
+		nodes = append(nodes, node)
+	}
+	return nodes
+}
+
+func TestClusterLeaseSurvivesLeaderLoss(t *testing.T) {
+	nodes := startCluster(t, 3)
+	leader := waitLeader(t, nodes...)
+	lc := leader.client()
+	c := ctx(t)
+
+	token, err := lc.Do(c, "ACQUIRE", "job", 60000, "OWNER", "w1").Uint64()
+	if err != nil {
+		t.Fatalf("ACQUIRE on the leader: %v", err)
+	}
+	if err := lc.Do(c, "EXTEND", "job", token, 60000).Err(); err != nil {
+		t.Fatalf("EXTEND: %v", err)
+	}
+	if n, _ := clusterInfo(t, lc)["cluster_known_nodes"]; n != "3" {
+		t.Fatalf("cluster_known_nodes %q, want 3", n)
+	}
+
+	var rest []*clusterNode
+	for _, n := range nodes {
+		if n != leader {
+			rest = append(rest, n)
+		}
+	}
+	if err := leader.Close(); err != nil {
+		t.Logf("closing the leader: %v", err)
+	}
+	next := waitLeader(t, rest...)
+	nc := next.client()
+	if ok, err := nc.Do(c, "VERIFY", "job", token).Int(); err != nil || ok != 1 {
+		t.Fatalf("VERIFY on the new leader = %d, %v; want the lease kept", ok, err)
+	}
+	if err := nc.Do(c, "ACQUIRE", "job", 1000).Err(); err != redis.Nil {
+		t.Fatalf("ACQUIRE of a held lock on the new leader: %v, want nil", err)
+	}
+	// The same owner gets its lease back, with its token.
+	if again, err := nc.Do(c, "ACQUIRE", "job", 60000, "OWNER", "w1").Uint64(); err != nil || again != token {
+		t.Fatalf("ACQUIRE by the holder's owner = %d, %v; want %d", again, err, token)
+	}
+	if ok, err := nc.Do(c, "RELEASE", "job", token).Int(); err != nil || ok != 1 {
+		t.Fatalf("RELEASE = %d, %v", ok, err)
+	}
+	next2, err := nc.Do(c, "ACQUIRE", "job", 1000).Uint64()
+	if err != nil || next2 <= token {
+		t.Fatalf("ACQUIRE after the failover = %d, %v; want a token above %d", next2, err, token)
+	}
+}
+
+func TestClusterModeNeedsNoPersist(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Cluster = &cluster.Config{}
+	cfg.Persist.Dir = t.TempDir()
+	if _, err := New(cfg, zerolog.Nop()); err == nil {
+		t.Fatal("New accepted a data directory for persist in cluster mode")
+	}
+}
+
+// A pipeline's changes go to the log together, but every reply keeps its
+// place: errors found before proposing, reads, and results.
+func TestClusterPipelineKeepsReplyOrder(t *testing.T) {
+	node := startCluster(t, 1)[0]
+	c := ctx(t)
+	before := node.replica.node.AppliedIndex()
+	pipe := node.client().Pipeline()
+	var acquires []*redis.Cmd
+	for i := range 40 {
+		acquires = append(acquires, pipe.Do(c, "ACQUIRE", fmt.Sprintf("k%d", i), 60000))
+	}
+	badTTL := pipe.Do(c, "ACQUIRE", "k0", "soon")
+	again := pipe.Do(c, "ACQUIRE", "k0", 60000)
+	verify := pipe.Do(c, "VERIFY", "k1", 0) // a read between changes
+	release := pipe.Do(c, "RELEASE", "k2", 0)
+	create := pipe.Do(c, "CREATE", "sem", "LIMIT", 2)
+	unknown := pipe.Do(c, "NOSUCHCOMMAND")
+	mrelease := pipe.Do(c, "MRELEASE", "k3", 1, "k4", 1)
+	if _, err := pipe.Exec(c); err == nil {
+		t.Fatal("the pipeline's errors were not reported")
+	}
+	// One pipeline, read at once, is a handful of entries, not one per
+	// change (the read and the unknown command split the round's batch).
+	if entries := node.replica.node.AppliedIndex() - before; entries > 8 {
+		t.Errorf("the pipeline's 44 changes took %d log entries", entries)
+	}
+	var tokens []uint64
+	for i, cmd := range acquires {
+		tok, err := cmd.Uint64()
+		if err != nil {
+			t.Fatalf("ACQUIRE k%d: %v", i, err)
+		}
+		tokens = append(tokens, tok)
+	}
+	if err := badTTL.Err(); err == nil || !strings.Contains(err.Error(), "syntax") {
+		t.Errorf("ACQUIRE with a bad ttl: %v", err)
+	}
+	if err := again.Err(); err != redis.Nil {
+		t.Errorf("ACQUIRE of a held lock: %v, want nil", err)
+	}
+	if v, err := verify.Int(); err != nil || v != 0 {
+		t.Errorf("VERIFY with token 0 = %d, %v", v, err)
+	}
+	if v, err := release.Int(); err != nil || v != 0 {
+		t.Errorf("RELEASE with token 0 = %d, %v", v, err)
+	}
+	if v, err := create.Int(); err != nil || v != 1 {
+		t.Errorf("CREATE = %d, %v", v, err)
+	}
+	if err := unknown.Err(); err == nil || !strings.Contains(err.Error(), "unknown command") {
+		t.Errorf("unknown command: %v", err)
+	}
+	if v, err := mrelease.Int(); err != nil || v != 0 {
+		t.Errorf("MRELEASE of wrong tokens = %d, %v", v, err)
+	}
+	// The tokens are real: each VERIFYs, and RELEASE ends it.
+	for i, tok := range tokens[:5] {
+		if v, err := node.client().Do(c, "VERIFY", fmt.Sprintf("k%d", i), tok).Int(); err != nil || v != 1 {
+			t.Errorf("VERIFY k%d %d = %d, %v", i, tok, v, err)
+		}
+	}
+}
+
+// waitFor polls cond every 10 ms for up to 5 s: replication to a follower
+// has no event a test can wait on.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A follower forwards changes to the leader and checks with it before a
+// read, answers READONLY reads from its own replica, and publishes every
+// change, in order, to its subscribers.
+func TestClusterFollowerReadsAndEvents(t *testing.T) {
+	nodes := startCluster(t, 3)
+	leader := waitLeader(t, nodes...)
+	var follower *clusterNode
+	for _, n := range nodes {
+		if n != leader {
+			follower = n
+			break
+		}
+	}
+	c := ctx(t)
+	sub := follower.client().Subscribe(c, "__lock__:job")
+	if _, err := sub.Receive(c); err != nil {
+		t.Fatal(err)
+	}
+	fc := follower.client()
+	token, err := leader.client().Do(c, "ACQUIRE", "job", 60000).Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.client().Do(c, "RELEASE", "job", token).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"acquired", "released"} {
+		msg, err := sub.ReceiveMessage(c)
+		if err != nil {
+			t.Fatalf("follower's subscriber: %v", err)
+		}
+		if !strings.HasPrefix(msg.Payload, want) {
+			t.Fatalf("follower's event %q, want %s first", msg.Payload, want)
+		}
+	}
+	token, err = leader.client().Do(c, "ACQUIRE", "job", 60000).Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := fc.Do(c, "ACQUIRE", "other", 60000).Uint64()
+	if err != nil {
+		t.Fatalf("ACQUIRE on a follower: %v", err)
+	}
+	// Linearizable: the follower's read sees the change it just forwarded,
+	// and the leader's.
+	for key, tok := range map[string]uint64{"other": other, "job": token} {
+		if v, err := fc.Do(c, "VERIFY", key, tok).Int(); err != nil || v != 1 {
+			t.Errorf("VERIFY %s on the follower = %d, %v", key, v, err)
+		}
+	}
+	ro := follower.client()
+	if err := ro.Do(c, "READONLY").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the follower's READONLY VERIFY", func() bool {
+		v, err := ro.Do(c, "VERIFY", "job", token).Int()
+		return err == nil && v == 1
+	})
+	if err := ro.Do(c, "READWRITE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := ro.Do(c, "RELEASE", "job", token).Int(); err != nil || v != 1 {
+		t.Errorf("RELEASE on the follower = %d, %v", v, err)
+	}
+	if v, err := ro.Do(c, "VERIFY", "job", token).Int(); err != nil || v != 0 {
+		t.Errorf("VERIFY on the follower after its RELEASE = %d, %v", v, err)
+	}
+}
+
+// An EPHEMERAL lease ends, through the log, when its connection closes.
+func TestClusterEphemeralEndsWithItsConnection(t *testing.T) {
+	node := startCluster(t, 1)[0]
+	c := ctx(t)
+	holder := node.client()
+	token, err := holder.Do(c, "ACQUIRE", "job", 60000, "EPHEMERAL").Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder.Close()
+	waitFor(t, "the EPHEMERAL lease's release", func() bool {
+		v, err := node.client().Do(c, "VERIFY", "job", token).Int()
+		return err == nil && v == 0
+	})
+}
+
+// With cluster TLS, the nodes talk mutual TLS: a group forms and forwards
+// as over plain TCP. (Strangers are refused in the handshake: cluster's
+// tests.)
+func TestClusterMutualTLS(t *testing.T) {
+	files := tlstest.New(t, t.TempDir())
+	withNodeCert := func(id string) option {
+		cert, key := files.NodeCert(t, id)
+		return func(c *Config) {
+			c.ClusterTLS = &ClusterTLSConfig{CertFile: cert, KeyFile: key, CACertFile: files.CACert, AllowedCNs: []string{"n1", "n2", "n3"}}
+		}
+	}
+	nodes := startCluster(t, 3, withNodeCert)
+	c := ctx(t)
+	leader := waitLeader(t, nodes...)
+	for _, n := range nodes {
+		if n == leader {
+			continue
+		}
+		if _, err := n.client().Do(c, "ACQUIRE", "via-"+n.id, 60000).Uint64(); err != nil {
+			t.Fatalf("ACQUIRE forwarded over mutual TLS from %s: %v", n.id, err)
+		}
+	}
+}
+
+// ACQUIRE ... WAIT queues in the replicated table: a waiter on a follower
+// gets the lock when its holder on the leader releases it, a wait that
+// times out answers nil and leaves nothing queued, and the order of the
+// queue is the order of the WAITs.
+func TestClusterWait(t *testing.T) {
+	nodes := startCluster(t, 3)
+	leader := waitLeader(t, nodes...)
+	var followers []*clusterNode
+	for _, n := range nodes {
+		if n != leader {
+			followers = append(followers, n)
+		}
+	}
+	c := ctx(t)
+	token, err := leader.client().Do(c, "ACQUIRE", "job", 60000).Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A wait that runs out answers nil.
+	if err := followers[0].client().Do(c, "ACQUIRE", "job", 60000, "WAIT", 200).Err(); err != redis.Nil {
+		t.Fatalf("a wait that times out: %v, want nil", err)
+	}
+	type grant struct {
+		token uint64
+		err   error
+	}
+	first, second := make(chan grant, 1), make(chan grant, 1)
+	go func() {
+		tok, err := followers[0].client().Do(c, "ACQUIRE", "job", 60000, "WAIT", 20000).Uint64()
+		first <- grant{tok, err}
+	}()
+	waitFor(t, "the first waiter queued", func() bool {
+		st, err := leader.client().Do(c, "STATUS", "job").Slice()
+		return err == nil && fmt.Sprint(statusField(st, "waiters")) == "1"
+	})
+	go func() {
+		tok, err := followers[1].client().Do(c, "ACQUIRE", "job", 60000, "WAIT", 20000).Uint64()
+		second <- grant{tok, err}
+	}()
+	waitFor(t, "the second waiter queued", func() bool {
+		st, err := leader.client().Do(c, "STATUS", "job").Slice()
+		return err == nil && fmt.Sprint(statusField(st, "waiters")) == "2"
+	})
+	if err := leader.client().Do(c, "RELEASE", "job", token).Err(); err != nil {
+		t.Fatal(err)
+	}
+	g := <-first
+	if g.err != nil || g.token <= token {
+		t.Fatalf("the first waiter got %d, %v; want a token above %d", g.token, g.err, token)
+	}
+	select {
+	case g2 := <-second:
+		t.Fatalf("the second waiter got %d, %v while the first holds the lock", g2.token, g2.err)
+	default:
+	}
+	if err := leader.client().Do(c, "RELEASE", "job", g.token).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if g2 := <-second; g2.err != nil || g2.token <= g.token {
+		t.Fatalf("the second waiter got %d, %v; want a token above %d", g2.token, g2.err, g.token)
+	}
+}
+
+// statusField is a STATUS reply's field.
+func statusField(st []any, name string) any {
+	for i := 0; i+1 < len(st); i += 2 {
+		if st[i] == name {
+			return st[i+1]
+		}
+	}
+	return nil
+}
+
+// A single node's data directory becomes the first node of a cluster: its
+// locks and leases come along, to the nodes that join later too, and no
+// token goes back, even one above every token the cluster's clock would
+// give (a single node whose boot clock ran ahead).
+func TestClusterFromSingleNode(t *testing.T) {
+	dir := t.TempDir()
+	ahead := locker.BootEpochToken(time.Now().Add(365 * 24 * time.Hour))
+	single := startServer(t, func(c *Config) {
+		c.Locker.FirstToken = ahead
+		c.Persist.Dir = dir
+		c.Persist.Fsync = persist.FsyncAlways
+	})
+	c := ctx(t)
+	sc := single.client()
+	held, err := sc.Do(c, "ACQUIRE", "held", 600000, "OWNER", "w1").Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Do(c, "CREATE", "sem", "LIMIT", 3).Err(); err != nil {
+		t.Fatal(err)
+	}
+	released, err := sc.Do(c, "ACQUIRE", "released", 600000).Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Do(c, "RELEASE", "released", released).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := single.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	first := startClusterNode(t, "n1", dir, true)
+	waitLeader(t, first)
+	var nodes = []*clusterNode{first}
+	for _, id := range []string{"n2", "n3"} {
+		n := startClusterNode(t, id, t.TempDir(), false)
+		if err := first.client().Do(c, "CLUSTER", "ADDNODE", id, n.RaftAddr()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	if err := first.Close(); err != nil {
+		t.Logf("closing n1: %v", err)
+	}
+	leader := waitLeader(t, nodes[1:]...)
+	lc := leader.client()
+	if v, err := lc.Do(c, "VERIFY", "held", held).Int(); err != nil || v != 1 {
+		t.Fatalf("VERIFY of the single node's lease on %s = %d, %v", leader.id, v, err)
+	}
+	if again, err := lc.Do(c, "ACQUIRE", "held", 600000, "OWNER", "w1").Uint64(); err != nil || again != held {
+		t.Fatalf("its owner's ACQUIRE = %d, %v; want %d", again, err, held)
+	}
+	st, err := lc.Do(c, "STATUS", "sem").Slice()
+	if err != nil || fmt.Sprint(statusField(st, "limit")) != "3" {
+		t.Fatalf("STATUS of the semaphore: %v, %v", st, err)
+	}
+	next, err := lc.Do(c, "ACQUIRE", "released", 1000).Uint64()
+	if err != nil || next <= released {
+		t.Fatalf("ACQUIRE after the migration = %d, %v; want above %d", next, err, released)
+	}
+	other, err := lc.Do(c, "ACQUIRE", "new-key", 1000).Uint64()
+	if err != nil || other <= held {
+		t.Fatalf("ACQUIRE of a new key = %d, %v; want above every earlier token (%d)", other, err, held)
+	}
+	kept, err := filepath.Glob(filepath.Join(dir, importedDir+"-*"))
+	if err != nil || len(kept) != 1 {
+		t.Fatalf("the single node's files kept aside: %v, %v", kept, err)
+	}
+}
+
+// freeRaftAddr is a loopback address whose port was free a moment ago.
+func freeRaftAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// The whole group stops and starts again on its data directories: a leader
+// is elected, the leases are there, and tokens go on above the earlier
+// ones. Then, with the majority gone for good, one node recovers alone
+// (--recover) with what it has.
+func TestClusterFullRestartAndRecover(t *testing.T) {
+	ids := []string{"n1", "n2", "n3"}
+	dirs := map[string]string{}
+	addrs := map[string]string{}
+	for _, id := range ids {
+		dirs[id], addrs[id] = t.TempDir(), freeRaftAddr(t)
+	}
+	start := func(recover bool, only ...string) []*clusterNode {
+		var nodes []*clusterNode
+		for _, id := range only {
+			nodes = append(nodes, startClusterNodeAt(t, id, dirs[id], addrs[id], false, func(c *Config) { c.Cluster.Recover = recover }))
+		}
+		return nodes
+	}
+	c := ctx(t)
+	first := startClusterNodeAt(t, "n1", dirs["n1"], addrs["n1"], true)
+	waitLeader(t, first)
+	nodes := append([]*clusterNode{first}, start(false, "n2", "n3")...)
+	for _, n := range nodes[1:] {
+		if err := first.client().Do(c, "CLUSTER", "ADDNODE", n.id, addrs[n.id]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	token, err := first.client().Do(c, "ACQUIRE", "job", 600000).Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		n.Close()
+	}
+
+	nodes = start(false, ids...)
+	leader := waitLeader(t, nodes...)
+	if v, err := leader.client().Do(c, "VERIFY", "job", token).Int(); err != nil || v != 1 {
+		t.Fatalf("VERIFY after a full restart = %d, %v", v, err)
+	}
+	other, err := leader.client().Do(c, "ACQUIRE", "other", 600000).Uint64()
+	if err != nil || other <= token {
+		t.Fatalf("ACQUIRE after a full restart = %d, %v; want above %d", other, err, token)
+	}
+	// n3 recovers with what it has: let it have everything first.
+	committed := leader.replica.node.CommitIndex()
+	waitFor(t, "n3 applying every entry", func() bool { return nodes[2].replica.node.AppliedIndex() >= committed })
+	for _, n := range nodes {
+		n.Close()
+	}
+
+	alone := start(true, "n3")[0]
+	waitLeader(t, alone)
+	ac := alone.client()
+	for key, tok := range map[string]uint64{"job": token, "other": other} {
+		if v, err := ac.Do(c, "VERIFY", key, tok).Int(); err != nil || v != 1 {
+			t.Fatalf("VERIFY %s on the recovered node = %d, %v", key, v, err)
+		}
+	}
+	if n, _ := clusterInfo(t, ac)["cluster_known_nodes"]; n != "1" {
+		t.Errorf("cluster_known_nodes %q after --recover, want 1", n)
+	}
+}
