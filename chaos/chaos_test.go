@@ -29,6 +29,7 @@ var (
 	flagWait     = flag.Duration("chaos.wait", 300*time.Millisecond, "the longest ACQUIRE ... WAIT clients send (0: none)")
 	flagRecheck  = flag.String("chaos.recheck", "", "TestRecheck: a history.json to check again (with -chaos.late)")
 	flagServe    = flag.String("chaos.serve-args", "", "more leasehold serve flags for every node, space-separated (e.g. \"--io-loops 0\")")
+	flagPeers    = flag.Bool("chaos.peers", false, "start a cluster with a static --peers list on every node (default: --bootstrap, then CLUSTER ADDNODE)")
 	flagCheck    = flag.Duration("chaos.check-timeout", 60*time.Second, "porcupine's time limit per key")
 )
 
@@ -146,6 +147,7 @@ func TestChaos(t *testing.T) {
 		},
 		Nemesis:           NemesisConfig{Kinds: faults, Hold: *flagHold, Pause: pause, Quiet: time.Second, Seed: seed, Logf: t.Logf},
 		Extra:             strings.Fields(*flagServe),
+		Peers:             *flagPeers,
 		Late:              late,
 		LateThroughFaults: nodes > 1,
 		CheckTimeout:      *flagCheck,

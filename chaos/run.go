@@ -26,6 +26,7 @@ type RunConfig struct {
 	Workload Workload
 	Nemesis  NemesisConfig // no Kinds: no faults
 	Extra    []string      // more serve flags
+	Peers    bool          // a cluster starts from a static --peers list
 	// Late: how long past its deadline a lease may still be reported live
 	// (a cluster may run a lease late across a failover, never early);
 	// LateThroughFaults adds the time of every fault overlapping the lease
@@ -77,7 +78,7 @@ func Run(ctx context.Context, cfg RunConfig) (sum Summary, err error) {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	sum = Summary{Started: time.Now().UTC(), Nodes: cfg.Nodes, Clients: cfg.Workload.Clients, Dir: cfg.Dir}
-	ccfg := ClusterConfig{Bin: cfg.Bin, Nodes: cfg.Nodes, Dir: cfg.Dir, Extra: cfg.Extra}
+	ccfg := ClusterConfig{Bin: cfg.Bin, Nodes: cfg.Nodes, Dir: cfg.Dir, Extra: cfg.Extra, Peers: cfg.Peers}
 	if cfg.Netns {
 		SweepStale()
 		nw, err := NewNetwork(cfg.Nodes)
