@@ -247,6 +247,16 @@ func checkMaxToken(key string, ops []Op) []Violation {
 		}
 	}
 	held := make(map[string]map[uint64]bool) // owner → tokens granted to it
+	// An OWNER whose ACQUIRE had an unknown outcome may have been granted a
+	// token nobody saw (STATUS may): its retry gets that token back.
+	asked := make(map[string]int64) // owner → call of its first ACQUIRE of unknown outcome
+	for _, o := range ops {
+		if o.Kind == Acquire && o.Unknown && o.Owner != "" {
+			if _, ok := asked[o.Owner]; !ok {
+				asked[o.Owner] = o.Call
+			}
+		}
+	}
 	i = 0
 	topS = Op{}
 	for _, g := range grants { // by call
@@ -255,7 +265,8 @@ func checkMaxToken(key string, ops []Op) []Violation {
 				topS = sr[i]
 			}
 		}
-		reentry := g.Owner != "" && held[g.Owner][g.Result]
+		first, ghost := asked[g.Owner]
+		reentry := g.Owner != "" && (held[g.Owner][g.Result] || ghost && first < g.Call)
 		if !reentry && g.Result <= topS.Result {
 			vs = append(vs, Violation{CheckMaxToken, key, fmt.Sprintf("new token %d not above last-token %d read before", g.Result, topS.Result), []Op{topS, g}})
 		}

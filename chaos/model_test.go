@@ -135,6 +135,14 @@ func TestCheckers(t *testing.T) {
 			acq(0, "a", 1000, 0, 1, 10), status(1, 10, 10, 11), tok(0, Release, 10, 20, 21, true),
 			acq(1, "b", 1000, 30, 31, 11), status(1, 11, 40, 41),
 		}, nil},
+		{"a retry gets the token STATUS saw granted to its lost request", []Op{
+			acq(0, "a", 1000, 0, 1, 10), tok(0, Release, 10, 2, 3, true),
+			unknown(acq(1, "b", 1000, 10, 0, 0)), status(2, 11, 20, 21), acq(1, "b", 1000, 30, 31, 11),
+		}, nil},
+		{"a new lease with the token STATUS saw", []Op{
+			acq(0, "a", 1000, 0, 1, 10), tok(0, Release, 10, 2, 3, true),
+			unknown(acq(1, "b", 1000, 10, 0, 0)), status(2, 11, 20, 21), acq(3, "c", 1000, 30, 31, 11),
+		}, []string{CheckMaxToken}},
 		{"last-token goes back", []Op{
 			acq(0, "a", 1000, 0, 1, 10), status(1, 10, 10, 11), tok(0, Release, 10, 20, 21, true),
 			acq(1, "b", 1000, 30, 31, 11), status(1, 10, 40, 41),
