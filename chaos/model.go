@@ -423,11 +423,71 @@ func Linearizable(ops []Op, late Lateness, timeout time.Duration) []KeyResult {
 	sort.Strings(names)
 	for _, k := range names {
 		var pops []porcupine.Operation
-		for _, o := range keys[k] {
+		for _, o := range unobservedDropped(keys[k]) {
 			pops = append(pops, porcupine.Operation{ClientId: o.Client, Input: o, Call: o.Call, Output: o, Return: o.Return})
 		}
 		res, info := porcupine.CheckOperationsVerbose(model, pops, timeout)
 		out = append(out, KeyResult{Key: k, Ops: len(pops), Result: res, Info: info})
+	}
+	return out
+}
+
+// unobservedDropped leaves out the ACQUIREs of unknown outcome whose effect
+// nothing in the history could have seen: no later ACQUIRE of the same OWNER
+// got a token, and no STATUS read a token that no known grant returned and
+// that this request could have been granted (it was sent before that STATUS
+// returned, and no token as high had been granted before it was sent).
+// Such a request not taking effect explains the history at least as well as
+// it taking effect (its lease would only hold the lock longer, take a permit
+// and raise the token floor), so leaving it out changes no verdict, and it
+// spares porcupine a branch per request: a run with many timeouts on a
+// semaphore otherwise runs out of time.
+func unobservedDropped(ops []Op) []Op {
+	known := map[uint64]bool{0: true}
+	retried := make(map[string]int64) // owner → call of its last ACQUIRE that got a token
+	var grants []Op
+	for _, o := range ops {
+		if o.granted() {
+			known[o.Result] = true
+			grants = append(grants, o)
+			if o.Owner != "" {
+				retried[o.Owner] = max(retried[o.Owner], o.Call)
+			}
+		}
+	}
+	var unexplained []Op
+	for _, o := range ops {
+		if o.Kind == Status && !o.Unknown && !o.Nil && !known[o.Result] {
+			unexplained = append(unexplained, o)
+		}
+	}
+	sort.Slice(grants, func(i, j int) bool { return grants[i].Return < grants[j].Return })
+	top := make([]uint64, len(grants)) // top[i]: the highest token among grants[:i+1]
+	for i, g := range grants {
+		top[i] = g.Result
+		if i > 0 {
+			top[i] = max(top[i], top[i-1])
+		}
+	}
+	grantedBefore := func(t int64) uint64 {
+		i := sort.Search(len(grants), func(i int) bool { return grants[i].Return >= t })
+		if i == 0 {
+			return 0
+		}
+		return top[i-1]
+	}
+	out := make([]Op, 0, len(ops))
+	for _, o := range ops {
+		if o.Kind == Acquire && o.Unknown && (o.Owner == "" || retried[o.Owner] < o.Call) {
+			seen := false
+			for _, st := range unexplained {
+				seen = seen || o.Call < st.Return && grantedBefore(o.Call) < st.Result
+			}
+			if !seen {
+				continue
+			}
+		}
+		out = append(out, o)
 	}
 	return out
 }

@@ -221,3 +221,30 @@ func TestLatenessThroughOutages(t *testing.T) {
 		t.Error("without the outage, a lease live 1.9s late passed")
 	}
 }
+
+func TestUnobservedDropped(t *testing.T) {
+	base := []Op{acq(0, "a", 1000, 0, 1, 10), tok(0, Release, 10, 2, 3, true)}
+	lost := unknown(acq(1, "b", 1000, 10, 0, 0))
+	lost.Return = Never
+	tests := []struct {
+		name string
+		more []Op
+		kept bool
+	}{
+		{"nothing saw it", []Op{status(2, 10, 20, 21)}, false},
+		{"STATUS saw its token", []Op{status(2, 11, 20, 21)}, true},
+		{"STATUS saw a token, but before it was sent", []Op{status(2, 11, 5, 6), acq(3, "c", 1000, 7, 8, 11)}, false},
+		{"its OWNER's retry got a token", []Op{acq(1, "b", 1000, 20, 21, 11)}, true},
+	}
+	for _, tc := range tests {
+		ops := append(append(append([]Op{}, base...), lost), tc.more...)
+		sort.SliceStable(ops, func(i, j int) bool { return ops[i].Call < ops[j].Call })
+		kept := false
+		for _, o := range unobservedDropped(ops) {
+			kept = kept || o.Unknown
+		}
+		if kept != tc.kept {
+			t.Errorf("%s: kept = %v, want %v", tc.name, kept, tc.kept)
+		}
+	}
+}

@@ -153,7 +153,11 @@ func Run(ctx context.Context, cfg RunConfig) (sum Summary, err error) {
 			}
 		}
 	}
-	if sum.Failed() {
+	inconclusive := false
+	for _, r := range sum.Linearizable {
+		inconclusive = inconclusive || r.Result == porcupine.Unknown
+	}
+	if sum.Failed() || inconclusive {
 		if f, err := os.Create(filepath.Join(cfg.Dir, "history.txt")); err == nil {
 			for _, o := range ops {
 				fmt.Fprintln(f, o)
