@@ -30,6 +30,7 @@ var (
 	flagRecheck  = flag.String("chaos.recheck", "", "TestRecheck: a history.json to check again (with -chaos.late)")
 	flagServe    = flag.String("chaos.serve-args", "", "more leasehold serve flags for every node, space-separated (e.g. \"--io-loops 0\")")
 	flagPeers    = flag.Bool("chaos.peers", false, "start a cluster with a static --peers list on every node (default: --bootstrap, then CLUSTER ADDNODE)")
+	flagTimeout  = flag.Duration("chaos.op-timeout", 0, "a write with no reply after this (plus its WAIT) has an unknown outcome (default: 1s for one node; 3s for a cluster, whose nodes wait out an election for 2s before TRYAGAIN)")
 	flagCheck    = flag.Duration("chaos.check-timeout", 60*time.Second, "porcupine's time limit per key")
 )
 
@@ -110,6 +111,13 @@ func TestChaos(t *testing.T) {
 			late = 3 * time.Second
 		}
 	}
+	opTimeout := *flagTimeout
+	if opTimeout == 0 {
+		opTimeout = time.Second
+		if nodes > 1 {
+			opTimeout = 3 * time.Second
+		}
+	}
 	pause := *flagPause
 	if pause == 0 {
 		pause = *flagTTL + 1500*time.Millisecond
@@ -143,7 +151,7 @@ func TestChaos(t *testing.T) {
 		Settle:   2 * time.Second,
 		Workload: Workload{
 			Clients: *flagClients, Keys: DefaultKeys(), TTLMin: *flagTTL / 5, TTLMax: *flagTTL,
-			MaxWait: *flagWait, OpTimeout: time.Second, Pace: 20 * time.Millisecond, Seed: seed,
+			MaxWait: *flagWait, OpTimeout: opTimeout, Pace: 20 * time.Millisecond, Seed: seed,
 		},
 		Nemesis:           NemesisConfig{Kinds: faults, Hold: *flagHold, Pause: pause, Quiet: time.Second, Seed: seed, Logf: t.Logf},
 		Extra:             strings.Fields(*flagServe),
