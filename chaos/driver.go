@@ -73,11 +73,19 @@ type DriverStats struct {
 	Sample     map[string]string // one such reply of each word, with its command
 }
 
-// Setup makes the keys that must exist (CREATE); it retries until ctx ends,
-// since the target may still be electing a leader.
+// Setup makes the keys that must exist (CREATE); it retries, on the next
+// node each time, until ctx ends, since the target may still be electing a
+// leader.
 func Setup(ctx context.Context, t Target, keys []KeySpec) error {
-	c := t.Dial(-1, 0)
-	defer c.Close()
+	conns := make([]Conn, t.Nodes())
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	attempt := 0
 	for _, k := range keys {
 		if !k.Created {
 			continue
@@ -87,16 +95,20 @@ func Setup(ctx context.Context, t Target, keys []KeySpec) error {
 			args = append(args, "LIMIT", k.Limit)
 		}
 		for {
-			octx, cancel := context.WithTimeout(ctx, time.Second)
-			_, err := c.Do(octx, args...)
+			node := attempt % t.Nodes()
+			if conns[node] == nil {
+				conns[node] = t.Dial(-1, node)
+			}
+			octx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			_, err := conns[node].Do(octx, args...)
 			cancel()
 			if err == nil {
 				break
 			}
-			if ctx.Err() != nil {
+			attempt++
+			if !sleep(ctx, 50*time.Millisecond) {
 				return fmt.Errorf("chaos: CREATE %s: %w", k.Name, err)
 			}
-			time.Sleep(50 * time.Millisecond)
 		}
 	}
 	return nil
