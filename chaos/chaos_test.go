@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/anishathalye/porcupine"
 )
 
 // The short run is the default (part of make test); make chaos passes a
@@ -31,6 +33,7 @@ var (
 	flagServe    = flag.String("chaos.serve-args", "", "more leasehold serve flags for every node, space-separated (e.g. \"--io-loops 0\")")
 	flagPeers    = flag.Bool("chaos.peers", false, "start a cluster with a static --peers list on every node (default: --bootstrap, then CLUSTER ADDNODE)")
 	flagTimeout  = flag.Duration("chaos.op-timeout", 0, "a write with no reply after this (plus its WAIT) has an unknown outcome (default: 1s for one node; 3s for a cluster, whose nodes wait out an election for 2s before TRYAGAIN)")
+	flagWithin   = flag.Duration("chaos.unknown-within", 10*time.Second, "an operation of unknown outcome is taken to have taken effect within this long of its call, or never (0: no bound; porcupine may then run out of time on long runs)")
 	flagCheck    = flag.Duration("chaos.check-timeout", 60*time.Second, "porcupine's time limit per key")
 )
 
@@ -158,6 +161,7 @@ func TestChaos(t *testing.T) {
 		Peers:             *flagPeers,
 		Late:              late,
 		LateThroughFaults: nodes > 1,
+		UnknownWithin:     *flagWithin,
 		CheckTimeout:      *flagCheck,
 		Logf:              t.Logf,
 	}
@@ -220,8 +224,12 @@ func TestRecheck(t *testing.T) {
 	if *flagLate != 0 {
 		late.Base = *flagLate
 	}
+	late.Within = *flagWithin
 	for _, r := range Linearizable(ops, late, *flagCheck) {
 		t.Logf("porcupine %s: %s (%d ops)", r.Key, r.Result, r.Ops)
+		if r.Result == porcupine.Illegal {
+			t.Errorf("%s is not linearizable", r.Key)
+		}
 	}
 	for _, v := range Check(ops, late) {
 		t.Errorf("%s", v)

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"fmt"
-	"hash/fnv"
 	"sort"
 	"strings"
 	"time"
@@ -42,13 +41,11 @@ import (
 // (the lock may have waiters queued, whose place the model does not track),
 // so the model checks safety, not fairness or liveness.
 type lockState struct {
-	now      int64
+	now int64
+	// maxToken: every new lease's token is above it; the highest token
+	// granted, or a lower bound on it after a grant of unknown outcome.
 	maxToken uint64
-	// exact: maxToken is the highest token granted; false at the start
-	// (tokens of earlier runs are unknown) and after a grant of unknown
-	// outcome (whose token is unknown: maxToken is then a lower bound).
-	exact  bool
-	leases []lease // sorted by (token, owner, shared, earliest, latest)
+	leases   []lease // sorted by (token, owner, shared, earliest, latest)
 }
 
 type lease struct {
@@ -148,6 +145,20 @@ func plus(t int64, d time.Duration) int64 {
 type Lateness struct {
 	Base    time.Duration
 	Outages [][2]int64 // [start, end], by start
+	// Within: an operation of unknown outcome takes effect within this long
+	// of its call, or never (0: no bound). The bound keeps porcupine's
+	// search finite on long runs; a server that applied a request later
+	// would be reported, not excused.
+	Within time.Duration
+}
+
+// closes returns when an operation of unknown outcome called at call has
+// taken effect, if it ever does.
+func (l Lateness) closes(call int64) int64 {
+	if l.Within <= 0 {
+		return Never
+	}
+	return call + int64(l.Within)
 }
 
 // latest bounds from above the deadline of a lease granted or extended by an
@@ -244,11 +255,9 @@ func (m stepper) acquire(s lockState, o Op) []lockState {
 		if o.Unknown {
 			nl.minToken = n.maxToken + 1
 			n.maxToken++
-			n.exact = false
 		} else {
 			nl.token = o.Result
 			n.maxToken = o.Result
-			n.exact = true
 		}
 		n.leases = append(n.leases, nl)
 		n.sortLeases()
@@ -282,7 +291,7 @@ func (m stepper) onToken(s lockState, o Op) []lockState {
 				n.leases = append(n.leases[:i], n.leases[i+1:]...)
 			} else { // Extend
 				n.leases[i].earliest = plus(n.now, o.TTL)
-				n.leases[i].latest = Never
+				n.leases[i].latest = m.late.latest(o.Return, o.TTL)
 				n.sortLeases()
 			}
 			out = append(out, n)
@@ -329,15 +338,18 @@ func (m stepper) status(s lockState, o Op) []lockState {
 		}
 		return []lockState{s}
 	}
-	if s.exact && o.Result != s.maxToken || !s.exact && o.Result < s.maxToken {
+	// last-token may be above every token a client saw granted: a lease
+	// handed to a waiter that gave up in the same instant is granted and
+	// released at once, its token spent. So it is a floor, not a value.
+	if o.Result < s.maxToken {
 		return nil
 	}
-	s.maxToken, s.exact = o.Result, true
+	s.maxToken = o.Result
 	return []lockState{s}
 }
 
 func (s lockState) equal(t lockState) bool {
-	if s.now != t.now || s.maxToken != t.maxToken || s.exact != t.exact || len(s.leases) != len(t.leases) {
+	if s.now != t.now || s.maxToken != t.maxToken || len(s.leases) != len(t.leases) {
 		return false
 	}
 	for i := range s.leases {
@@ -349,20 +361,26 @@ func (s lockState) equal(t lockState) bool {
 }
 
 func (s lockState) hash() uint64 {
-	h := fnv.New64a()
-	fmt.Fprint(h, s.now, s.maxToken, s.exact)
+	const prime = 1099511628211
+	h := uint64(14695981039346656037)
+	mix := func(v uint64) { h = (h ^ v) * prime }
+	mix(uint64(s.now))
+	mix(s.maxToken)
 	for _, l := range s.leases {
-		fmt.Fprint(h, l.token, l.minToken, l.owner, l.shared, l.earliest, l.latest)
+		mix(l.token)
+		mix(l.minToken)
+		mix(uint64(l.earliest))
+		mix(uint64(l.latest))
+		for i := 0; i < len(l.owner); i++ {
+			mix(uint64(l.owner[i]))
+		}
 	}
-	return h.Sum64()
+	return h
 }
 
 func (s lockState) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "now=%.3fs max=%d", float64(s.now)/1e9, s.maxToken)
-	if !s.exact {
-		b.WriteString("+")
-	}
+	fmt.Fprintf(&b, "now=%.3fs max≥%d", float64(s.now)/1e9, s.maxToken)
 	for _, l := range s.leases {
 		tok := fmt.Sprint(l.token)
 		if l.token == 0 {
@@ -424,6 +442,9 @@ func Linearizable(ops []Op, late Lateness, timeout time.Duration) []KeyResult {
 	for _, k := range names {
 		var pops []porcupine.Operation
 		for _, o := range unobservedDropped(keys[k]) {
+			if o.Unknown {
+				o.Return = late.closes(o.Call)
+			}
 			pops = append(pops, porcupine.Operation{ClientId: o.Client, Input: o, Call: o.Call, Output: o, Return: o.Return})
 		}
 		res, info := porcupine.CheckOperationsVerbose(model, pops, timeout)
@@ -434,58 +455,23 @@ func Linearizable(ops []Op, late Lateness, timeout time.Duration) []KeyResult {
 
 // unobservedDropped leaves out the ACQUIREs of unknown outcome whose effect
 // nothing in the history could have seen: no later ACQUIRE of the same OWNER
-// got a token, and no STATUS read a token that no known grant returned and
-// that this request could have been granted (it was sent before that STATUS
-// returned, and no token as high had been granted before it was sent).
-// Such a request not taking effect explains the history at least as well as
-// it taking effect (its lease would only hold the lock longer, take a permit
-// and raise the token floor), so leaving it out changes no verdict, and it
-// spares porcupine a branch per request: a run with many timeouts on a
-// semaphore otherwise runs out of time.
+// got a token. (STATUS's last-token is only a floor, so it needs no grant
+// to explain it.) Such a request not taking effect explains the history at
+// least as well as it taking effect (its lease would only hold the lock
+// longer, take a permit and raise the token floor), so leaving it out
+// changes no verdict, and it spares porcupine a branch per request: a run
+// with many timeouts on a semaphore otherwise runs out of time.
 func unobservedDropped(ops []Op) []Op {
-	known := map[uint64]bool{0: true}
 	retried := make(map[string]int64) // owner → call of its last ACQUIRE that got a token
-	var grants []Op
 	for _, o := range ops {
-		if o.granted() {
-			known[o.Result] = true
-			grants = append(grants, o)
-			if o.Owner != "" {
-				retried[o.Owner] = max(retried[o.Owner], o.Call)
-			}
+		if o.granted() && o.Owner != "" {
+			retried[o.Owner] = max(retried[o.Owner], o.Call)
 		}
-	}
-	var unexplained []Op
-	for _, o := range ops {
-		if o.Kind == Status && !o.Unknown && !o.Nil && !known[o.Result] {
-			unexplained = append(unexplained, o)
-		}
-	}
-	sort.Slice(grants, func(i, j int) bool { return grants[i].Return < grants[j].Return })
-	top := make([]uint64, len(grants)) // top[i]: the highest token among grants[:i+1]
-	for i, g := range grants {
-		top[i] = g.Result
-		if i > 0 {
-			top[i] = max(top[i], top[i-1])
-		}
-	}
-	grantedBefore := func(t int64) uint64 {
-		i := sort.Search(len(grants), func(i int) bool { return grants[i].Return >= t })
-		if i == 0 {
-			return 0
-		}
-		return top[i-1]
 	}
 	out := make([]Op, 0, len(ops))
 	for _, o := range ops {
 		if o.Kind == Acquire && o.Unknown && (o.Owner == "" || retried[o.Owner] < o.Call) {
-			seen := false
-			for _, st := range unexplained {
-				seen = seen || o.Call < st.Return && grantedBefore(o.Call) < st.Result
-			}
-			if !seen {
-				continue
-			}
+			continue
 		}
 		out = append(out, o)
 	}

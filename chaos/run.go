@@ -33,7 +33,10 @@ type RunConfig struct {
 	// (a cluster without a quorum cannot end one).
 	Late              time.Duration
 	LateThroughFaults bool
-	CheckTimeout      time.Duration // porcupine's time per key
+	// UnknownWithin: an operation of unknown outcome takes effect within
+	// this long of its call, or never (0: no bound; see Lateness.Within).
+	UnknownWithin time.Duration
+	CheckTimeout  time.Duration // porcupine's time per key
 	// Wrap, when set, wraps the target: the control runs plant a bug there.
 	Wrap func(Target) Target
 	Logf func(format string, args ...interface{})
@@ -136,7 +139,7 @@ func Run(ctx context.Context, cfg RunConfig) (sum Summary, err error) {
 	sum.Ops = len(ops)
 	Recoveries(sum.Faults, ops)
 	logf("checking %d operations", len(ops))
-	late := Lateness{Base: cfg.Late}
+	late := Lateness{Base: cfg.Late, Within: cfg.UnknownWithin}
 	if cfg.LateThroughFaults {
 		for _, f := range sum.Faults {
 			late.Outages = append(late.Outages, [2]int64{f.Start, f.End})
