@@ -10,7 +10,7 @@ import (
 )
 
 // The model of one lock (porcupine partitions the history by key): a set of
-// leases, each with a fencing token, and the highest token granted.
+// leases, each with a fencing token, and the floor every new token is above.
 //
 // Time. A lease ends by expiry at a deadline d the history cannot see: the
 // server sets d = t + ttl where t, the moment it granted (or extended), lies
@@ -24,7 +24,8 @@ import (
 //     answers VERIFY 0, before d) is caught, never excused.
 //   - latest, an upper bound: d ≤ return + ttl, plus the Lateness allowed
 //     (a cluster may run a lease late across a failover). A lease must be
-//     over by then. Never for a grant or EXTEND of unknown outcome.
+//     over by then. For a grant or EXTEND of unknown outcome, return is the
+//     end of the window it may take effect in (Lateness.Within), or never.
 //
 // The model's time, now, is the least moment the last operation linearized
 // can have taken effect: every operation takes effect at a point in
