@@ -34,6 +34,7 @@ var (
 	flagPeers    = flag.Bool("chaos.peers", false, "start a cluster with a static --peers list on every node (default: --bootstrap, then CLUSTER ADDNODE)")
 	flagTimeout  = flag.Duration("chaos.op-timeout", 0, "a write with no reply after this (plus its WAIT) has an unknown outcome (default: 1s for one node; 3s for a cluster, whose nodes wait out an election for 2s before TRYAGAIN)")
 	flagWithin   = flag.Duration("chaos.unknown-within", 10*time.Second, "an operation of unknown outcome is taken to have taken effect within this long of its call, or never (0: no bound; porcupine may then run out of time on long runs)")
+	flagMaxOps   = flag.Int("chaos.max-ops", 1000000, "stop the clients after this many operations, whatever the duration")
 	flagCheck    = flag.Duration("chaos.check-timeout", 60*time.Second, "porcupine's time limit per key")
 )
 
@@ -153,7 +154,7 @@ func TestChaos(t *testing.T) {
 		Duration: *flagDuration,
 		Settle:   2 * time.Second,
 		Workload: Workload{
-			Clients: *flagClients, Keys: DefaultKeys(), TTLMin: *flagTTL / 5, TTLMax: *flagTTL,
+			Clients: *flagClients, Keys: DefaultKeys(), MaxOps: *flagMaxOps, TTLMin: *flagTTL / 5, TTLMax: *flagTTL,
 			MaxWait: *flagWait, OpTimeout: opTimeout, Pace: 20 * time.Millisecond, Seed: seed,
 		},
 		Nemesis:           NemesisConfig{Kinds: faults, Hold: *flagHold, Pause: pause, Quiet: time.Second, Seed: seed, Logf: t.Logf},
