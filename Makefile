@@ -28,7 +28,7 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # staticcheck, run through the module proxy at a pinned version.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run test deps vet fmt-check tidy-check lint help help-check example-python fuzz bench bench-quick bench-cluster bench-deps docs clean
+.PHONY: all build run test deps vet fmt-check tidy-check lint help help-check example-python fuzz bench bench-quick bench-cluster bench-deps docs clean chaos
 
 ## all: the same as build.
 all: build
@@ -43,7 +43,7 @@ run: build
 
 ## deps: Go modules; from Debian when missing: redis-cli / redis-benchmark /
 ## redis-server, python3 with redis-py, zsh (its completion script's test),
-## node and npm, shellcheck; then the node
+## iproute2 (ip netns, for the chaos harness), node and npm, shellcheck; then the node
 ## client example's packages (npm ci in clients/node).
 deps: $(NODE_MODULES)
 	$(GO) mod download
@@ -51,6 +51,7 @@ deps: $(NODE_MODULES)
 	if ! command -v redis-cli >/dev/null || ! command -v redis-benchmark >/dev/null || ! command -v redis-server >/dev/null; then pkgs="$$pkgs $(REDIS_PKGS)"; fi; \
 	if ! $(HAVE_PY_REDIS); then pkgs="$$pkgs $(PYTHON_PKGS)"; fi; \
 	if ! command -v zsh >/dev/null; then pkgs="$$pkgs zsh"; fi; \
+	if ! command -v ip >/dev/null; then pkgs="$$pkgs iproute2"; fi; \
 	if [ -n "$$pkgs" ] || ! command -v shellcheck >/dev/null; then $(SUDO) apt-get update -qq || exit 1; fi; \
 	if [ -n "$$pkgs" ]; then \
 		echo "installing$$pkgs with apt-get"; \
@@ -76,7 +77,9 @@ $(NODE_MODULES): clients/node/package.json clients/node/package-lock.json
 	@touch $@
 
 ## test: formatting, go.mod tidiness, vet, staticcheck, this help, and every
-## test under the race detector (fuzz seeds included).
+## test under the race detector (fuzz seeds included; the chaos harness's
+## short run, TestChaos in ./chaos, among them: it needs root and ip netns,
+## skips without them, and fails without them under CI=true).
 test: deps fmt-check tidy-check vet lint help-check
 	$(GO) test -race -count=1 -timeout 10m ./...
 	@echo "server tests again over the goroutine-per-connection transport:"
@@ -168,6 +171,20 @@ bench-deps:
 .PHONY: bench-quick
 bench-quick: deps
 	QUICK=1 bash scripts/bench.sh
+
+# The long chaos run: how long, how many nodes, and more -chaos.* flags
+# (go test ./chaos -args -h lists them).
+CHAOS_DURATION ?= 5m
+CHAOS_NODES    ?= 0
+CHAOS_ARGS     ?=
+
+## chaos: the fault-injection harness's long run (root, ip netns):
+## CHAOS_DURATION (5m), CHAOS_NODES (0: 3 if the binary has serve --cluster,
+## else 1; or 1, 3, 5), CHAOS_ARGS
+## (-chaos.faults, -chaos.seed, -chaos.dir...). See docs/reliability.md.
+chaos:
+	$(GO) test -count=1 -timeout 60m -run '^TestChaos$$' -v ./chaos \
+		-chaos.duration $(CHAOS_DURATION) -chaos.nodes $(CHAOS_NODES) $(CHAOS_ARGS)
 
 ## docs: refresh the generated tables in docs/commands.md.
 docs:
