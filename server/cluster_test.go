@@ -663,3 +663,51 @@ func TestClusterWaitSurvivesLeaderLoss(t *testing.T) {
 		t.Fatalf("the waiter got %d, %v; want a token above %d", g.token, g.err, held)
 	}
 }
+
+// A wait with an OWNER belongs to the owner: when its client hangs up, the
+// wait is not cancelled, and a lease it is handed stays the owner's. The
+// fault harness found why: the owner's retry through another node had been
+// answered with the lease this wait was handed, and the cancel of the
+// abandoned wait gave that lease back under its holder.
+func TestClusterOwnedWaitOutlivesItsConnection(t *testing.T) {
+	node := startCluster(t, 1)[0]
+	c := ctx(t)
+	if err := node.client().Do(c, "CREATE", "sem", "LIMIT", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	held, err := node.client().Do(c, "ACQUIRE", "sem", 60000).Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := node.dial()
+	waiter.send("ACQUIRE sem 60000 OWNER o1 WAIT 20000\r\n")
+	waitFor(t, "the wait queued", func() bool {
+		st, err := node.client().Do(c, "STATUS", "sem").Slice()
+		return err == nil && fmt.Sprint(statusField(st, "waiters")) == "1"
+	})
+	waiter.Close()
+	waitFor(t, "the server noticing the hang-up", func() bool {
+		return infoField(t, node.client(), "clients", "blocked_clients") == "0"
+	})
+	if err := node.client().Do(c, "RELEASE", "sem", held).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The RELEASE handed the permit to the wait, still queued: o1 holds it.
+	st, err := node.client().Do(c, "STATUS", "sem").Slice()
+	if err != nil || fmt.Sprint(statusField(st, "holders-total")) != "1" ||
+		!strings.Contains(fmt.Sprint(statusField(st, "holders")), "owner o1") {
+		t.Fatalf("STATUS after the RELEASE: %v, %v; want the permit handed to o1's wait", st, err)
+	}
+	// The owner takes up the lease its abandoned wait was handed.
+	token, err := node.client().Do(c, "ACQUIRE", "sem", 60000, "OWNER", "o1").Uint64()
+	if err != nil || token <= held {
+		t.Fatalf("the owner's ACQUIRE = %d, %v; want the lease handed to its wait", token, err)
+	}
+	st, err = node.client().Do(c, "STATUS", "sem").Slice()
+	if err != nil || fmt.Sprint(statusField(st, "holders-total")) != "1" {
+		t.Fatalf("STATUS after the owner took up its lease: %v, %v", st, err)
+	}
+	if err := node.client().Do(c, "ACQUIRE", "sem", 60000, "OWNER", "o2").Err(); err != redis.Nil {
+		t.Fatalf("another owner's ACQUIRE while o1 holds the only permit: %v, want nil", err)
+	}
+}
