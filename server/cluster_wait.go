@@ -113,7 +113,11 @@ func clusterAcquireWaiting(c *conn, req protocol.AcquireRequest) error {
 			return nil
 		}
 		if peerClosed(c.nc) {
-			c.srv.releaseLease(key, token) // nobody to hand it to
+			// Nobody to hand it to: give it back through the wait's cancel,
+			// not a RELEASE of the token, which would also end the lease if
+			// the client's retry with the same OWNER, through another node,
+			// was answered with it meanwhile (the FSM's claim keeps it then).
+			c.cancelClusterWait(waiter)
 			c.quit = true
 			return nil
 		}
