@@ -291,13 +291,16 @@ func TestSnapshotMidQueue(t *testing.T) {
 // of a grant nobody claimed still gives it back. ACQUIRE, WAIT and MACQUIRE
 // claim alike.
 func TestCancelWaitAfterOwnersRetry(t *testing.T) {
+	wait := Command{Op: OpWait, Key: []byte("sem"), TTL: time.Second, Owner: []byte("c0-53"), Waiter: []byte("retry"), Wait: time.Second}
 	for _, retry := range []struct {
-		name string
-		cmd  Command
+		name    string
+		cmd     Command
+		restore bool // the retry applies on a replica restored from a snapshot taken after the grant
 	}{
-		{"WAIT", Command{Op: OpWait, Key: []byte("sem"), TTL: time.Second, Owner: []byte("c0-53"), Waiter: []byte("retry"), Wait: time.Second}},
-		{"ACQUIRE", Command{Op: OpAcquire, Key: []byte("sem"), TTL: time.Second, Owner: []byte("c0-53")}},
-		{"MACQUIRE", Command{Op: OpAcquireAll, Keys: [][]byte{[]byte("sem")}, TTL: time.Second, Owner: []byte("c0-53")}},
+		{"WAIT", wait, false},
+		{"ACQUIRE", Command{Op: OpAcquire, Key: []byte("sem"), TTL: time.Second, Owner: []byte("c0-53")}, false},
+		{"MACQUIRE", Command{Op: OpAcquireAll, Keys: [][]byte{[]byte("sem")}, TTL: time.Second, Owner: []byte("c0-53")}, false},
+		{"WAIT after a restore", wait, true},
 	} {
 		t.Run(retry.name, func(t *testing.T) {
 			r := newReplica(t, 4)
@@ -311,6 +314,13 @@ func TestCancelWaitAfterOwnersRetry(t *testing.T) {
 				t.Fatalf("after a release: %q, want first granted %d", r.ended, p2+1)
 			}
 			granted := p2 + 1
+			if retry.restore {
+				snap := snapshotBytes(t, r)
+				restored := newReplica(t, 8)
+				restore(t, restored, snap)
+				restored.index = r.index
+				r = restored
+			}
 			res := r.apply(t, retry.cmd)
 			tok := res[0].Token
 			if retry.cmd.Op == OpAcquireAll && res[0].Granted {
