@@ -51,13 +51,14 @@ type life struct {
 
 // deadlineAfter is a lower bound on the lease's deadline at every moment of
 // [from, to], ignoring releases and uncertain operations; 0 when the grant had
-// not returned by from.
-func (l *life) deadlineAfter(from, to int64) int64 {
+// not returned by from. baseCall is the call of the last renewal sent among
+// those returned by from.
+func (l *life) deadlineAfter(from, to int64) (deadline, baseCall int64) {
 	if l.grant.Return > from {
-		return 0
+		return 0, -1
 	}
 	var base int64
-	var baseCall int64 = -1
+	baseCall = -1
 	bound := int64(Never)
 	for _, r := range l.renewals {
 		switch {
@@ -69,25 +70,40 @@ func (l *life) deadlineAfter(from, to int64) int64 {
 			bound = min(bound, r.Call+int64(r.TTL))
 		}
 	}
-	return min(base, bound)
+	return min(base, bound), baseCall
 }
 
 // surelyLive reports whether the history proves the lease live over all of
-// [from, to]: granted before, deadline after, no RELEASE sent and no
-// operation of unknown outcome that could have moved the deadline sent by
-// to. skip is an operation not to count (the one being judged).
+// [from, to]: granted before, deadline after, no RELEASE sent by to, and no
+// operation of unknown outcome sent by to that could have set the deadline
+// at or before to. skip is an operation not to count (the one being judged).
+//
+// An uncertain EXTEND or OWNER re-entry u, if applied, set the deadline to
+// its apply time plus u.TTL, like any renewal; the deadline at a moment is
+// set by the last renewal applied before it, which was applied no earlier
+// than its own call nor than the base renewal (returned by from, so applied
+// by then). So u lowers the bound to max(u.Call, baseCall) + u.TTL and no
+// further: an uncertain operation sent before the renewal that set the
+// deadline does not excuse an early end (chaos finding 1: an OWNER's ACQUIRE
+// of unknown outcome, then its retry, excused the loss of the retry's lease).
 func (l *life) surelyLive(from, to int64, skip *Op) bool {
 	for i := range l.releases {
 		if r := &l.releases[i]; r.Call <= to && !sameOp(r, skip) {
 			return false
 		}
 	}
+	end, baseCall := l.deadlineAfter(from, to)
 	for i := range l.uncertain {
-		if u := &l.uncertain[i]; u.Call <= to && !sameOp(u, skip) {
-			return false
+		u := &l.uncertain[i]
+		if u.Call > to || sameOp(u, skip) {
+			continue
 		}
+		if u.TTL <= 0 {
+			return false // the server's default ttl: no bound known here
+		}
+		end = min(end, max(u.Call, baseCall)+int64(u.TTL))
 	}
-	return l.deadlineAfter(from, to) > to
+	return end > to
 }
 
 // latestEnd bounds the deadline from above: no renewal can reach past it
@@ -298,7 +314,8 @@ func checkLostAck(key string, ops []Op, ls map[uint64]*life, late Lateness) []Vi
 		}
 		if !x.OK {
 			if l.surelyLive(x.Call, x.Return, &x) {
-				vs = append(vs, Violation{CheckLostAck, key, fmt.Sprintf("lease %d lost before its deadline (≥ %.3fs)", x.Token, float64(l.deadlineAfter(x.Call, x.Return))/1e9), append(append([]Op{}, l.renewals...), x)})
+				d, _ := l.deadlineAfter(x.Call, x.Return)
+				vs = append(vs, Violation{CheckLostAck, key, fmt.Sprintf("lease %d lost before its deadline (≥ %.3fs)", x.Token, float64(d)/1e9), append(append([]Op{}, l.renewals...), x)})
 			}
 			continue
 		}

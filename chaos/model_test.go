@@ -151,6 +151,11 @@ func TestCheckers(t *testing.T) {
 			acq(0, "a", 1000, 0, 1, 10), tok(0, Release, 10, 2, 3, true), status(1, 12, 10, 11),
 			acq(1, "b", 1000, 20, 21, 12),
 		}, []string{CheckMaxToken}},
+		{"a permit freed under its OWNER's retry (chaos finding 1)", []Op{
+			limit(unknown(acq(0, "c0", 978, 0, 0, 0)), 2), limit(acq(0, "c0", 978, 3200, 3400, 13), 2),
+			limit(acq(1, "c3", 606, 3390, 3402, 14), 2), limit(acq(2, "c4", 366, 3410, 3422, 15), 2),
+			tok(0, Verify, 13, 3456, 3457, false),
+		}, []string{CheckExclusion, CheckLostAck}},
 		{"last-token goes back", []Op{
 			acq(0, "a", 1000, 0, 1, 10), status(1, 10, 10, 11), tok(0, Release, 10, 20, 21, true),
 			acq(1, "b", 1000, 30, 31, 11), status(1, 10, 40, 41),
@@ -190,6 +195,38 @@ func TestCheckers(t *testing.T) {
 				t.Errorf("violations in a correct history:\n%s", strings.Join(msgs, "\n"))
 			}
 		})
+	}
+}
+
+// TestUncertainRenewalBound: an EXTEND or OWNER re-entry of unknown outcome
+// may have set the lease's deadline to its apply time plus its ttl, and no
+// earlier than that: it excuses an early end only if its ttl is short enough.
+func TestUncertainRenewalBound(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ops  []Op
+		fire bool
+	}{
+		{"a re-entry with a short ttl may end the lease early", []Op{
+			acq(0, "a", 1000, 0, 1, 10), unknown(acq(0, "a", 100, 50, 0, 0)), tok(1, Verify, 10, 300, 301, false),
+		}, false},
+		{"an EXTEND with a short ttl may end the lease early", []Op{
+			acq(0, "a", 1000, 0, 1, 10), unknown(ext(0, 10, 100, 50, 0, false)), tok(1, Verify, 10, 300, 301, false),
+		}, false},
+		{"a re-entry sent before the renewal that set the deadline cannot end it before its ttl", []Op{
+			unknown(acq(0, "a", 1000, 0, 0, 0)), acq(0, "a", 1000, 500, 501, 10), tok(1, Verify, 10, 900, 901, false),
+		}, true},
+		{"a long EXTEND cannot end the lease early", []Op{
+			acq(0, "a", 1000, 0, 1, 10), unknown(ext(0, 10, 2000, 50, 0, false)), tok(1, Verify, 10, 900, 901, false),
+		}, true},
+	} {
+		fired := false
+		for _, v := range Check(tc.ops, Lateness{Base: 50 * time.Millisecond}) {
+			fired = fired || v.Check == CheckLostAck
+		}
+		if fired != tc.fire {
+			t.Errorf("%s: lost-ack fired %v, want %v", tc.name, fired, tc.fire)
+		}
 	}
 }
 

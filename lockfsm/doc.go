@@ -88,7 +88,10 @@
 //     the cancel: the cancel dequeues the wait, or, if the lock was handed
 //     to it meanwhile, releases that lease (N 1, Token the lease's) so that
 //     it goes to the next waiter. The FSM remembers the last MaxGrants
-//     grants made from queues for this; an older grant runs out by its ttl;
+//     grants made from queues for this; an older grant runs out by its ttl.
+//     A grant that a later ACQUIRE, WAIT or MACQUIRE of its owner was
+//     answered with (an OWNER's retry, through any node) is the retry's:
+//     the cancel leaves it alone;
 //   - propose OpEndSession for a Client when its connection closes;
 //   - have the leader propose what FSM.CollectDue reports (Duties does).
 //

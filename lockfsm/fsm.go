@@ -157,8 +157,16 @@ func (f *FSM) apply(t *locker.Table, c *Command) (r Result) {
 		r.Granted, r.Err = t.Create(c.Key, c.Options)
 	case OpAcquire:
 		r.Token, r.Granted, r.Err = t.Acquire(&locker.Request{Key: c.Key, TTL: c.TTL, Owner: c.Owner, Mode: modeOf(c.Shared)})
+		if r.Granted {
+			f.waits.Load().claim(c.Key, r.Token)
+		}
 	case OpAcquireAll:
 		r.Tokens, r.Granted, r.Err = t.AcquireAll(&locker.Request{Keys: c.Keys, TTL: c.TTL, Owner: c.Owner, Mode: modeOf(c.Shared)})
+		if r.Granted {
+			for i, k := range c.Keys {
+				f.waits.Load().claim(k, r.Tokens[i])
+			}
+		}
 	case OpRelease:
 		r.Granted = t.ReleaseScoped(c.Key, c.Token, c.Scope)
 	case OpExtend:

@@ -248,7 +248,7 @@ func (d *decoder) waits(t *locker.Table, ws *waits, now int64) error {
 		if ws.grants.get(waiter) != nil {
 			return fmt.Errorf("%w: a repeated grant", ErrBadEntry)
 		}
-		ws.grants.put(waiter, grant{key: bytes.Clone(key), token: token})
+		ws.putGrant(waiter, grant{key: bytes.Clone(key), token: token})
 	}
 	return d.Err
 }

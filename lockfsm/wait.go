@@ -53,6 +53,12 @@ type grant struct {
 	token uint64
 }
 
+// lease names a lease: its key and token.
+type lease struct {
+	key   string
+	token uint64
+}
+
 // note is an OnGrant call to make once the command is applied.
 type note struct {
 	waiter, key []byte
@@ -66,6 +72,7 @@ type waits struct {
 	byHandle  map[*locker.Wait]*wait
 	number    uint64 // the last wait's number
 	grants    *ordered[grant]
+	byLease   map[lease]*item[grant] // grants by their lease, for claim
 	maxGrants int
 	notes     []note
 
@@ -78,6 +85,7 @@ func newWaits() *waits {
 		queued:    make(map[string]*wait),
 		byHandle:  make(map[*locker.Wait]*wait),
 		grants:    newOrdered[grant](),
+		byLease:   make(map[lease]*item[grant]),
 		maxGrants: MaxGrants,
 	}
 }
@@ -114,12 +122,42 @@ func (ws *waits) forget(w *wait) {
 func (ws *waits) ended(w *wait, token uint64) {
 	ws.forget(w)
 	if token != 0 {
-		ws.grants.put([]byte(w.waiter), grant{key: w.key, token: token})
-		for ws.grants.len() > ws.maxGrants {
-			ws.grants.remove(ws.grants.front())
-		}
+		ws.putGrant([]byte(w.waiter), grant{key: w.key, token: token})
 	}
 	ws.notes = append(ws.notes, note{waiter: []byte(w.waiter), key: w.key, token: token})
+}
+
+// putGrant records a grant made from a queue to waiter, forgetting the
+// oldest past maxGrants.
+func (ws *waits) putGrant(waiter []byte, g grant) {
+	if it := ws.grants.get(waiter); it != nil {
+		ws.removeGrant(it)
+	}
+	ws.byLease[lease{string(g.key), g.token}] = ws.grants.put(waiter, g)
+	for ws.grants.len() > ws.maxGrants {
+		ws.removeGrant(ws.grants.front())
+	}
+}
+
+func (ws *waits) removeGrant(it *item[grant]) {
+	delete(ws.byLease, lease{string(it.val.key), it.val.token})
+	ws.grants.remove(it)
+}
+
+// claim forgets the grant of the lease (key, token), if one is recorded: a
+// request of its owner (an OWNER's retry of a WAIT whose answer was lost,
+// through any node) was just answered with that lease, so the lease is no
+// longer the abandoned wait's to give back. Without this, the first wait's
+// OpCancelWait, which comes when its node gives up on its client, would
+// release the lease the retry holds (chaos finding 1: a third permit of a
+// LIMIT 2 semaphore).
+func (ws *waits) claim(key []byte, token uint64) {
+	if len(ws.byLease) == 0 {
+		return
+	}
+	if it := ws.byLease[lease{string(key), token}]; it != nil {
+		ws.removeGrant(it)
+	}
 }
 
 // dropNotes forgets the notes of waiter not yet made.
@@ -132,6 +170,9 @@ func (f *FSM) applyWait(t *locker.Table, c *Command) (r Result) {
 	req := &locker.Request{Key: c.Key, TTL: c.TTL, Owner: c.Owner, Mode: modeOf(c.Shared), Priority: c.Priority, Wait: c.Wait}
 	if c.Wait <= 0 {
 		r.Token, r.Granted, r.Err = t.Acquire(req)
+		if r.Granted {
+			f.waits.Load().claim(c.Key, r.Token)
+		}
 		return r
 	}
 	if len(c.Waiter) == 0 {
@@ -142,10 +183,13 @@ func (f *FSM) applyWait(t *locker.Table, c *Command) (r Result) {
 		return Result{Err: ErrWaiterExists}
 	}
 	if it := ws.grants.get(c.Waiter); it != nil {
-		ws.grants.remove(it) // the id is used again: its old grant was answered
+		ws.removeGrant(it) // the id is used again: its old grant was answered
 	}
 	w := ws.newWait(c.Waiter, c.Key)
 	r.Token, r.Granted, r.Err = t.AcquireWait(req, w.handle)
+	if r.Granted {
+		ws.claim(c.Key, r.Token)
+	}
 	if r.Err != nil || r.Granted {
 		return r
 	}
@@ -173,7 +217,7 @@ func (f *FSM) applyCancelWait(t *locker.Table, c *Command) (r Result) {
 	if it == nil {
 		return r
 	}
-	ws.grants.remove(it)
+	ws.removeGrant(it)
 	ws.dropNotes(c.Waiter)
 	if t.ReleaseScoped(it.val.key, it.val.token, nil) {
 		r.Token, r.N = it.val.token, 1

@@ -282,3 +282,62 @@ func TestSnapshotMidQueue(t *testing.T) {
 		t.Fatalf("hand-offs: %q and, restored, %q; want %q", r.ended, restored.ended, want)
 	}
 }
+
+// TestCancelWaitAfterOwnersRetry: the log of chaos finding 1. A WAIT with an
+// OWNER is granted from the queue while its client has given up on it; the
+// client retries with the same OWNER (on another node) and gets the lease
+// back; then the first wait's cancel comes. The cancel must not release the
+// lease the retry answered, nor hand its permit to someone else; the cancel
+// of a grant nobody claimed still gives it back. ACQUIRE, WAIT and MACQUIRE
+// claim alike.
+func TestCancelWaitAfterOwnersRetry(t *testing.T) {
+	wait := Command{Op: OpWait, Key: []byte("sem"), TTL: time.Second, Owner: []byte("c0-53"), Waiter: []byte("retry"), Wait: time.Second}
+	for _, retry := range []struct {
+		name    string
+		cmd     Command
+		restore bool // the retry applies on a replica restored from a snapshot taken after the grant
+	}{
+		{"WAIT", wait, false},
+		{"ACQUIRE", Command{Op: OpAcquire, Key: []byte("sem"), TTL: time.Second, Owner: []byte("c0-53")}, false},
+		{"MACQUIRE", Command{Op: OpAcquireAll, Keys: [][]byte{[]byte("sem")}, TTL: time.Second, Owner: []byte("c0-53")}, false},
+		{"WAIT after a restore", wait, true},
+	} {
+		t.Run(retry.name, func(t *testing.T) {
+			r := newReplica(t, 4)
+			r.apply(t, Command{Op: OpCreate, Key: []byte("sem"), Options: locker.CreateOptions{Limit: 2}})
+			p1, p2 := r.acquired(t, "sem", time.Second), r.acquired(t, "sem", time.Second)
+			first := waitCmd("sem", "first", 1)
+			first.Owner = []byte("c0-53")
+			r.mustQueue(t, first)
+			r.apply(t, Command{Op: OpRelease, Key: []byte("sem"), Token: p1})
+			if len(r.ended) != 1 || r.ended[0] != fmt.Sprintf("first sem %d", p2+1) {
+				t.Fatalf("after a release: %q, want first granted %d", r.ended, p2+1)
+			}
+			granted := p2 + 1
+			if retry.restore {
+				snap := snapshotBytes(t, r)
+				restored := newReplica(t, 8)
+				restore(t, restored, snap)
+				restored.index = r.index
+				r = restored
+			}
+			res := r.apply(t, retry.cmd)
+			tok := res[0].Token
+			if retry.cmd.Op == OpAcquireAll && res[0].Granted {
+				tok = res[0].Tokens[0]
+			}
+			if !res[0].Granted || tok != granted {
+				t.Fatalf("the owner's retry: %+v, want its lease %d back", res[0], granted)
+			}
+			if res := r.apply(t, Command{Op: OpCancelWait, Waiter: []byte("first")}); !reflect.DeepEqual(res[0], Result{}) {
+				t.Fatalf("CANCEL of a grant the owner's retry claimed: %+v, want nothing done", res[0])
+			}
+			if !r.fsm.Table().Verify([]byte("sem"), granted) {
+				t.Fatal("the cancel of the first wait released the lease its owner's retry was answered with")
+			}
+			if res := r.apply(t, Command{Op: OpAcquire, Key: []byte("sem"), TTL: time.Second}); res[0].Granted {
+				t.Fatalf("a third permit of a LIMIT 2 semaphore: %+v", res[0])
+			}
+		})
+	}
+}

@@ -77,10 +77,9 @@ func clusterAcquireWaiting(c *conn, req protocol.AcquireRequest) error {
 		Op: lockfsm.OpWait, Key: req.Key, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Shared: req.Shared,
 		Priority: req.Priority, Waiter: waiter, Wait: req.Wait,
 	}})
-	owned := req.Owner != nil
 	if err == protocol.ErrUncertain {
 		// It may be queued, to be granted to nobody: take it back.
-		c.cancelClusterWait(waiter, owned)
+		c.cancelClusterWait(waiter)
 	}
 	if err != nil {
 		return err
@@ -114,9 +113,11 @@ func clusterAcquireWaiting(c *conn, req protocol.AcquireRequest) error {
 			return nil
 		}
 		if peerClosed(c.nc) {
-			if !owned {
-				c.srv.releaseLease(key, token) // nobody to hand it to
-			}
+			// Nobody to hand it to: give it back through the wait's cancel,
+			// not a RELEASE of the token, which would also end the lease if
+			// the client's retry with the same OWNER, through another node,
+			// was answered with it meanwhile (the FSM's claim keeps it then).
+			c.cancelClusterWait(waiter)
 			c.quit = true
 			return nil
 		}
@@ -125,15 +126,15 @@ func clusterAcquireWaiting(c *conn, req protocol.AcquireRequest) error {
 		return nil
 	case <-timer.C:
 		c.srv.stats.waitTimeouts.Add(1)
-		c.cancelClusterWait(waiter, owned)
+		c.cancelClusterWait(waiter)
 		c.wr.WriteNull()
 		return nil
 	case <-hangup:
-		c.cancelClusterWait(waiter, owned)
+		c.cancelClusterWait(waiter)
 		c.quit = true
 		return nil
 	case <-c.srv.closing:
-		c.cancelClusterWait(waiter, owned)
+		c.cancelClusterWait(waiter)
 		return protocol.ErrShutdown
 	}
 }
@@ -141,18 +142,7 @@ func clusterAcquireWaiting(c *conn, req protocol.AcquireRequest) error {
 // cancelClusterWait proposes the end of waiter's wait, which also gives
 // back a lease handed to it meanwhile. If the proposal fails, the wait ends
 // at its deadline through the leader, and a lease handed to it by its ttl.
-//
-// A wait with an OWNER is not cancelled: its lease belongs to the owner,
-// who may hold it already through another request (a retry sent to
-// another node while this one's node was cut off, answered with the lease
-// this wait was handed), and giving it back would end a lease its holder
-// was told it has. The wait ends at its own deadline, through the leader,
-// about when the client's did; a lease handed to it meanwhile stays the
-// owner's, to take up with the same OWNER or to run out by its ttl.
-func (c *conn) cancelClusterWait(waiter []byte, owned bool) {
-	if owned {
-		return
-	}
+func (c *conn) cancelClusterWait(waiter []byte) {
 	if _, err := c.srv.replica.propose(c.proposalTag(), []lockfsm.Command{{Op: lockfsm.OpCancelWait, Waiter: waiter}}); err != nil {
 		c.log.Warn().Err(err).Msg("could not cancel a wait: it ends at its deadline, and a lease it was given by its ttl")
 	}
