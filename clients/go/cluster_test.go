@@ -55,6 +55,7 @@ func TestClusterLeaseSurvivesLeaderLoss(t *testing.T) {
 	// after: every call answers, those made during the election included.
 	killed := make(chan time.Time, 1)
 	calls := make(chan error, 1)
+	running := make(chan struct{}) // closed once a round of calls has answered
 	go func() {
 		var at time.Time
 		for n := 0; ; n++ {
@@ -78,10 +79,17 @@ func TestClusterLeaseSurvivesLeaderLoss(t *testing.T) {
 				calls <- fmt.Errorf("another client's TryAcquire %d of the held lock: %v, want ErrNotAcquired", n, err)
 				return
 			}
+			if n == 0 {
+				close(running)
+			}
 			time.Sleep(20 * time.Millisecond) // a holder's pace, not a synchronisation
 		}
 	}()
-	time.Sleep(100 * time.Millisecond) // let the calls run before the loss
+	select { // the calls run before the loss
+	case <-running:
+	case err := <-calls:
+		t.Fatalf("the holder's calls before the loss: %v", err)
+	}
 	closed := time.Now()
 	if err := leader.Close(); err != nil {
 		t.Logf("closing the leader: %v", err)
