@@ -94,12 +94,7 @@ func clusterCreate(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	c.queueProposal(c.replyBool, lockfsm.Command{Op: lockfsm.OpCreate, Key: req.Key, Options: locker.CreateOptions{
-		DefaultTTL:   req.DefaultTTL,
-		LockDelay:    req.LockDelay,
-		LockDelaySet: req.LockDelaySet,
-		Limit:        req.Limit,
-	}})
+	c.queueProposal(c.replyBool, lockfsm.Command{Op: lockfsm.OpCreate, Key: req.Key, Options: createOptions(req)})
 	return nil
 }
 

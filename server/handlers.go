@@ -74,17 +74,22 @@ func handleCreate(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	created, err := c.srv.lockTable().Create(req.Key, locker.CreateOptions{
-		DefaultTTL:   req.DefaultTTL,
-		LockDelay:    req.LockDelay,
-		LockDelaySet: req.LockDelaySet,
-		Limit:        req.Limit,
-	})
+	created, err := c.srv.lockTable().Create(req.Key, createOptions(req))
 	if err != nil {
 		return err
 	}
 	protocol.WriteBool(c.wr, created)
 	return nil
+}
+
+// createOptions are the lock settings a CREATE asks for.
+func createOptions(req protocol.CreateRequest) locker.CreateOptions {
+	return locker.CreateOptions{
+		DefaultTTL:   req.DefaultTTL,
+		LockDelay:    req.LockDelay,
+		LockDelaySet: req.LockDelaySet,
+		Limit:        req.Limit,
+	}
 }
 
 func handleAcquire(c *conn, args [][]byte) error {
