@@ -22,9 +22,15 @@ type Config struct {
 	// 0.0.0.0). Port 0 picks a free port (tests); Node.Addr reports it.
 	RaftAddr string
 
-	// DataDir holds the node's Raft state under DataDir/raft: raft.db (the
-	// log and the term/vote, raft-boltdb/v2) and snapshots/.
+	// DataDir holds the node's Raft state under DataDir/raft: the log and
+	// the term and vote (raft.db, or wal/ with LogStoreWAL) and snapshots/.
 	DataDir string
+
+	// LogStore is what keeps the Raft log and the term and vote:
+	// LogStoreBolt (the default, also for "") or LogStoreWAL. A data
+	// directory keeps the kind it was created with; opening it with the
+	// other is refused.
+	LogStore string
 
 	// Bootstrap makes this node, if its stores are empty, the first member
 	// of a new cluster: a configuration with itself as the only voter. It is
@@ -165,6 +171,8 @@ func (c Config) Validate() error {
 		return errors.New("cluster: TransferTimeout must be positive")
 	case c.CatchUpTimeout <= 0:
 		return errors.New("cluster: CatchUpTimeout must be positive")
+	case c.LogStore != "" && c.LogStore != LogStoreBolt && c.LogStore != LogStoreWAL:
+		return fmt.Errorf("cluster: LogStore %q: want %q or %q", c.LogStore, LogStoreBolt, LogStoreWAL)
 	}
 	if err := c.validatePeers(); err != nil {
 		return err

@@ -30,6 +30,7 @@ func TestConfigValidate(t *testing.T) {
 		{"lease above heartbeat", func(c *Config) { c.LeaderLeaseTimeout = 2 * c.HeartbeatTimeout }, "LeaderLeaseTimeout"},
 		{"no transfer timeout", func(c *Config) { c.TransferTimeout = 0 }, "TransferTimeout"},
 		{"no catch-up timeout", func(c *Config) { c.CatchUpTimeout = 0 }, "CatchUpTimeout"},
+		{"unknown log store", func(c *Config) { c.LogStore = "rocks" }, "LogStore"},
 		{"peers and join", func(c *Config) {
 			c.Peers, c.Join = []Peer{{"n1", c.RaftAddr}}, []string{"127.0.0.1:7001"}
 		}, "exclusive"},
@@ -69,5 +70,34 @@ func TestBootstrapOnlyOnce(t *testing.T) {
 	}
 	if _, err := m.node.Load().Apply([]byte("b"), time.Second); err != nil {
 		t.Fatalf("apply after restart: %v", err)
+	}
+}
+
+// TestLogStoreKindIsKept restarts a node with the other kind of log store
+// than its data directory holds: refused, in both directions, since
+// starting over empty would lose its log and its vote.
+func TestLogStoreKindIsKept(t *testing.T) {
+	for _, tc := range []struct{ created, reopened string }{
+		{LogStoreBolt, LogStoreWAL},
+		{"", LogStoreWAL},
+		{LogStoreWAL, LogStoreBolt},
+		{LogStoreWAL, ""},
+	} {
+		t.Run(tc.created+"-then-"+tc.reopened, func(t *testing.T) {
+			_, ms := startCluster(t, 1, func(c *Config) { c.LogStore = tc.created })
+			m := ms[0]
+			apply(t, m, "a", 3)
+			m.stop(t)
+			c := m.cfg
+			c.LogStore = tc.reopened
+			if n, err := Open(c); err == nil {
+				n.Close()
+				t.Fatalf("Open with LogStore %q of a %q data directory succeeded", tc.reopened, tc.created)
+			} else if !strings.Contains(err.Error(), "log store") {
+				t.Fatalf("Open: %v, want an error about the log store", err)
+			}
+			m.start(t) // the kind it was created with still opens
+			waitLeader(t, ms)
+		})
 	}
 }

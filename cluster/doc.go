@@ -4,9 +4,11 @@
 //
 // # What Node does
 //
-//   - Storage under Config.DataDir/raft: raft.db, a raft-boltdb/v2 (bbolt)
-//     store for the log and the term/vote, with a 512-entry cache in front;
-//     snapshots/, a file snapshot store keeping the newest 2.
+//   - Storage under Config.DataDir/raft: the log and the term/vote in
+//     raft.db, a raft-boltdb/v2 (bbolt) store, or with Config.LogStore
+//     "wal" in wal/, a hashicorp/raft-wal store (one fsync per write where
+//     bolt does two), with a 512-entry cache in front; snapshots/, a file
+//     snapshot store keeping the newest 2.
 //   - A TCP transport on Config.RaftAddr, mutual TLS with Config.TLS
 //     (Security, below), wrapped so that heartbeats are handled on raft's
 //     main goroutine (hashicorp/raft #695, below). The port is shared

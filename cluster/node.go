@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
 const (
@@ -39,7 +38,7 @@ type Node struct {
 	raft   *raft.Raft
 	trans  *mainThreadTransport
 	mux    *muxLayer // the Raft port, closed by raft's Shutdown (trans.Close)
-	store  *raftboltdb.BoltStore
+	store  logStore
 	logs   raft.LogStore // the log cache in front of store
 	fsm    *appliedFSM
 	client *rpcClient
@@ -118,7 +117,7 @@ func open(cfg Config, hooks testHooks) (n *Node, err error) {
 		}
 	}()
 
-	store, err := raftboltdb.NewBoltStore(filepath.Join(dir, "raft.db"))
+	store, err := openLogStore(dir, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: opening the raft log: %w", err)
 	}

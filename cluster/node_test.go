@@ -129,7 +129,15 @@ func TestCommandErrorKinds(t *testing.T) {
 }
 
 func TestKilledLeaderLosesNothingAndCatchesUp(t *testing.T) {
-	_, ms := startCluster(t, 3)
+	for _, store := range []string{LogStoreBolt, LogStoreWAL} {
+		t.Run(store, func(t *testing.T) {
+			testKilledLeaderLosesNothing(t, store)
+		})
+	}
+}
+
+func testKilledLeaderLosesNothing(t *testing.T, store string) {
+	_, ms := startCluster(t, 3, func(c *Config) { c.LogStore = store })
 	old := waitLeader(t, ms)
 	acked := apply(t, old, "before", 20)
 	waitSameHistory(t, ms, len(acked))

@@ -21,6 +21,7 @@ func clusterFlags() []cli.Flag {
 		&cli.StringFlag{Name: "join", EnvVars: env("JOIN"), Usage: "cluster mode: comma-separated --raft-addr of members of an existing group; a node with a new data directory asks them to add it (as a non-voter until it has caught up), and keeps asking until one does"},
 		&cli.StringFlag{Name: "peers", EnvVars: env("PEERS"), Usage: "cluster mode: the group's first members, id=HOST:PORT comma-separated (their --raft-addr), given alike to each of them in place of --bootstrap and --join"},
 		&cli.DurationFlag{Name: "raft-heartbeat-timeout", Value: cluster.DefaultConfig().HeartbeatTimeout, EnvVars: env("RAFT_HEARTBEAT_TIMEOUT"), Usage: "cluster mode: a follower that hears nothing from the leader this long starts an election (randomised up to twice this), and a leader steps down after half of it without a quorum; shorter fails over faster, but a pause or a slow disk this long costs an election"},
+		&cli.StringFlag{Name: "raft-log-store", Value: cluster.LogStoreBolt, EnvVars: env("RAFT_LOG_STORE"), Usage: "cluster mode: what keeps the Raft log: bolt (raft-boltdb, two fsyncs per write) or wal (hashicorp/raft-wal, one fsync per write: about twice the commits per second at one command in flight per client, but younger); a data directory keeps the one it was created with"},
 		&cli.BoolFlag{Name: "redirect", EnvVars: env("REDIRECT"), Usage: "cluster mode: a follower answers a command on a key with Redis Cluster's MOVED to the leader (for redis-cli -c and go-redis's ClusterClient) instead of forwarding it"},
 		&cli.StringFlag{Name: "announce-addr", EnvVars: env("ANNOUNCE_ADDR"), Usage: "cluster mode: HOST:PORT clients reach this node's RESP listener at, as CLUSTER SLOTS and MOVED give it (default: --addr's)"},
 		&cli.BoolFlag{Name: "recover", EnvVars: env("RECOVER"), Usage: "cluster mode, disaster recovery only: make this node, from its data directory, the only voter of its group (a group that lost its majority for good, or a node restored from a backup); the others then join it again with empty data directories (docs/cluster.md)"},
@@ -70,7 +71,7 @@ func clusterTLSConfig(c *cli.Context) (*server.ClusterTLSConfig, error) {
 }
 
 // clusterOnlyFlags mean nothing without --cluster.
-var clusterOnlyFlags = append([]string{"node-id", "raft-addr", "bootstrap", "join", "peers", "recover", "redirect", "announce-addr", "raft-heartbeat-timeout", "cluster-tls"}, clusterTLSFlags...)
+var clusterOnlyFlags = append([]string{"node-id", "raft-addr", "bootstrap", "join", "peers", "recover", "redirect", "announce-addr", "raft-heartbeat-timeout", "raft-log-store", "cluster-tls"}, clusterTLSFlags...)
 
 // notInClusterMode are single-node flags that cluster mode refuses: the
 // Raft log, not persist's, is what the data directory keeps.
@@ -97,6 +98,7 @@ func clusterConfig(c *cli.Context, dataDir string) (*cluster.Config, error) {
 	cfg.DataDir = dataDir
 	cfg.Bootstrap = flag(c, "bootstrap").Bool("bootstrap")
 	cfg.Recover = flag(c, "recover").Bool("recover")
+	cfg.LogStore = str("raft-log-store")
 	if hb := flag(c, "raft-heartbeat-timeout").Duration("raft-heartbeat-timeout"); hb != cfg.HeartbeatTimeout {
 		if hb < 50*time.Millisecond {
 			return nil, fmt.Errorf("--raft-heartbeat-timeout %s: at least 50ms", hb)

@@ -4,8 +4,11 @@
 // (locker.Config.Replicated), on every replica alike; and exact snapshots
 // of the table for the log to be compacted against.
 //
-// An entry is a batch of commands, one batch per event-loop round of the
-// leader, answered by one Result per command. Applying is deterministic:
+// An entry is a batch of commands, one batch per round of a client
+// connection, answered by one Result per command; or a group of such
+// batches (AppendGroupEntry), which Combiner builds from the batches that
+// wait while the leader's last entry is in flight, so that many clients
+// with one command each cost Raft one entry. Applying is deterministic:
 // it reads no clock to decide anything (the table only stamps each
 // replica's own "soft" deadlines), uses no per-process seed, and does not
 // depend on the shard count, so every replica gives the same answers and

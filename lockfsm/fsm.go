@@ -100,11 +100,30 @@ func (f *FSM) Term() uint64 { return f.term.Load() }
 // results; one with a lower Seq is not applied and answers ErrStaleRequest
 // for each command. The table of sessions is bounded (MaxSessions, least
 // recently used forgotten first) and ends with OpEndSession.
+//
+// A group entry (AppendGroupEntry) applies its members in order, each as
+// if it were an entry of its own, and returns a []any of their answers.
 func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	tag, cmds, err := DecodeTaggedEntry(l.Data)
+	if isGroupEntry(l.Data) {
+		members, err := decodeGroupEntry(l.Data)
+		if err != nil {
+			return err
+		}
+		out := make([]any, len(members))
+		for i, m := range members {
+			out[i] = f.applyEntry(m, l.Index)
+		}
+		return out
+	}
+	return f.applyEntry(l.Data, l.Index)
+}
+
+// applyEntry applies one tagged entry of the log entry at index.
+func (f *FSM) applyEntry(entry []byte, index uint64) any {
+	tag, cmds, err := DecodeTaggedEntry(entry)
 	if err != nil {
 		return err
 	}
@@ -113,7 +132,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 		if s := f.sessions.get(tag.Client); s != nil {
 			switch {
 			case tag.Seq == s.seq:
-				f.sessions.touch(tag.Client, l.Index)
+				f.sessions.touch(tag.Client, index)
 				return slices.Clone(s.results)
 			case tag.Seq < s.seq:
 				stale := make([]Result, len(cmds))
@@ -131,7 +150,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 		f.flushNotes()
 	}
 	if tagged && !endsSession(cmds, tag.Client) {
-		f.sessions.record(tag, slices.Clone(results), l.Index)
+		f.sessions.record(tag, slices.Clone(results), index)
 	}
 	return results
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# bench-cluster.sh: a 3-node leasehold cluster side by side with a 3-node
-# etcd cluster and a single leasehold, the cluster measurement of issue 15.
+# bench-cluster.sh: a 3-node leasehold cluster (on each Raft log store,
+# --raft-log-store bolt and wal) side by side with a 3-node etcd cluster and
+# a single leasehold, the cluster measurement of issue 15.
 #
 # Starts each system on free loopback ports with its own data directories,
 # runs the same lock-cycle workload against each with scripts/clusterbench
@@ -50,6 +51,7 @@ STEP_TIMEOUT=${STEP_TIMEOUT:-120}
 ONLY=${ONLY:-}
 
 LH_CLUSTER="leasehold, 3 nodes"
+LH_WAL="leasehold, 3 nodes, raft-wal"
 LH_SINGLE="leasehold, 1 node"
 ETCD_CLUSTER="etcd, 3 nodes"
 
@@ -167,13 +169,17 @@ cluster_role() {
 LH_PORT=() LH_RAFT=() LH_PID=()
 SERVER_N=0
 
+# The Raft log store of the cluster start_lh_cluster starts (--raft-log-store).
+LH_STORE=bolt
+
 # start_lh_node I [--bootstrap]
 start_lh_node() {
 	local i=$1
 	shift
 	SERVER_N=$((SERVER_N + 1))
 	bin/leasehold serve --cluster --node-id "n$i" --raft-addr "127.0.0.1:${LH_RAFT[i]}" \
-		--addr "127.0.0.1:${LH_PORT[i]}" --data-dir "$DATA/lh/n$i" --log-level warn "$@" \
+		--addr "127.0.0.1:${LH_PORT[i]}" --data-dir "$DATA/lh/n$i" --log-level warn \
+		--raft-log-store "$LH_STORE" "$@" \
 		>>"$WORK/leasehold-n$i.log" 2>&1 &
 	LH_PID[i]=$!
 	started "${LH_PID[i]}"
@@ -309,6 +315,13 @@ run_system() {
 		cycles "$LH_CLUSTER" leasehold "$LEADER" "$(lh_pids)" "$2"
 		stop_lh_cluster
 		;;
+	wal)
+		LH_STORE=wal
+		start_lh_cluster
+		cycles "$LH_WAL" leasehold "$LEADER" "$(lh_pids)" "$2"
+		stop_lh_cluster
+		LH_STORE=bolt
+		;;
 	etcd)
 		start_etcd_cluster
 		cycles "$ETCD_CLUSTER" etcd "$LEADER" "$(et_pids)" "$2"
@@ -335,10 +348,10 @@ meta "settings: ROUNDS=$ROUNDS CONNS=$CONNS PIPELINES=\"$PIPELINES\" CYCLE_SECS=
 # ---- throughput --------------------------------------------------------------
 
 if section throughput; then
-	systems=(cluster etcd single)
+	systems=(cluster wal etcd single)
 	for r in $(seq "$ROUNDS"); do
-		for k in 0 1 2; do
-			run_system "${systems[(r - 1 + k) % 3]}" "$r"
+		for k in 0 1 2 3; do
+			run_system "${systems[(r - 1 + k) % 4]}" "$r"
 		done
 	done
 fi
@@ -391,5 +404,5 @@ fi
 # ---- the table ---------------------------------------------------------------
 
 log "done in ${SECONDS}s"
-bin/clusterbench report -in "$RAW" -cluster "$LH_CLUSTER" -etcd "$ETCD_CLUSTER" -single "$LH_SINGLE" | tee "$OUT_DIR/$TS-cluster.md"
+bin/clusterbench report -in "$RAW" -cluster "$LH_CLUSTER" -cluster-wal "$LH_WAL" -etcd "$ETCD_CLUSTER" -single "$LH_SINGLE" | tee "$OUT_DIR/$TS-cluster.md"
 log "wrote $OUT_DIR/$TS-cluster.{md,jsonl}, logs in $WORK/"

@@ -32,6 +32,7 @@ func reportMain(args []string) error {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	in := fs.String("in", "", "the run's JSON lines (required)")
 	cluster := fs.String("cluster", "leasehold, 3 nodes", "the label of the leasehold cluster's rows")
+	wal := fs.String("cluster-wal", "leasehold, 3 nodes, raft-wal", "the label of the rows of the leasehold cluster on --raft-log-store wal")
 	etcdLabel := fs.String("etcd", "etcd, 3 nodes", "the label of etcd's rows")
 	single := fs.String("single", "leasehold, 1 node", "the label of the single node's rows")
 	goal := fs.Float64("goal", 10, "the cluster/etcd ratio aimed at")
@@ -50,7 +51,7 @@ func reportMain(args []string) error {
 	}
 	r := reporter{w: os.Stdout, lines: lines}
 	r.meta()
-	r.cycles(*cluster, *etcdLabel, *single, *goal)
+	r.cycles([]string{*cluster, *wal}, *etcdLabel, *single, *goal)
 	r.failovers(*cluster, *failGoalMs)
 	return nil
 }
@@ -108,7 +109,9 @@ func median(v []float64) float64 {
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
-func (r reporter) cycles(cluster, etcdLabel, single string, goal float64) {
+// cycles prints the cycle rows, then the ratios of each of clusters (those
+// that ran) to etcd and to the single node.
+func (r reporter) cycles(clusters []string, etcdLabel, single string, goal float64) {
 	type key struct {
 		p     int
 		label string
@@ -161,16 +164,18 @@ func (r reporter) cycles(cluster, etcdLabel, single string, goal float64) {
 		}
 	}
 	for _, p := range ps {
-		c, e, s := cps[key{p, cluster}], cps[key{p, etcdLabel}], cps[key{p, single}]
-		if c > 0 && e > 0 {
-			met := "yes"
-			if c/e < goal {
-				met = "NO"
+		for _, cluster := range clusters {
+			c, e, s := cps[key{p, cluster}], cps[key{p, etcdLabel}], cps[key{p, single}]
+			if c > 0 && e > 0 {
+				met := "yes"
+				if c/e < goal {
+					met = "NO"
+				}
+				fmt.Fprintf(r.w, "| %s / %s | %d | %.1f× | ≥ %g× | %s |\n", cluster, etcdLabel, p, c/e, goal, met)
 			}
-			fmt.Fprintf(r.w, "| %s / %s | %d | %.1f× | ≥ %g× | %s |\n", cluster, etcdLabel, p, c/e, goal, met)
-		}
-		if c > 0 && s > 0 {
-			fmt.Fprintf(r.w, "| %s / %s | %d | %.2f× | | |\n", cluster, single, p, c/s)
+			if c > 0 && s > 0 {
+				fmt.Fprintf(r.w, "| %s / %s | %d | %.2f× | | |\n", cluster, single, p, c/s)
+			}
 		}
 	}
 	fmt.Fprintln(r.w)

@@ -14,6 +14,7 @@ func TestReport(t *testing.T) {
 {"mode":"cycle","label":"etcd","pipeline":1,"conns":50,"cycles":500,"cycles_per_s":500}
 {"mode":"cycle","label":"lh1","pipeline":1,"conns":50,"cycles":8000,"cycles_per_s":8000}
 {"mode":"cycle","label":"lh3","pipeline":16,"conns":50,"cycles":100,"cycles_per_s":11000}
+{"mode":"cycle","label":"lh3wal","pipeline":16,"conns":50,"cycles":100,"cycles_per_s":15000}
 {"mode":"cycle","label":"etcd","pipeline":16,"conns":50,"cycles":100,"cycles_per_s":1000}
 {"mode":"failover","label":"lh3","ms":1000,"elected_ms":990}
 {"mode":"failover","label":"lh3","ms":3500,"elected_ms":3400}
@@ -27,7 +28,7 @@ func TestReport(t *testing.T) {
 	var out bytes.Buffer
 	r := reporter{w: &out, lines: lines}
 	r.meta()
-	r.cycles("lh3", "etcd", "lh1", 10)
+	r.cycles([]string{"lh3", "lh3wal"}, "etcd", "lh1", 10)
 	r.failovers("lh3", 3000)
 	for _, want := range []string{
 		"- date: today\n",
@@ -36,6 +37,7 @@ func TestReport(t *testing.T) {
 		"| lh3 / etcd | 1 | 4.0× | ≥ 10× | NO |",
 		"| lh3 / lh1 | 1 | 0.25× | | |",
 		"| lh3 / etcd | 16 | 11.0× | ≥ 10× | yes |",
+		"| lh3wal / etcd | 16 | 15.0× | ≥ 10× | yes |",
 		"| lh3 | 3 | 2000 | 3500 | 1000, 3500, 2000 | 1900 | p99 ≤ 3000 ms | NO |",
 		"| etcd | 1 | 1200 | 1200 | 1200 |  |  |  |",
 	} {

@@ -1,0 +1,231 @@
+package lockfsm
+
+import (
+	"errors"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// TestGroupEntryAppliesLikeItsMembers applies the same tagged batches to
+// two replicas, one entry each on the first and as one group entry on the
+// second: the same answers, the same table, the same sessions (a member
+// repeated in the group is answered from its session, as a retry in a later
+// entry would be).
+func TestGroupEntryAppliesLikeItsMembers(t *testing.T) {
+	acquire := func(key string) Command { return Command{Op: OpAcquire, Key: []byte(key), TTL: time.Second} }
+	c1, c2 := Tag{Client: []byte("n1/c1"), Seq: 1}, Tag{Client: []byte("n2/c9"), Seq: 7}
+	members := [][]byte{
+		AppendTaggedEntry(nil, c1, []Command{acquire("a"), acquire("b")}),
+		AppendTaggedEntry(nil, c2, []Command{acquire("a")}),
+		AppendEntry(nil, []Command{acquire("c")}),
+		AppendTaggedEntry(nil, c1, []Command{acquire("a"), acquire("b")}), // c1's retry
+		{entryVersion, 9}, // damaged: fails alone
+	}
+	alone, grouped := newReplica(t, 4), newReplica(t, 4)
+	// Alone at the group's index, since sessions note the index of their
+	// last use.
+	var want []any
+	for _, m := range members {
+		want = append(want, alone.fsm.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: m}))
+	}
+	out := grouped.fsm.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: AppendGroupEntry(nil, members)})
+	got, ok := out.([]any)
+	if !ok || len(got) != len(members) {
+		t.Fatalf("a group entry answered %T %v, want %d answers", out, out, len(members))
+	}
+	for i := range members[:4] {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Errorf("member %d answered %+v, alone %+v", i, got[i], want[i])
+		}
+	}
+	if err, ok := got[4].(error); !ok || !errors.Is(err, ErrBadEntry) {
+		t.Errorf("the damaged member answered %v, want ErrBadEntry", got[4])
+	}
+	if res := got[1].([]Result); res[0].Granted {
+		t.Error("c2 was granted a lock c1 held")
+	}
+	if a, b := dump(t, alone), dump(t, grouped); !reflect.DeepEqual(a, b) {
+		t.Error("the tables differ")
+	}
+	if a, b := alone.fsm.sessions.len(), grouped.fsm.sessions.len(); a != b || a != 2 {
+		t.Errorf("sessions: %d alone, %d grouped, want 2", a, b)
+	}
+}
+
+func TestDecodeGroupEntryRefusesDamage(t *testing.T) {
+	good := AppendGroupEntry(nil, [][]byte{AppendEntry(nil, sampleCommands()), AppendEntry(nil, nil)})
+	if _, err := decodeGroupEntry(good); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range [][]byte{
+		good[:len(good)-1],                   // a member cut short
+		append(append([]byte{}, good...), 0), // a byte after the last member
+		{entryVersionGroup},                  // no count
+		{entryVersionGroup, 5, 0},            // more members than bytes
+		AppendGroupEntry(nil, make([][]byte, maxGroupMembers+1)),
+	} {
+		if _, err := decodeGroupEntry(b); !errors.Is(err, ErrBadEntry) {
+			t.Errorf("decodeGroupEntry(%x): %v, want ErrBadEntry", b, err)
+		}
+	}
+}
+
+func FuzzDecodeGroupEntry(f *testing.F) {
+	f.Add(AppendGroupEntry(nil, [][]byte{AppendEntry(nil, sampleCommands())}))
+	f.Add([]byte{entryVersionGroup, 2, 1, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !isGroupEntry(b) {
+			return
+		}
+		members, err := decodeGroupEntry(b)
+		if err != nil {
+			return
+		}
+		again, err := decodeGroupEntry(AppendGroupEntry(nil, members))
+		if err != nil || !reflect.DeepEqual(again, members) {
+			t.Fatalf("re-encoding %d members: %d, %v", len(members), len(again), err)
+		}
+	})
+}
+
+// gateProposer is a Proposer whose Apply records each entry and blocks
+// until the test lets it go, answering each member of a group with its
+// index in the group (and a lone entry with -1).
+type gateProposer struct {
+	mu      sync.Mutex
+	entries [][]byte
+	started chan struct{}
+	release chan struct{}
+	err     error
+}
+
+func newGateProposer() *gateProposer {
+	return &gateProposer{started: make(chan struct{}, 16), release: make(chan struct{})}
+}
+
+func (p *gateProposer) Apply(cmd []byte, _ time.Duration) (any, error) {
+	p.mu.Lock()
+	p.entries = append(p.entries, cmd)
+	p.mu.Unlock()
+	p.started <- struct{}{}
+	<-p.release
+	if p.err != nil {
+		return nil, p.err
+	}
+	if !isGroupEntry(cmd) {
+		return -1, nil
+	}
+	members, err := decodeGroupEntry(cmd)
+	if err != nil {
+		return err, nil
+	}
+	out := make([]any, len(members))
+	for i := range out {
+		out[i] = i
+	}
+	return out, nil
+}
+
+func (*gateProposer) IsLeader() bool                { return true }
+func (*gateProposer) Term() uint64                  { return 1 }
+func (*gateProposer) Barrier(_ time.Duration) error { return nil }
+
+// TestCombinerGroupsWhatWaits: a proposal alone goes alone, at once; the
+// ones that arrive while it is in flight go together, as one group entry,
+// when it is answered; each gets its own member's answer.
+func TestCombinerGroupsWhatWaits(t *testing.T) {
+	p := newGateProposer()
+	c := NewCombiner(p, 1, time.Second)
+	defer func() {
+		stopped := make(chan struct{})
+		go func() { // lets Stop wait for what a failed test left in flight
+			for {
+				select {
+				case p.release <- struct{}{}:
+				case <-stopped:
+					return
+				}
+			}
+		}()
+		c.Stop()
+		close(stopped)
+	}()
+	type answer struct {
+		out any
+		err error
+	}
+	first := make(chan answer, 1)
+	go func() {
+		out, err := c.Apply(AppendEntry(nil, []Command{{Op: OpAcquire, Key: []byte("first")}}))
+		first <- answer{out, err}
+	}()
+	<-p.started // the first is in flight, alone
+
+	const waiting = 5
+	answers := make(chan answer, waiting)
+	for range waiting {
+		go func() {
+			out, err := c.Apply(AppendEntry(nil, []Command{{Op: OpAcquire, Key: []byte("later")}}))
+			answers <- answer{out, err}
+		}()
+	}
+	// The five queue behind the one slot (the combiner holds the first of
+	// them while it waits for the slot); wait until they all have.
+	deadline := time.Now().Add(5 * time.Second)
+	for len(c.reqs) < waiting-1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d proposals queued", len(c.reqs)+1, waiting)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	p.release <- struct{}{}
+	if a := <-first; a.err != nil || a.out != -1 {
+		t.Fatalf("the first proposal: %v %v, want its own entry's answer", a.out, a.err)
+	}
+	<-p.started
+	p.release <- struct{}{}
+	seen := map[any]bool{}
+	for range waiting {
+		a := <-answers
+		if a.err != nil {
+			t.Fatal(a.err)
+		}
+		seen[a.out] = true
+	}
+	if len(seen) != waiting {
+		t.Fatalf("the group's members got answers %v, want one each of 0..%d", seen, waiting-1)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.entries) != 2 || isGroupEntry(p.entries[0]) || !isGroupEntry(p.entries[1]) {
+		t.Fatalf("%d entries proposed, want the first alone and one group", len(p.entries))
+	}
+}
+
+// TestCombinerSharesTheGroupsError: a group that fails fails each member
+// with its error; after Stop, a proposal is refused.
+func TestCombinerSharesTheGroupsError(t *testing.T) {
+	p := newGateProposer()
+	p.err = errors.New("outcome unknown")
+	close(p.release)
+	c := NewCombiner(p, 1, time.Second)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := c.Apply(AppendEntry(nil, nil)); err != p.err {
+				t.Errorf("Apply: %v, want the group's error", err)
+			}
+		}()
+	}
+	wg.Wait()
+	c.Stop()
+	if _, err := c.Apply(AppendEntry(nil, nil)); err != ErrCombinerStopped {
+		t.Fatalf("Apply after Stop: %v, want ErrCombinerStopped", err)
+	}
+}
