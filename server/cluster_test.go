@@ -663,3 +663,65 @@ func TestClusterWaitSurvivesLeaderLoss(t *testing.T) {
 		t.Fatalf("the waiter got %d, %v; want a token above %d", g.token, g.err, held)
 	}
 }
+
+// TestClusterClientUnblock: CLIENT UNBLOCK ends a cluster WAIT as on one
+// node (nil, or UNBLOCKED with ERROR), and the wait leaves the replicated
+// queue: the lock, once released, goes to nobody.
+func TestClusterClientUnblock(t *testing.T) {
+	nodes := startCluster(t, 3)
+	leader := waitLeader(t, nodes...)
+	follower := nodes[0]
+	if follower == leader {
+		follower = nodes[1]
+	}
+	c := ctx(t)
+	token, err := leader.client().Do(c, "ACQUIRE", "job", 60000).Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		reason  []any
+		wantErr string
+	}{
+		{nil, ""},
+		{[]any{"TIMEOUT"}, ""},
+		{[]any{"ERROR"}, "UNBLOCKED"},
+	} {
+		waiter := follower.client()
+		id, err := waiter.Do(c, "CLIENT", "ID").Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- waiter.Do(c, "ACQUIRE", "job", 60000, "WAIT", 30000).Err() }()
+		waitFor(t, "the waiter queued", func() bool {
+			st, err := leader.client().Do(c, "STATUS", "job").Slice()
+			return err == nil && fmt.Sprint(statusField(st, "waiters")) == "1"
+		})
+		n, err := follower.client().Do(c, append([]any{"CLIENT", "UNBLOCK", id}, tc.reason...)...).Int64()
+		if err != nil || n != 1 {
+			t.Fatalf("CLIENT UNBLOCK %d %v: %d, %v; want 1", id, tc.reason, n, err)
+		}
+		err = <-done
+		switch {
+		case tc.wantErr == "" && err != redis.Nil:
+			t.Fatalf("the unblocked wait (%v) answered %v, want nil", tc.reason, err)
+		case tc.wantErr != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.wantErr)):
+			t.Fatalf("the unblocked wait (%v) answered %v, want %s", tc.reason, err, tc.wantErr)
+		}
+		waitFor(t, "the wait gone from the queue", func() bool {
+			st, err := leader.client().Do(c, "STATUS", "job").Slice()
+			return err == nil && fmt.Sprint(statusField(st, "waiters")) == "0"
+		})
+	}
+	if n, err := follower.client().Do(c, "CLIENT", "UNBLOCK", 999999).Int64(); err != nil || n != 0 {
+		t.Fatalf("CLIENT UNBLOCK of nobody: %d, %v; want 0", n, err)
+	}
+	if err := leader.client().Do(c, "RELEASE", "job", token).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Handed to none of the unblocked waiters: free for the next.
+	if next, err := follower.client().Do(c, "ACQUIRE", "job", 60000).Uint64(); err != nil || next <= token {
+		t.Fatalf("ACQUIRE after the release: %d, %v; want a token above %d", next, err, token)
+	}
+}

@@ -103,10 +103,13 @@ func clusterAcquireWaiting(c *conn, req protocol.AcquireRequest) error {
 	defer stopWatch()
 	c.srv.stats.blocked.Add(1)
 	defer c.srv.stats.blocked.Add(-1)
+	// CLIENT UNBLOCK finds the wait here (conn.unblockWait).
+	parked := &blockState{unblock: make(chan bool, 1)}
+	c.parked.Store(parked)
+	defer c.parked.Store(nil)
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
-	select {
-	case token := <-granted:
+	handedOver := func(token uint64) error {
 		if token == 0 { // ended ungranted: its deadline, or its owner's later WAIT
 			c.srv.stats.waitTimeouts.Add(1)
 			c.wr.WriteNull()
@@ -123,6 +126,26 @@ func clusterAcquireWaiting(c *conn, req protocol.AcquireRequest) error {
 		}
 		c.srv.ties.granted(c, key, token, req.Ephemeral)
 		protocol.WriteToken(c.wr, token, true)
+		return nil
+	}
+	select {
+	case token := <-granted:
+		return handedOver(token)
+	case asError := <-parked.unblock:
+		// As on one node, a lease handed over already is the client's.
+		select {
+		case token := <-granted:
+			if token != 0 {
+				return handedOver(token)
+			}
+		default:
+		}
+		// The cancel also gives back a lease handed over meanwhile.
+		c.cancelClusterWait(waiter)
+		if asError {
+			return protocol.ErrUnblocked
+		}
+		c.wr.WriteNull()
 		return nil
 	case <-timer.C:
 		c.srv.stats.waitTimeouts.Add(1)
