@@ -31,6 +31,7 @@ const (
 	OpEndSession      // Client: forget its session (its connection closed)
 	OpWait            // Key, TTL, Owner, Shared, Priority, Waiter, Wait: ACQUIRE ... WAIT (see the package doc)
 	OpCancelWait      // Waiter: its wait gives up (see the package doc)
+	OpSettings        // Settings: the leader's lock-table settings (FSM.SettingsMismatch)
 	opEnd
 )
 
@@ -55,6 +56,8 @@ type Command struct {
 	Waiter   []byte
 	Wait     time.Duration
 	Priority int
+	// OpSettings's: the proposing leader's Settings.
+	Settings []byte
 }
 
 // Tag makes an entry's commands apply at most once: a leader that gets the
@@ -164,6 +167,8 @@ func appendCommand(dst []byte, c *Command) []byte {
 		dst = binary.AppendVarint(dst, int64(c.Wait))
 	case OpCancelWait:
 		dst = appendBytes(dst, c.Waiter)
+	case OpSettings:
+		dst = appendBytes(dst, c.Settings)
 	default:
 		panic(fmt.Sprintf("lockfsm: encoding unknown op %d", c.Op))
 	}
@@ -309,6 +314,8 @@ func (d *decoder) command(c *Command) {
 		c.Priority, c.Waiter, c.Wait = int(d.Varint()), d.Bytes(), time.Duration(d.Varint())
 	case OpCancelWait:
 		c.Waiter = d.Bytes()
+	case OpSettings:
+		c.Settings = d.Bytes()
 	default:
 		d.Fail()
 	}

@@ -31,6 +31,7 @@ func sampleCommands() []Command {
 		{Op: OpWait, Key: []byte("jobs"), TTL: time.Second, Owner: []byte("o"), Shared: true, Priority: -7, Waiter: []byte("n1/c2/99"), Wait: time.Minute},
 		{Op: OpWait, Key: []byte("k"), TTL: time.Second, Priority: 1 << 31, Waiter: []byte("w"), Wait: 1},
 		{Op: OpCancelWait, Waiter: []byte("n1/c2/99")},
+		{Op: OpSettings, Settings: []byte("max-ttl=24h0m0s")},
 	}
 }
 

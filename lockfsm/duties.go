@@ -33,11 +33,18 @@ type Duties struct {
 	mu   sync.Mutex
 	term uint64 // the term begun, 0 while none is
 
+	settingsAt time.Time // when this leader last proposed OpSettings; run's goroutine only
+
 	stop, done chan struct{}
 }
 
 // dutyTimeout bounds each of the duties' proposals and barriers.
 const dutyTimeout = 5 * time.Second
+
+// settingsEvery is how often a leader proposes its settings again
+// (OpSettings), for the nodes that joined from a snapshot since: they
+// learn of a mismatch within this.
+const settingsEvery = 30 * time.Second
 
 // fireBatch is the most expiries one OpFire carries.
 const fireBatch = 1024
@@ -97,8 +104,19 @@ func (d *Duties) once() {
 			d.log.Warn().Err(err).Uint64("term", term).Msg("new leader: could not begin its term")
 			return
 		}
+		d.settingsAt = time.Time{}
 		d.setTerm(term)
 		d.log.Info().Uint64("term", term).Uint64("token_floor", floor).Msg("leader: term begun")
+	}
+	// Tells every replica the settings this leader applies entries with;
+	// one that differs refuses its clients (settings.go). Again every
+	// settingsEvery, for the nodes that joined from a snapshot since.
+	if time.Since(d.settingsAt) >= settingsEvery {
+		if _, err := d.propose(Command{Op: OpSettings, Settings: []byte(d.fsm.Settings())}); err != nil {
+			d.log.Warn().Err(err).Uint64("term", term).Msg("leader: could not propose its lock-table settings")
+		} else {
+			d.settingsAt = time.Now()
+		}
 	}
 	if due := d.fsm.CollectDue(fireBatch); len(due) > 0 {
 		if _, err := d.propose(Command{Op: OpFire, Term: term, Due: due}); err != nil {

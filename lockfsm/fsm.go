@@ -25,6 +25,10 @@ type FSM struct {
 	sessions *sessions
 	waits    atomic.Pointer[waits]
 	onGrant  func(waiter, key []byte, token uint64)
+
+	settings   string                 // Settings
+	mismatch   atomic.Pointer[string] // the leader's settings if not ours (OpSettings)
+	onMismatch func(own, leader string)
 }
 
 // Option sets up an FSM at New.
@@ -74,7 +78,7 @@ func New(cfg locker.Config, opts ...Option) (*FSM, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &FSM{cfg: cfg, sessions: newSessions()}
+	f := &FSM{cfg: cfg, sessions: newSessions(), settings: settingsOf(cfg)}
 	for _, o := range opts {
 		o(f)
 	}
@@ -209,6 +213,18 @@ func (f *FSM) apply(t *locker.Table, c *Command) (r Result) {
 		r = f.applyWait(t, c)
 	case OpCancelWait:
 		r = f.applyCancelWait(t, c)
+	case OpSettings:
+		// Changes nothing replicated: it tells this replica whether it
+		// applies entries as the leader does.
+		if string(c.Settings) == f.settings {
+			f.mismatch.Store(nil)
+			r.N = 1
+		} else {
+			leader := string(c.Settings)
+			if old := f.mismatch.Swap(&leader); (old == nil || *old != leader) && f.onMismatch != nil {
+				f.onMismatch(f.settings, leader)
+			}
+		}
 	default:
 		r.Err = fmt.Errorf("%w: op %d", ErrBadEntry, c.Op)
 	}

@@ -192,6 +192,14 @@ func MovedError(slot uint16, addr string) *Error {
 	return &Error{CodeMoved, strconv.Itoa(int(slot)) + " " + addr}
 }
 
+// SettingsMismatchError refuses the lock commands of a cluster node whose
+// lock-table settings (own) differ from its leader's (leader): it would
+// apply entries otherwise than the others do.
+func SettingsMismatchError(own, leader string) *Error {
+	return &Error{CodeErr, "cluster: this node's lock-table settings (" + quotePrintable([]byte(own), 256) +
+		") differ from the leader's (" + quotePrintable([]byte(leader), 256) + "): restart it with the same flags as the others"}
+}
+
 // ClusterChangeError is the reply to a CLUSTER command that changes the
 // group (ADDNODE, FORGET, SNAPSHOT) and failed with err.
 func ClusterChangeError(err error) *Error {

@@ -71,7 +71,11 @@ func openReplica(cfg cluster.Config, lockerCfg locker.Config, log zerolog.Logger
 	lockerCfg.FirstToken = 1 // the same on every replica; OpTerm raises it
 	lockerCfg.Journal = nil
 	r := &replica{log: log, opened: make(chan struct{})}
-	fsm, err := lockfsm.New(lockerCfg, lockfsm.OnGrant(r.waiters.granted))
+	fsm, err := lockfsm.New(lockerCfg, lockfsm.OnGrant(r.waiters.granted),
+		lockfsm.OnSettingsMismatch(func(own, leader string) {
+			log.Error().Str("own", own).Str("leader", leader).
+				Msg("this node's lock-table settings differ from the leader's: it refuses lock commands until it is restarted with the same flags as the others")
+		}))
 	if err != nil {
 		return nil, err
 	}

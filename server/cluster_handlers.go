@@ -47,6 +47,19 @@ func batchableCommands(clustered bool) []bool {
 	return marks
 }
 
+// sameSettings refuses h on a node whose lock-table settings differ from
+// the leader's (lockfsm.FSM.SettingsMismatch): its answers, and its table
+// if it became the leader, would not be the group's.
+func sameSettings(h handler) handler {
+	return func(c *conn, args [][]byte) error {
+		fsm := c.srv.replica.fsm
+		if leader := fsm.SettingsMismatch(); leader != "" {
+			return protocol.SettingsMismatchError(fsm.Settings(), leader)
+		}
+		return h(c, args)
+	}
+}
+
 // linearized runs h once every change acknowledged before the command
 // arrived is in the table it reads (replica.linearize). Every command of a
 // round arrived before its first ran (the goroutine transport reads no more
@@ -329,6 +342,10 @@ func (r *replica) info() string {
 	line("cluster_last_contact", st["last_contact"])
 	line("cluster_known_nodes", strconv.Itoa(atoiOr(st["num_peers"], 0)+1))
 	line("cluster_heartbeat_fast_path", st["heartbeat_fast_path"])
+	line("cluster_settings", r.fsm.Settings())
+	if leader := r.fsm.SettingsMismatch(); leader != "" {
+		line("cluster_settings_leader", leader) // differs: lock commands are refused
+	}
 	return b.String()
 }
 

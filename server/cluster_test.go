@@ -725,3 +725,39 @@ func TestClusterClientUnblock(t *testing.T) {
 		t.Fatalf("ACQUIRE after the release: %d, %v; want a token above %d", next, err, token)
 	}
 }
+
+// TestClusterRefusesDifferentSettings: a node started with other lock-table
+// settings than the leader's would apply entries otherwise; it learns so
+// from the leader's OpSettings, refuses lock commands with an error that
+// says why, and CLUSTER INFO names both. The others go on.
+func TestClusterRefusesDifferentSettings(t *testing.T) {
+	nodes := startCluster(t, 3, func(id string) option {
+		return func(c *Config) {
+			if id == "n3" {
+				c.Locker.MaxTTL = time.Hour
+			}
+		}
+	})
+	odd := nodes[2]
+	c := ctx(t)
+	var err error
+	waitFor(t, "n3 refusing lock commands", func() bool {
+		err = odd.client().Do(c, "ACQUIRE", "job", 1000).Err()
+		return err != nil && strings.Contains(err.Error(), "lock-table settings")
+	})
+	if !strings.Contains(err.Error(), "max-ttl=1h0m0s") || !strings.Contains(err.Error(), "max-ttl=24h0m0s") {
+		t.Fatalf("the refusal %q does not name both settings", err)
+	}
+	info := clusterInfo(t, odd.client())
+	if !strings.Contains(info["cluster_settings_leader"], "max-ttl=24h0m0s") || !strings.Contains(info["cluster_settings"], "max-ttl=1h0m0s") {
+		t.Fatalf("CLUSTER INFO: settings %q, leader's %q", info["cluster_settings"], info["cluster_settings_leader"])
+	}
+	for _, n := range nodes[:2] {
+		if err := n.client().Do(c, "ACQUIRE", "job-"+n.id, 1000).Err(); err != nil {
+			t.Fatalf("%s, with the leader's settings: %v", n.id, err)
+		}
+		if v, ok := clusterInfo(t, n.client())["cluster_settings_leader"]; ok {
+			t.Fatalf("%s reports a mismatch: %q", n.id, v)
+		}
+	}
+}

@@ -56,7 +56,7 @@ func commandHandlers(clustered, redirect bool) []handler {
 	for i, cmd := range protocol.Commands {
 		h, ok := handlersByName[cmd.Name]
 		if ch, replaced := clusterHandlersByName[cmd.Name]; clustered && replaced {
-			h = ch
+			h = sameSettings(ch)
 			if redirect && cmd.FirstKey > 0 {
 				h = redirected(h, cmd.FirstKey)
 			}
