@@ -206,12 +206,31 @@ func checkTokenOrder(key string, ops []Op) []Violation {
 			first[o.Result] = o
 		}
 	}
+	// An OWNER's ACQUIRE whose outcome was unknown may have been granted
+	// at any time after its call, and the owner's later ACQUIRE answered
+	// with that lease (re-entry): such a grant is ordered from the call of
+	// the owner's first unknown ACQUIRE before it, not from its own.
+	unknownSince := make(map[string]int64)
+	for _, o := range ops {
+		if o.Kind == Acquire && o.Unknown && o.Owner != "" {
+			if t, ok := unknownSince[o.Owner]; !ok || o.Call < t {
+				unknownSince[o.Owner] = o.Call
+			}
+		}
+	}
+	since := func(o Op) int64 {
+		if t, ok := unknownSince[o.Owner]; ok && o.Owner != "" && t < o.Call {
+			return t
+		}
+		return o.Call
+	}
+	sort.SliceStable(grants, func(i, j int) bool { return since(grants[i]) < since(grants[j]) })
 	byReturn := append([]Op(nil), grants...)
 	sort.Slice(byReturn, func(i, j int) bool { return byReturn[i].Return < byReturn[j].Return })
 	var top Op
 	j := 0
-	for _, b := range grants { // by call
-		for ; j < len(byReturn) && byReturn[j].Return < b.Call; j++ {
+	for _, b := range grants { // by call, or by the owner's unknown call before it
+		for ; j < len(byReturn) && byReturn[j].Return < since(b); j++ {
 			if byReturn[j].Result > top.Result {
 				top = byReturn[j]
 			}

@@ -104,6 +104,14 @@ func TestCheckers(t *testing.T) {
 			unknown(acq(0, "a", 1000, 0, 0, 0)), acq(0, "a", 1000, 100, 101, 12), acq(1, "b", 1000, 500, 501, 0),
 			tok(0, Verify, 12, 600, 601, true),
 		}, nil},
+		{"semaphore: an unknown acquire granted early, then the owner's retry gets its token after a higher one", []Op{
+			limit(unknown(acq(0, "a", 1000, 0, 0, 0)), 2), limit(acq(1, "b", 1000, 100, 101, 15), 2),
+			limit(acq(0, "a", 1000, 200, 201, 12), 2),
+		}, nil},
+		{"a retry's lower token is excused only for the owner of the unknown acquire", []Op{
+			limit(unknown(acq(0, "a", 1000, 0, 0, 0)), 2), limit(acq(1, "b", 1000, 100, 101, 15), 2),
+			limit(acq(2, "c", 1000, 200, 201, 12), 2),
+		}, []string{CheckTokenOrder}},
 		{"unknown acquire does not excuse a lower token", []Op{
 			acq(0, "a", 1000, 0, 1, 10), unknown(acq(1, "b", 1000, 10, 0, 0)), tok(0, Release, 10, 20, 21, true),
 			acq(2, "c", 1000, 30, 31, 8),
