@@ -11,7 +11,6 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	raftwal "github.com/hashicorp/raft-wal"
-	"github.com/hashicorp/raft-wal/metadb"
 )
 
 // The kinds of Config.LogStore.
@@ -65,12 +64,11 @@ func openLogStore(dir string, cfg Config) (logStore, error) {
 		if err := os.MkdirAll(wdir, 0o700); err != nil {
 			return nil, err
 		}
-		meta := &metadb.BoltMetaDB{}
-		w, err := raftwal.Open(wdir, raftwal.WithMetaStore(meta), raftwal.WithLogger(newHclogAdapter(cfg.Logger, "raft-wal")))
-		if err != nil {
-			return nil, errors.Join(err, meta.Close())
-		}
-		return &walStore{WAL: w, meta: meta}, nil
+		// v0.4.1 at least: v0.4.0 left a segment sealed by a tail
+		// truncation without its index, so the node could not start again
+		// (hashicorp/raft-wal#31, TestLogStoreSurvivesTailTruncation), and
+		// its Close left the meta database open.
+		return raftwal.Open(wdir, raftwal.WithLogger(newHclogAdapter(cfg.Logger, "raft-wal")))
 	}
 	return raftboltdb.NewBoltStore(filepath.Join(dir, boltFile))
 }
@@ -81,17 +79,4 @@ func exists(path string) (bool, error) {
 		return false, nil
 	}
 	return err == nil, err
-}
-
-// walStore is a raft-wal store that closes its meta database too: WAL.Close
-// (v0.4.0) leaves it open, and with it the lock on its file, so that the
-// same process could not open the directory again (a node restarted in a
-// test hangs in bbolt's flock).
-type walStore struct {
-	*raftwal.WAL
-	meta *metadb.BoltMetaDB
-}
-
-func (s *walStore) Close() error {
-	return errors.Join(s.WAL.Close(), s.meta.Close())
 }
