@@ -116,8 +116,9 @@ func Start(cfg Config, src Source, log zerolog.Logger) (*Server, error) {
 		ln:   ln,
 		done: make(chan struct{}),
 		http: &http.Server{
-			Handler:           Handler(cfg, src),
+			Handler:           handler(cfg, src),
 			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       time.Minute,
 			// net/http's own complaints (a malformed request, say) go to
 			// the server's log, in its format.
 			ErrorLog: stdlog.New(log, "admin listener: ", 0),
@@ -154,10 +155,11 @@ func (s *Server) Close() error {
 	return s.closeErr
 }
 
-// Handler serves the admin endpoints for src: /healthz, /readyz, /metrics,
+// handler serves the admin endpoints for src: /healthz, /readyz, /metrics,
 // and /debug/pprof/ with cfg.Pprof. Each call makes its own metrics
-// registry, so that several servers in one process (tests) do not meet.
-func Handler(cfg Config, src Source) http.Handler {
+// registry (not the global one), so that several servers in one process
+// (tests) do not meet.
+func handler(cfg Config, src Source) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
