@@ -106,6 +106,11 @@ func Start(cfg Config, src Source, log zerolog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	return start(cfg, handler(cfg, src), log)
+}
+
+// start is Start with the handler given.
+func start(cfg Config, h http.Handler, log zerolog.Logger) (*Server, error) {
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("admin: %w", err)
@@ -116,7 +121,7 @@ func Start(cfg Config, src Source, log zerolog.Logger) (*Server, error) {
 		ln:   ln,
 		done: make(chan struct{}),
 		http: &http.Server{
-			Handler:           handler(cfg, src),
+			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       time.Minute,
 			// net/http's own complaints (a malformed request, say) go to
