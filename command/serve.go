@@ -48,7 +48,7 @@ func serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "protected-mode", Value: yesNo(def.ProtectedMode), EnvVars: env("PROTECTED_MODE"), Usage: "yes or no; yes, without a password, refuses clients that are not on loopback, as Redis's protected mode"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"), Usage: "debug, info, warn or error"},
 		&cli.StringFlag{Name: "log-format", EnvVars: env("LOG_FORMAT"), Usage: "json or console (default: console when stderr is a terminal)"},
-	}, append(tlsFlags(), clusterFlags()...)...)
+	}, append(append(tlsFlags(), clusterFlags()...), adminFlags()...)...)
 }
 
 // needDataDir are serve's flags that mean nothing without --data-dir.
@@ -77,6 +77,11 @@ func serve(c *cli.Context) error {
 	if err := checkDataDirFlags(c, str("data-dir")); err != nil {
 		log.Error().Err(err).Msg("cannot start")
 		return exitWith(exitFailure, nil) // a command-line mistake, as in usage errors
+	}
+	adminCfg, err := adminConfig(c)
+	if err != nil {
+		log.Error().Err(err).Msg("cannot start")
+		return exitWith(exitFailure, nil)
 	}
 	cfg := server.DefaultConfig()
 	cfg.Version = version
@@ -140,6 +145,12 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return cannotStart(err)
 	}
+	stopAdmin, err := startAdmin(adminCfg, srv, log)
+	if err != nil {
+		srv.Close()
+		return cannotStart(err)
+	}
+	defer stopAdmin()
 	stopReloads := reloadOnHangup(log, hangupReloads(srv, cfg))
 	defer stopReloads()
 	if err := srv.ListenAndServe(c.Context); err != nil {

@@ -461,57 +461,56 @@ func (s *Server) infoServer(b *strings.Builder) {
 }
 
 func (s *Server) infoClients(b *strings.Builder) {
-	infoLine(b, "connected_clients", s.clientCount())
-	infoLine(b, "maxclients", s.maxConns)
-	infoLine(b, "blocked_clients", s.stats.blocked.Load())
+	st := s.clientStats()
+	infoLine(b, "connected_clients", st.Connected)
+	infoLine(b, "maxclients", st.MaxClients)
+	infoLine(b, "blocked_clients", st.Blocked)
 	infoLine(b, "client_output_buffer_limit", s.cfg.OutputLimits)
 	infoLine(b, "client_output_pause_bytes", outputPause)
 	infoLine(b, "client_round_commands", roundCommands)
 	infoLine(b, "client_round_input_bytes", roundInputBytes)
 	infoLine(b, "client_round_time_us", roundTime.Microseconds())
-	infoLine(b, "client_output_buffer_peak", s.stats.outputPeak.Load())
+	infoLine(b, "client_output_buffer_peak", st.OutputBufferPeak)
 }
 
 func (s *Server) infoMemory(b *strings.Builder) {
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	infoLine(b, "used_memory", s.mem.read()) // the reading --maxmemory is checked against: m.HeapAlloc
-	infoLine(b, "used_memory_sys", m.Sys)
-	infoLine(b, "heap_released", m.HeapReleased)
-	infoLine(b, "maxmemory", s.mem.limit)
+	st := s.memoryStats()
+	infoLine(b, "used_memory", st.Used) // the reading --maxmemory is checked against: the heap in use
+	infoLine(b, "used_memory_sys", st.Sys)
+	infoLine(b, "heap_released", st.HeapReleased)
+	infoLine(b, "maxmemory", st.Max)
 	infoLine(b, "maxmemory_policy", "noeviction")
-	infoLine(b, "maxmemory_refusals", s.mem.refusals.Load())
-	infoLine(b, "memory_returns_to_os", s.mem.returns.Load())
-	infoLine(b, "gc_cycles", m.NumGC)
-	infoLine(b, "gc_pause_total_ns", m.PauseTotalNs)
+	infoLine(b, "maxmemory_refusals", st.Refusals)
+	infoLine(b, "memory_returns_to_os", st.ReturnsToOS)
+	infoLine(b, "gc_cycles", st.GCCycles)
+	infoLine(b, "gc_pause_total_ns", st.GCPauseTotal.Nanoseconds())
 }
 
 func (s *Server) infoStats(b *strings.Builder) {
-	infoLine(b, "total_connections_received", s.stats.connectionsReceived.Load())
-	infoLine(b, "total_commands_processed", s.commandCount())
-	infoLine(b, "rejected_connections", s.stats.connectionsRejected.Load())
-	infoLine(b, "total_protocol_errors", s.stats.protocolErrors.Load())
-	infoLine(b, "security_attacks", s.stats.securityAttacks.Load())
-	if s.tls != nil {
-		infoLine(b, "tls_handshake_failures", s.tls.failures.Load())
+	st := s.trafficStats()
+	infoLine(b, "total_connections_received", st.ConnectionsReceived)
+	infoLine(b, "total_commands_processed", st.CommandsProcessed)
+	infoLine(b, "rejected_connections", st.ConnectionsRejected)
+	infoLine(b, "total_protocol_errors", st.ProtocolErrors)
+	infoLine(b, "security_attacks", st.SecurityAttacks)
+	if st.TLS {
+		infoLine(b, "tls_handshake_failures", st.TLSHandshakeFailures)
 	}
-	infoLine(b, "acl_access_denied_auth", s.auth.failures.Load())
-	infoLine(b, "acl_access_denied_cmd", s.auth.deniedCmd.Load())
-	infoLine(b, "acl_access_denied_key", s.auth.deniedKey.Load())
-	infoLine(b, "acl_access_denied_channel", s.auth.deniedChannel.Load())
-	infoLine(b, "acl_access_denied_tls_cert", s.auth.deniedCert.Load())
-	infoLine(b, "protected_mode_refusals", s.auth.refused.Load())
-	infoLine(b, "total_handler_panics", s.stats.panics.Load())
-	s.hub.mu.RLock()
-	infoLine(b, "pubsub_channels", len(s.hub.channels))
-	infoLine(b, "pubsub_patterns", len(s.hub.patterns))
-	s.hub.mu.RUnlock()
-	infoLine(b, "pubsub_slow_subscribers_closed", s.hub.dropped.Load())
-	infoLine(b, "client_output_buffer_limit_disconnections", s.stats.outputLimitCloses.Load())
+	infoLine(b, "acl_access_denied_auth", st.ACLDeniedAuth)
+	infoLine(b, "acl_access_denied_cmd", st.ACLDeniedCommand)
+	infoLine(b, "acl_access_denied_key", st.ACLDeniedKey)
+	infoLine(b, "acl_access_denied_channel", st.ACLDeniedChannel)
+	infoLine(b, "acl_access_denied_tls_cert", st.ACLDeniedTLSCert)
+	infoLine(b, "protected_mode_refusals", st.ProtectedModeRefusals)
+	infoLine(b, "total_handler_panics", st.HandlerPanics)
+	infoLine(b, "pubsub_channels", st.PubSubChannels)
+	infoLine(b, "pubsub_patterns", st.PubSubPatterns)
+	infoLine(b, "pubsub_slow_subscribers_closed", st.PubSubSlowClosed)
+	infoLine(b, "client_output_buffer_limit_disconnections", st.OutputLimitCloses)
 }
 
 func (s *Server) infoLocks(b *strings.Builder) {
-	st := s.lockTable().Stats()
+	st := s.lockStats()
 	cfg := s.lockTable().Config()
 	infoLine(b, "locks", st.Locks)
 	infoLine(b, "leases_held", st.Held)
@@ -522,8 +521,8 @@ func (s *Server) infoLocks(b *strings.Builder) {
 	infoLine(b, "lock_delays", st.Delayed)
 	infoLine(b, "waits", st.Waits)
 	infoLine(b, "wait_grants", st.WaitGrants)
-	infoLine(b, "wait_timeouts", s.stats.waitTimeouts.Load())
-	infoLine(b, "leases_forced", s.stats.forcedReleases.Load())
+	infoLine(b, "wait_timeouts", st.WaitTimeouts)
+	infoLine(b, "leases_forced", st.Forced)
 	infoLine(b, "wait_cancels", st.WaitCancels)
 	infoLine(b, "key_arena_bytes", st.ArenaBytes)
 	infoLine(b, "lock_table_bytes", st.TableBytes)
@@ -531,7 +530,7 @@ func (s *Server) infoLocks(b *strings.Builder) {
 	infoLine(b, "wheel_tick_ms", cfg.Tick.Milliseconds())
 	infoLine(b, "max_ttl_ms", cfg.MaxTTL.Milliseconds())
 	infoLine(b, "lock_delay_ms", cfg.LockDelay.Milliseconds())
-	infoLine(b, "max_locks", cfg.MaxLocks)
+	infoLine(b, "max_locks", st.MaxLocks)
 	infoLine(b, "table_full_refusals", st.TableFullRefusals)
 	infoLine(b, "max_key_len", cfg.MaxKeyLen)
 	infoLine(b, "require_create", boolInt(cfg.RequireCreate))
@@ -540,23 +539,19 @@ func (s *Server) infoLocks(b *strings.Builder) {
 // infoPersistence reports the data directory, in Redis's INFO persistence
 // words where they fit (aof_enabled, aof_current_size).
 func (s *Server) infoPersistence(b *strings.Builder) {
-	if s.store == nil {
+	st := s.persistStats()
+	if st == nil {
 		infoLine(b, "aof_enabled", 0)
 		infoLine(b, "data_dir", "")
 		return
 	}
-	st := s.store.Stats()
 	infoLine(b, "aof_enabled", 1)
-	infoLine(b, "data_dir", s.cfg.Persist.Dir)
-	infoLine(b, "fsync", st.Policy)
+	infoLine(b, "data_dir", st.Dir)
+	infoLine(b, "fsync", st.Fsync)
 	infoLine(b, "aof_current_size", st.LogBytes)
 	infoLine(b, "snapshot_size", st.SnapshotBytes)
 	infoLine(b, "compactions", st.Compactions)
-	last := int64(-1)
-	if !st.LastCompaction.IsZero() {
-		last = st.LastCompaction.Unix()
-	}
-	infoLine(b, "last_compaction_time", last)
+	infoLine(b, "last_compaction_time", unixOrNone(st.LastCompaction))
 	infoLine(b, "fsyncs", st.Fsyncs)
 	avg := time.Duration(0)
 	if st.Fsyncs > 0 {
@@ -567,19 +562,12 @@ func (s *Server) infoPersistence(b *strings.Builder) {
 	infoLine(b, "token_reserved_up_to", st.TokenCeiling)
 	infoLine(b, "restart_grace_ms", s.cfg.Persist.RestartGrace.Milliseconds())
 	status := "ok"
-	if st.Err != nil || st.WriteErr != nil {
+	if !st.OK {
 		status = "err"
 	}
 	infoLine(b, "aof_last_write_status", status)
-	infoLine(b, "persist_ok", boolInt(st.Err == nil && st.WriteErr == nil))
-	lastErr := ""
-	switch {
-	case st.Err != nil:
-		lastErr = st.Err.Error()
-	case st.WriteErr != nil:
-		lastErr = st.WriteErr.Error()
-	}
-	infoLine(b, "persist_error", strings.NewReplacer("\r", " ", "\n", " ").Replace(lastErr))
+	infoLine(b, "persist_ok", boolInt(st.OK))
+	infoLine(b, "persist_error", strings.NewReplacer("\r", " ", "\n", " ").Replace(st.Error))
 	infoLine(b, "persist_write_failures", st.WriteFailures)
 	infoLine(b, "persist_failing_since", unixOrNone(st.FailingSince))
 	infoLine(b, "persist_last_resume_time", unixOrNone(st.LastResume))

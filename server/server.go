@@ -60,6 +60,7 @@ type Server struct {
 	aclLog     aclLog
 	tls        *tlsState     // nil without a TLS listener
 	closing    chan struct{} // closed by Close: waits in progress end
+	serving    atomic.Bool   // set once Serve accepts connections (Ready)
 
 	closeOnce sync.Once
 	closeErr  error // Close's result, for every call
@@ -291,6 +292,7 @@ func (s *Server) Serve() error {
 		return err
 	}
 	s.logStart(ln, tlsLn)
+	s.serving.Store(true)
 	if tlsLn == nil {
 		return s.accept(ln, s.startConn)
 	}

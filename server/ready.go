@@ -1,0 +1,22 @@
+package server
+
+// Ready reports whether the server serves commands, for a readiness probe:
+// its data directory is recovered (New does that before it returns), Serve
+// accepts connections and Close has not begun, and in cluster mode this
+// node knows a leader to propose through. When it is not ready, why says
+// what it waits for, in words for the probe's body. It takes no lock a
+// command takes, and is safe to call from any goroutine.
+func (s *Server) Ready() (ready bool, why string) {
+	if !s.serving.Load() {
+		return false, "starting: not accepting connections yet"
+	}
+	if s.isClosed() {
+		return false, "shutting down"
+	}
+	if s.replica != nil {
+		if id, _ := s.replica.node.Leader(); id == "" {
+			return false, "cluster: no leader known (election in progress, or no quorum)"
+		}
+	}
+	return true, "ok"
+}
