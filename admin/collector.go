@@ -169,6 +169,8 @@ var groups = []group{
 			func(st *server.Stats) float64 { return float64(st.Cluster.LastSnapshotIndex) }},
 		{"cluster_known_nodes", "Members of the group this node knows, itself included.", gauge, nil,
 			func(st *server.Stats) float64 { return float64(st.Cluster.KnownNodes) }},
+		{"cluster_settings_mismatch", "1 if this node's lock-table settings differ from its leader's (it refuses lock commands), else 0.", gauge, nil,
+			func(st *server.Stats) float64 { return boolFloat(st.Cluster.SettingsMismatch) }},
 	}},
 }
 

@@ -310,15 +310,7 @@ func (s *Server) infoCluster(b *strings.Builder) {
 // info is CLUSTER INFO's text: field:value lines, as Redis's.
 func (r *replica) info() string {
 	st := r.node.Stats()
-	role := "follower"
-	switch {
-	case r.ready():
-		role = "leader"
-	case r.node.IsLeader():
-		role = "leader-starting"
-	case st["state"] == "Candidate":
-		role = "candidate"
-	}
+	role := r.role(st)
 	state := "ok"
 	if st["leader_id"] == "" {
 		state = "fail"
@@ -347,6 +339,21 @@ func (r *replica) info() string {
 		line("cluster_settings_leader", leader) // differs: lock commands are refused
 	}
 	return b.String()
+}
+
+// role is this node's role in CLUSTER INFO and the metrics: leader once its
+// term has begun, leader-starting before, candidate or follower; st is
+// cluster.Node.Stats.
+func (r *replica) role(st map[string]string) string {
+	switch {
+	case r.ready():
+		return "leader"
+	case r.node.IsLeader():
+		return "leader-starting"
+	case st["state"] == "Candidate":
+		return "candidate"
+	}
+	return "follower"
 }
 
 func atoiOr(s string, def int) int {

@@ -748,6 +748,9 @@ func TestClusterRefusesDifferentSettings(t *testing.T) {
 	if !strings.Contains(err.Error(), "max-ttl=1h0m0s") || !strings.Contains(err.Error(), "max-ttl=24h0m0s") {
 		t.Fatalf("the refusal %q does not name both settings", err)
 	}
+	if ready, why := odd.Ready(); ready || !strings.Contains(why, "settings") {
+		t.Fatalf("Ready on n3: %v %q, want not ready for its settings", ready, why)
+	}
 	info := clusterInfo(t, odd.client())
 	if !strings.Contains(info["cluster_settings_leader"], "max-ttl=24h0m0s") || !strings.Contains(info["cluster_settings"], "max-ttl=1h0m0s") {
 		t.Fatalf("CLUSTER INFO: settings %q, leader's %q", info["cluster_settings"], info["cluster_settings_leader"])

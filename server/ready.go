@@ -17,6 +17,9 @@ func (s *Server) Ready() (ready bool, why string) {
 		if id, _ := s.replica.node.Leader(); id == "" {
 			return false, "cluster: no leader known (election in progress, or no quorum)"
 		}
+		if s.replica.fsm.SettingsMismatch() != "" {
+			return false, "cluster: this node's lock-table settings differ from the leader's"
+		}
 	}
 	return true, "ok"
 }

@@ -121,6 +121,9 @@ type ClusterStats struct {
 	LastLogIndex      uint64
 	LastSnapshotIndex uint64
 	KnownNodes        int
+	// SettingsMismatch: this node's lock-table settings differ from its
+	// leader's, so it refuses lock commands (lockfsm.FSM.SettingsMismatch).
+	SettingsMismatch bool
 }
 
 // StatsSnapshot reads every section of Stats. It reads the Go runtime's
@@ -263,15 +266,9 @@ func (s *Server) clusterStats() *ClusterStats {
 		LastLogIndex:      parseUint(st["last_log_index"]),
 		LastSnapshotIndex: parseUint(st["last_snapshot_index"]),
 		KnownNodes:        atoiOr(st["num_peers"], 0) + 1,
+		SettingsMismatch:  r.fsm.SettingsMismatch() != "",
 	}
-	switch {
-	case cs.Leader:
-		cs.Role = "leader"
-	case r.node.IsLeader():
-		cs.Role = "leader-starting"
-	case st["state"] == "Candidate":
-		cs.Role = "candidate"
-	}
+	cs.Role = r.role(st)
 	return cs
 }
 
