@@ -3,6 +3,7 @@ module github.com/leasehold/leasehold
 go 1.26.8
 
 require (
+	github.com/BurntSushi/toml v1.5.0
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/hashicorp/go-hclog v1.6.3
@@ -13,6 +14,7 @@ require (
 	github.com/tidwall/redcon v1.6.2
 	github.com/urfave/cli/v2 v2.27.7
 	golang.org/x/sys v0.48.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (

@@ -57,6 +57,7 @@ var serveFlagNames = []string{
 	"tls-port", "tls-addr", "tls-cert-file", "tls-key-file", "tls-ca-cert-file", "tls-auth-clients", "tls-auth-clients-user", "tls-protocols",
 	"cluster", "node-id", "raft-addr", "bootstrap", "join", "peers", "recover", "redirect", "announce-addr", "raft-heartbeat-timeout",
 	"cluster-tls", "cluster-tls-cert-file", "cluster-tls-key-file", "cluster-tls-ca-cert-file", "cluster-tls-server-name", "cluster-tls-allowed-cn",
+	"config",
 }
 
 // run runs the binary to completion, bounded by commandTimeout.
