@@ -145,6 +145,8 @@ func serve(c *cli.Context) error {
 	}
 	stopReloads := reloadOnHangup(log, hangupReloads(srv, cfg))
 	defer stopReloads()
+	stopNotify := notifySystemd(c.Context, log, srv)
+	defer stopNotify()
 	if err := srv.ListenAndServe(c.Context); err != nil {
 		if srv.Addr() == nil && srv.TLSAddr() == nil { // Listen failed: the address is taken, say
 			srv.Close() // the data directory, opened by New
