@@ -4,9 +4,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v2/altsrc"
 )
 
 // configFormats write the same settings as TOML and as YAML; %s is the
@@ -166,5 +170,47 @@ redirect = true
 	}
 	if exit := p.stop(syscall.SIGTERM); exit != 0 {
 		t.Fatalf("exit status %d\nstderr: %s", exit, p.stderr)
+	}
+}
+
+// TestConfigSamples: the sample files in docs/operations-packaging.md have
+// only serve's keys, each of its flag's type.
+func TestConfigSamples(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "operations-packaging.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples := regexp.MustCompile("(?s)```(toml|yaml)\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
+	if len(samples) < 2 {
+		t.Fatalf("%d sample files, want a TOML and a YAML one", len(samples))
+	}
+	flags := configurable(serveFlags())
+	for _, s := range samples {
+		file := writeConfig(t, "."+s[1], s[2])
+		values, err := readConfigFile(file, flags)
+		if err != nil {
+			t.Errorf("the %s sample: %v", s[1], err)
+			continue
+		}
+		src := altsrc.NewMapInputSource(file, values)
+		for _, f := range flags {
+			name := f.Names()[0]
+			var err error
+			switch unwrapFlag(f).(type) {
+			case *cli.StringFlag:
+				_, err = src.String(name)
+			case *cli.IntFlag:
+				_, err = src.Int(name)
+			case *cli.Int64Flag:
+				_, err = src.Int64(name)
+			case *cli.DurationFlag:
+				_, err = src.Duration(name)
+			case *cli.BoolFlag:
+				_, err = src.Bool(name)
+			}
+			if err != nil {
+				t.Errorf("the %s sample: %v", s[1], err)
+			}
+		}
 	}
 }
