@@ -80,13 +80,17 @@ func TestConfigFile(t *testing.T) {
 				"require_create": true, "maxmemory": 1000000.0, "max_bulk_len": 4096.0,
 			}
 			checkFields(t, startupLine(t, serveConfig(t, f.ext, f.body, nil)), fromFile)
+			checkFields(t, startupLine(t, func(addr string) ([]string, []string) { // no serve: serve is the default
+				return nil, []string{"--config", writeConfig(t, f.ext, fmt.Sprintf(f.body, addr))}
+			}), fromFile)
 
 			checkFields(t, startupLine(t, serveConfig(t, f.ext, f.body, nil, "--max-clients", "55", "--require-create=false")),
 				map[string]any{"max_clients": 55.0, "require_create": false, "max_ttl": "1h30m0s"})
 
+			// Both before serve.
 			checkFields(t, startupLine(t, func(addr string) ([]string, []string) {
 				file := writeConfig(t, f.ext, fmt.Sprintf(f.body, addr))
-				return nil, []string{"--max-ttl", "1m", "serve", "--config", file}
+				return nil, []string{"--max-ttl", "1m", "--config", file, "serve"}
 			}), map[string]any{"max_ttl": "1m0s", "max_clients": 77.0})
 
 			checkFields(t, startupLine(t, serveConfig(t, f.ext, f.body,
