@@ -76,15 +76,32 @@ func applyConfigFile(c *cli.Context) error {
 		return err
 	}
 	var unset []cli.Flag
+	applied := map[string]bool{}
 	for _, f := range c.Command.Flags {
 		if name := f.Names()[0]; !setAbove(c, name) {
 			unset = append(unset, f)
+			_, applied[name] = values[name]
 		}
 	}
 	if err := altsrc.ApplyInputSourceValues(c, altsrc.NewMapInputSource(file, values), unset); err != nil {
 		return fmt.Errorf("config file %s: %w", file, err)
 	}
+	if c.App.Metadata == nil {
+		c.App.Metadata = map[string]any{}
+	}
+	c.App.Metadata[configFileSet] = applied
 	return nil
+}
+
+// configFileSet is the App.Metadata key of the flags applyConfigFile set,
+// a map[string]bool.
+const configFileSet = "leasehold.config-file-set"
+
+// fromConfigFile reports whether flag name's value came from the --config
+// file.
+func fromConfigFile(c *cli.Context, name string) bool {
+	set, _ := c.App.Metadata[configFileSet].(map[string]bool)
+	return set[name]
 }
 
 // setAbove reports whether flag name was given on a command line of c's

@@ -218,3 +218,25 @@ func TestConfigSamples(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigFileRequirePass: a password in the config file is in force, and
+// is not warned about as one on the command line (visible in ps) is.
+func TestConfigFileRequirePass(t *testing.T) {
+	t.Parallel()
+	const pw = "s3cret-from-file"
+	p, addr := serveBinary(t, serveConfig(t, ".toml", "addr = \"%s\"\nlog-format = \"json\"\nrequirepass = \""+pw+"\"\n", nil))
+	if err := client(t, addr).Do(testCtx(t), "ACQUIRE", "k", 1000).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOAUTH") {
+		t.Errorf("without the password: err = %v, want NOAUTH", err)
+	}
+	if exit := p.stop(syscall.SIGTERM); exit != 0 {
+		t.Fatalf("exit status %d\nstderr: %s", exit, p.stderr)
+	}
+	for _, l := range p.logLines() {
+		if l["level"] == "warn" {
+			t.Errorf("warning: %v", l)
+		}
+	}
+	if strings.Contains(p.stderr.String(), pw) {
+		t.Errorf("the log shows the password:\n%s", p.stderr)
+	}
+}

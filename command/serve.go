@@ -240,7 +240,7 @@ func requirePass(c *cli.Context, log zerolog.Logger) (string, error) {
 		}
 		return pass, nil
 	}
-	if pass != "" && pass != os.Getenv("LEASEHOLD_REQUIREPASS") {
+	if pass != "" && pass != os.Getenv("LEASEHOLD_REQUIREPASS") && !fromConfigFile(c, "requirepass") {
 		log.Warn().Msg("--requirepass on the command line is visible to every user of this machine (ps, /proc); use --requirepass-file or LEASEHOLD_REQUIREPASS instead")
 	}
 	return pass, nil
