@@ -78,7 +78,7 @@ func applyConfigFile(c *cli.Context) error {
 	var unset []cli.Flag
 	applied := map[string]bool{}
 	for _, f := range c.Command.Flags {
-		if name := f.Names()[0]; !setAbove(c, name) {
+		if name := f.Names()[0]; !setByFlagOrEnv(c, name) {
 			unset = append(unset, f)
 			_, applied[name] = values[name]
 		}
@@ -104,9 +104,10 @@ func fromConfigFile(c *cli.Context, name string) bool {
 	return set[name]
 }
 
-// setAbove reports whether flag name was given on a command line of c's
-// lineage or, through the top level's copy, in the environment.
-func setAbove(c *cli.Context, name string) bool {
+// setByFlagOrEnv reports whether flag name was given on the command line,
+// before or after serve (c's lineage), or, through the top level's copy,
+// in the environment.
+func setByFlagOrEnv(c *cli.Context, name string) bool {
 	for _, ctx := range c.Lineage() {
 		if ctx.Command != nil && ctx.IsSet(name) {
 			return true
