@@ -43,7 +43,8 @@ run: build
 
 ## deps: Go modules; from Debian when missing: redis-cli / redis-benchmark /
 ## redis-server, python3 with redis-py, zsh (its completion script's test),
-## iproute2 (ip netns, for the chaos harness), node and npm, shellcheck; then the node
+## iproute2 (ip netns, for the chaos harness), systemd (systemd-analyze, for
+## scripts/leasehold.service's test), node and npm, shellcheck; then the node
 ## client example's packages (npm ci in clients/node).
 deps: $(NODE_MODULES)
 	$(GO) mod download
@@ -52,6 +53,7 @@ deps: $(NODE_MODULES)
 	if ! $(HAVE_PY_REDIS); then pkgs="$$pkgs $(PYTHON_PKGS)"; fi; \
 	if ! command -v zsh >/dev/null; then pkgs="$$pkgs zsh"; fi; \
 	if ! command -v ip >/dev/null; then pkgs="$$pkgs iproute2"; fi; \
+	if ! command -v systemd-analyze >/dev/null; then pkgs="$$pkgs systemd"; fi; \
 	if [ -n "$$pkgs" ] || ! command -v shellcheck >/dev/null; then $(SUDO) apt-get update -qq || exit 1; fi; \
 	if [ -n "$$pkgs" ]; then \
 		echo "installing$$pkgs with apt-get"; \
@@ -65,6 +67,7 @@ deps: $(NODE_MODULES)
 	@command -v redis-cli >/dev/null && command -v redis-benchmark >/dev/null && command -v redis-server >/dev/null
 	@$(HAVE_PY_REDIS) || { echo "no python3 here imports redis (Debian's python3-redis)"; exit 1; }
 	@command -v zsh >/dev/null
+	@command -v systemd-analyze >/dev/null
 
 # node and npm from Debian when missing (a machine may have them from elsewhere:
 # then they are used as they are), then the example's pinned packages.

@@ -47,7 +47,7 @@ func newApp() *cli.App {
 		Version: version,
 		// serve's flags, hidden: `leasehold --addr X serve` and `leasehold
 		// --addr X` work, but they are not options of every command.
-		Flags:  hidden(serveFlags()),
+		Flags:  configurable(hidden(serveFlags())),
 		Action: serveOrUnknown, // serve is the default when no subcommand is given
 		// main turns errors into exit statuses; cli must not exit itself.
 		ExitErrHandler:       func(*cli.Context, error) {},
@@ -56,7 +56,7 @@ func newApp() *cli.App {
 		Commands: append(append([]*cli.Command{{
 			Name:   "serve",
 			Usage:  "run the lock server",
-			Flags:  withoutEnv(serveFlags()),
+			Flags:  configurable(withoutEnv(serveFlags())),
 			Action: serveNoArgs,
 		}}, clientCommands()...), completionCommand()),
 	}

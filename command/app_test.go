@@ -58,6 +58,7 @@ var serveFlagNames = []string{
 	"cluster", "node-id", "raft-addr", "bootstrap", "join", "peers", "recover", "redirect", "announce-addr", "raft-heartbeat-timeout", "raft-log-store",
 	"cluster-tls", "cluster-tls-cert-file", "cluster-tls-key-file", "cluster-tls-ca-cert-file", "cluster-tls-server-name", "cluster-tls-allowed-cn",
 	"http-addr", "http-allow-remote", "pprof",
+	"config",
 }
 
 // run runs the binary to completion, bounded by commandTimeout.

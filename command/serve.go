@@ -48,7 +48,7 @@ func serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "protected-mode", Value: yesNo(def.ProtectedMode), EnvVars: env("PROTECTED_MODE"), Usage: "yes or no; yes, without a password, refuses clients that are not on loopback, as Redis's protected mode"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"), Usage: "debug, info, warn or error"},
 		&cli.StringFlag{Name: "log-format", EnvVars: env("LOG_FORMAT"), Usage: "json or console (default: console when stderr is a terminal)"},
-	}, append(append(tlsFlags(), clusterFlags()...), adminFlags()...)...)
+	}, append(append(append(tlsFlags(), clusterFlags()...), adminFlags()...), configFlag())...)
 }
 
 // needDataDir are serve's flags that mean nothing without --data-dir.
@@ -60,6 +60,9 @@ var needDataDir = []string{"fsync", "restart-grace", "repair"}
 func serve(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usageError("unexpected argument %q", c.Args().First())
+	}
+	if err := applyConfigFile(c); err != nil {
+		return usageError("%v", err)
 	}
 	str := func(name string) string { return flag(c, name).String(name) }
 	num := func(name string) int { return flag(c, name).Int(name) }
@@ -153,6 +156,8 @@ func serve(c *cli.Context) error {
 	defer stopAdmin()
 	stopReloads := reloadOnHangup(log, hangupReloads(srv, cfg))
 	defer stopReloads()
+	stopNotify := notifySystemd(c.Context, log, srv)
+	defer stopNotify()
 	if err := srv.ListenAndServe(c.Context); err != nil {
 		if srv.Addr() == nil && srv.TLSAddr() == nil { // Listen failed: the address is taken, say
 			srv.Close() // the data directory, opened by New
@@ -185,7 +190,7 @@ func checkDataDirFlags(c *cli.Context, dataDir string) error {
 	if len(given) > 1 {
 		verb, them = "need", "them"
 	}
-	return fmt.Errorf("%s %s --data-dir: without it nothing is kept on disk and a restart forgets every lock; add --data-dir DIR, or remove %s (flag or LEASEHOLD_ variable)",
+	return fmt.Errorf("%s %s --data-dir: without it nothing is kept on disk and a restart forgets every lock; add --data-dir DIR, or remove %s (flag, LEASEHOLD_ variable or --config file)",
 		strings.Join(given, " and "), verb, them)
 }
 
@@ -246,7 +251,7 @@ func requirePass(c *cli.Context, log zerolog.Logger) (string, error) {
 		}
 		return pass, nil
 	}
-	if pass != "" && pass != os.Getenv("LEASEHOLD_REQUIREPASS") {
+	if pass != "" && pass != os.Getenv("LEASEHOLD_REQUIREPASS") && !fromConfigFile(c, "requirepass") {
 		log.Warn().Msg("--requirepass on the command line is visible to every user of this machine (ps, /proc); use --requirepass-file or LEASEHOLD_REQUIREPASS instead")
 	}
 	return pass, nil

@@ -54,7 +54,7 @@ func flagMessage(c *cli.Context, msg string) string {
 		if !slices.Contains(f.Names(), name) {
 			continue
 		}
-		switch f.(type) {
+		switch unwrapFlag(f).(type) {
 		case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
 			return strings.TrimSuffix(msg, "parse error") + "want an integer"
 		case *cli.DurationFlag:
