@@ -16,7 +16,7 @@ import (
 
 // configFlag is serve's --config: a TOML or YAML file of serve's flags.
 func configFlag() cli.Flag {
-	return &cli.StringFlag{Name: "config", EnvVars: env("CONFIG"), Usage: "read serve's settings from this TOML (.toml) or YAML (.yaml, .yml) file, each under its flag's name (max-ttl = \"30s\"); a flag on the command line or a LEASEHOLD_ variable wins over the file (docs/operations-packaging.md)"}
+	return &cli.StringFlag{Name: "config", EnvVars: env("CONFIG"), Usage: "read serve's settings from this TOML (.toml) or YAML (.yaml, .yml) file, each under its flag's name (max-ttl = \"30s\"); a flag on the command line or a LEASEHOLD_ variable wins over the file (docs/operations.md)"}
 }
 
 // configurable wraps serve's flags in altsrc's types, which a config file

@@ -177,10 +177,10 @@ redirect = true
 	}
 }
 
-// TestConfigSamples: the sample files in docs/operations-packaging.md have
+// TestConfigSamples: the sample files in docs/operations.md have
 // only serve's keys, each of its flag's type.
 func TestConfigSamples(t *testing.T) {
-	doc, err := os.ReadFile(filepath.Join("..", "docs", "operations-packaging.md"))
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
