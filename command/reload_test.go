@@ -75,3 +75,66 @@ func TestServeSIGHUPWithoutReloads(t *testing.T) {
 		t.Fatalf("exit status %d\nstderr: %s", exit, p.stderr)
 	}
 }
+
+// TestServeLogLevelReloadOnSIGHUP: with --config, SIGHUP reads the file's
+// log-level again: debug lines (a client connecting) appear once it says
+// debug, and go again once it says warn; the change is logged.
+func TestServeLogLevelReloadOnSIGHUP(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "leasehold.toml")
+	write := func(level string) {
+		if err := os.WriteFile(file, []byte("log-level = \""+level+"\"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("info")
+	p, addr := serveBinary(t, func(addr string) ([]string, []string) {
+		return nil, []string{"serve", "--addr", addr, "--log-format", "json", "--config", file}
+	})
+	connects := func() int {
+		n := 0
+		for _, l := range p.logLines() {
+			if l["message"] == "connected" {
+				n++
+			}
+		}
+		return n
+	}
+	ping := func() {
+		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		defer c.Close()
+		if err := c.Ping(testCtx(t)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ping()
+	if n := connects(); n != 0 {
+		t.Fatalf("%d debug lines at info level", n)
+	}
+
+	write("debug")
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	defer func() {
+		if t.Failed() {
+			t.Logf("stderr:\n%s", p.stderr)
+		}
+	}()
+	testutil.Eventually(t, 10*time.Second, "the change logged", func() bool {
+		return strings.Contains(p.stderr.String(), "SIGHUP: log level changed")
+	})
+	ping()
+	testutil.Eventually(t, 10*time.Second, "a debug line", func() bool { return connects() > 0 })
+
+	write("warn")
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	testutil.Eventually(t, 10*time.Second, "the second change logged", func() bool {
+		return strings.Count(p.stderr.String(), "SIGHUP: log level changed") == 2
+	})
+	before := connects()
+	ping()
+	if exit := p.stop(syscall.SIGTERM); exit != 0 {
+		t.Fatalf("exit status %d\nstderr: %s", exit, p.stderr)
+	}
+	if n := connects(); n != before {
+		t.Fatalf("debug lines at warn level: %d, then %d", before, n)
+	}
+}

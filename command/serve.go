@@ -69,7 +69,7 @@ func serve(c *cli.Context) error {
 	dur := func(name string) time.Duration { return flag(c, name).Duration(name) }
 	num64 := func(name string) int64 { return flag(c, name).Int64(name) }
 
-	log, err := newLogger(os.Stderr, str("log-level"), str("log-format"))
+	log, level, err := newReloadableLogger(os.Stderr, str("log-level"), str("log-format"))
 	if err != nil {
 		return usageError("%v", err)
 	}
@@ -154,7 +154,11 @@ func serve(c *cli.Context) error {
 		return cannotStart(err)
 	}
 	defer stopAdmin()
-	stopReloads := reloadOnHangup(log, hangupReloads(srv, cfg))
+	reloads := hangupReloads(srv, cfg)
+	if file := str("config"); file != "" && (fromConfigFile(c, "log-level") || !setByFlagOrEnv(c, "log-level")) {
+		reloads = append(reloads, reloadLogLevel(file, level, log))
+	}
+	stopReloads := reloadOnHangup(log, reloads)
 	defer stopReloads()
 	stopNotify := notifySystemd(c.Context, log, srv)
 	defer stopNotify()
@@ -195,13 +199,17 @@ func checkDataDirFlags(c *cli.Context, dataDir string) error {
 }
 
 func newLogger(w *os.File, level, format string) (zerolog.Logger, error) {
-	levels := map[string]zerolog.Level{
-		"debug": zerolog.DebugLevel, "info": zerolog.InfoLevel,
-		"warn": zerolog.WarnLevel, "error": zerolog.ErrorLevel,
-	}
-	lvl, ok := levels[strings.ToLower(level)]
-	if !ok {
-		return zerolog.Logger{}, fmt.Errorf("log level %q: want debug, info, warn or error", level)
+	log, _, err := newReloadableLogger(w, level, format)
+	return log, err
+}
+
+// newReloadableLogger is newLogger whose level can change while it runs
+// (SIGHUP with --config): the logger lets debug lines through and lv
+// drops those below the level in force.
+func newReloadableLogger(w *os.File, level, format string) (zerolog.Logger, *logLevel, error) {
+	lvl, err := parseLogLevel(level)
+	if err != nil {
+		return zerolog.Logger{}, nil, err
 	}
 	fi, err := w.Stat()
 	terminal := err == nil && fi.Mode()&os.ModeCharDevice != 0
@@ -217,9 +225,11 @@ func newLogger(w *os.File, level, format string) (zerolog.Logger, error) {
 		out = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339, NoColor: !terminal}
 	case "json":
 	default:
-		return zerolog.Logger{}, fmt.Errorf("log format %q: want json or console", format)
+		return zerolog.Logger{}, nil, fmt.Errorf("log format %q: want json or console", format)
 	}
-	return zerolog.New(out).Level(lvl).With().Timestamp().Logger(), nil
+	lv := &logLevel{w: out}
+	lv.set(lvl)
+	return zerolog.New(lv).Level(zerolog.DebugLevel).With().Timestamp().Logger(), lv, nil
 }
 
 func yesNo(b bool) string {
