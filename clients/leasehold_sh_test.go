@@ -469,22 +469,22 @@ func TestLeaseholdShWithLockLost(t *testing.T) {
 		t.Parallel()
 		sh := newShell(t)
 		p := sh.start(`
-rc=0; leasehold_with_lock lost 900 ` + stubborn + ` || rc=$?
+rc=0; leasehold_with_lock lost 3000 ` + stubborn + ` || rc=$?
 echo "status $rc"
 `)
 		tok := sh.holder("lost", p)
 		p.waitOutput("started\n")
-		// A renewal or two first. (With a 300ms ttl, renewals every 100ms,
-		// a redis-cli slow to answer on a loaded machine lost the lease by
-		// its deadline before a renewal could be refused.)
-		time.Sleep(400 * time.Millisecond)
+		// A 3 s ttl, renewals every second: with 900 ms (and 300 ms
+		// before it), a redis-cli slow to start on a machine at load 10
+		// to 17 lost the lease by its deadline before a renewal could be
+		// refused.
 		if !sh.ts.Table().Release([]byte("lost"), tok) {
 			t.Fatal("could not release the script's lease")
 		}
 		released := time.Now()
 		p.wait()
 		expect(t, p, 0, "started\ngot TERM\nstatus 75\n")
-		if d := time.Since(released); d > 3*time.Second {
+		if d := time.Since(released); d > 6*time.Second {
 			t.Errorf("the command stopped %s after the lease was lost", d)
 		}
 		if !strings.Contains(p.stderr.String(), "leasehold_with_lock: the lease on lost (token ") ||
@@ -496,7 +496,7 @@ echo "status $rc"
 		t.Parallel()
 		sh := newShell(t)
 		p := sh.start(`
-rc=0; leasehold_with_lock lost 900 bash -c 'trap "" TERM; echo started; exec sleep 30' || rc=$?
+rc=0; leasehold_with_lock lost 3000 bash -c 'trap "" TERM; echo started; exec sleep 30' || rc=$?
 echo "status $rc"
 `, "LEASEHOLD_KILL_GRACE_MS=300")
 		tok := sh.holder("lost", p)
