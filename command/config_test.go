@@ -177,14 +177,25 @@ redirect = true
 	}
 }
 
-// TestConfigSamples: the sample files in docs/operations.md have
-// only serve's keys, each of its flag's type.
+// TestConfigSamples: the sample files in docs/operations.md (its section
+// "Running as a service") have only serve's keys, each of its flag's type.
 func TestConfigSamples(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join("..", "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	samples := regexp.MustCompile("(?s)```(toml|yaml)\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
+	// The samples of its section "Running as a service", not the other
+	// sections' YAML (a Kubernetes probe, a Prometheus scrape config).
+	section := string(doc)
+	if i := strings.Index(section, "\n## Running as a service"); i >= 0 {
+		section = section[i+1:]
+		if j := strings.Index(section[1:], "\n## "); j >= 0 {
+			section = section[:j+1]
+		}
+	} else {
+		t.Fatal(`no section "Running as a service"`)
+	}
+	samples := regexp.MustCompile("(?s)```(toml|yaml)\n(.*?)```").FindAllStringSubmatch(section, -1)
 	if len(samples) < 2 {
 		t.Fatalf("%d sample files, want a TOML and a YAML one", len(samples))
 	}
