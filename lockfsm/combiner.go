@@ -39,8 +39,8 @@ type combined struct {
 	done  chan struct{}
 }
 
-// maxGroupBytes bounds a group entry's size; a member larger than that
-// goes alone.
+// maxGroupBytes is the size past which a group takes no more members (the
+// last one taken may bring it past, by at most one batch).
 const maxGroupBytes = 1 << 20
 
 // NewCombiner starts a combiner over p, with at most inflight proposals in
