@@ -77,6 +77,7 @@ type conn struct {
 	softSince             int64                      // event loop: monotonic ns since its unsent output is above its soft limit; 0 if not
 	softListed            bool                       // event loop: in the loop's overSoft
 	blocked               *blockState                // parked in ACQUIRE ... WAIT
+	parkedAt              int64                      // monotonic ns the command being dispatched parked at; 0 if it did not (slowlog.go)
 	parked                atomic.Pointer[blockState] // blocked, for CLIENT UNBLOCK on other goroutines
 	prefetchedTo          int64                      // stream offset up to which pipelined commands' keys were prefetched
 	ephemeral             map[lease]struct{}         // the EPHEMERAL leases tied to this connection (see ephemeralTies)
@@ -272,8 +273,30 @@ func commandsFlagged(flag string) []bool {
 	return has
 }
 
-// dispatch runs one command and buffers its reply.
+// dispatch runs one command and buffers its reply, and logs it in the
+// SLOWLOG if it took long enough: the one place every command passes on
+// either transport. Timing costs two monotonic clock reads a command, none
+// with the slowlog off.
 func (c *conn) dispatch(args [][]byte) {
+	sl := &c.srv.slowlog
+	if sl.slowerThan < 0 {
+		c.execute(args)
+		return
+	}
+	start := c.srv.monotonic()
+	c.parkedAt = 0
+	c.execute(args)
+	end := c.parkedAt // a command that parked ran until it parked
+	if end == 0 {
+		end = c.srv.monotonic()
+	}
+	if d := end - start; d >= sl.slowerThan {
+		sl.add(c, args, d)
+	}
+}
+
+// execute runs one command and buffers its reply.
+func (c *conn) execute(args [][]byte) {
 	i := protocol.LookupIndex(args[0])
 	if i >= 0 && !fastCommand[i] {
 		c.ranSlow = true

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/acl"
+	"github.com/leasehold/leasehold/contention"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/lockfsm"
 	"github.com/leasehold/leasehold/persist"
@@ -28,8 +29,12 @@ type Server struct {
 	replica *replica      // nil on a single node (cluster.go)
 	nodeTLS *nodeTLS      // the certificate between cluster nodes; nil without
 
-	store    *persist.Store // nil without a data directory
-	hub      *hub           // pub/sub of lock events
+	store   *persist.Store // nil without a data directory
+	hub     *hub           // pub/sub of lock events
+	slowlog slowlog        // SLOWLOG (slowlog.go)
+	// hot, fed by the lock table's events and the server's waits, is
+	// LOCKSTATS' (lockstats.go); nil with --lockstats-top 0.
+	hot      *contention.Stats
 	ties     ephemeralTies
 	handlers []handler // by index in protocol.Commands
 	// batchable marks, by index in protocol.Commands, the commands whose
@@ -103,8 +108,16 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		return nil, err
 	}
 	hub := newHub()
+	started := time.Now()
+	lockStats, err := newLockStats(cfg, func() int64 { return int64(time.Since(started)) })
+	if err != nil {
+		return nil, err
+	}
 	lockerCfg := cfg.Locker
 	lockerCfg.Events = hub
+	if lockStats != nil {
+		lockerCfg.Events = statsSink{hub: hub, stats: lockStats}
+	}
 	var store *persist.Store
 	if p := cfg.Persist; p.Dir != "" {
 		var err error
@@ -190,7 +203,9 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		nodeTLS:   nodeCert,
 		handlers:  commandHandlers(rep != nil, cfg.Redirect),
 		batchable: batchableCommands(rep != nil),
-		started:   time.Now(),
+		started:   started,
+		slowlog:   newSlowlog(cfg.SlowlogSlowerThan, cfg.SlowlogMaxLen),
+		hot:       lockStats,
 		maxConns:  maxConns,
 		conns:     make(map[uint64]*conn),
 		closing:   make(chan struct{}),
