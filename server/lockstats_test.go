@@ -200,3 +200,27 @@ func TestLockStatsKeyPatterns(t *testing.T) {
 		t.Fatalf("jobs sees %v, want jobs:1 alone", got)
 	}
 }
+
+// TestLockStatsCluster: each node counts the changes it applies, so a
+// follower reports the leader's grants and releases too.
+func TestLockStatsCluster(t *testing.T) {
+	nodes := startCluster(t, 2)
+	leader := waitLeader(t, nodes...)
+	c := ctx(t)
+	tok, err := leader.client().Do(c, "ACQUIRE", "hot", "30000").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.client().Do(c, "RELEASE", "hot", tok).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		waitFor(t, n.id+" counts hot's grant and release", func() bool {
+			got, err := n.LockStats(0, "acquisitions")
+			return err == nil && len(got) == 1 && got[0].Key == "hot" && got[0].Acquisitions == 1 && got[0].HoldP99 > 0
+		})
+	}
+	if got := lockStatsReply(t, nodes[1].client()); len(got) != 1 || got[0]["key"] != "hot" {
+		t.Fatalf("LOCKSTATS on n2 = %v", got)
+	}
+}
