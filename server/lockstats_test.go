@@ -223,4 +223,15 @@ func TestLockStatsCluster(t *testing.T) {
 	if got := lockStatsReply(t, nodes[1].client()); len(got) != 1 || got[0]["key"] != "hot" {
 		t.Fatalf("LOCKSTATS on n2 = %v", got)
 	}
+	// A wait is counted by the node that served it, whichever leads.
+	if _, err := leader.client().Do(c, "ACQUIRE", "busy", "30000").Int64(); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes[1].client().Do(c, "ACQUIRE", "busy", "30000", "WAIT", "100").Err(); err != redis.Nil {
+		t.Fatalf("the wait on n2: %v, want nil at its deadline", err)
+	}
+	got, err := nodes[1].LockStats(0, "waits")
+	if err != nil || len(got) == 0 || got[0].Key != "busy" || got[0].Waits != 1 || got[0].Timeouts != 1 || got[0].WaitP99 < 50*time.Millisecond {
+		t.Fatalf("n2's LockStats = %+v, %v; want busy with 1 wait of about 100ms (less the commit that queued it), timed out", got, err)
+	}
 }
