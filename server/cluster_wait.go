@@ -97,7 +97,8 @@ func clusterAcquireWaiting(c *conn, req protocol.AcquireRequest) error {
 	key := cloneBytes(req.Key)
 	since := c.srv.monotonic()
 	c.parkedAt = since // SLOWLOG times the command until it queued
-	waited := func(granted bool) { // LOCKSTATS counts the wait on the node that served it
+	// LOCKSTATS counts the wait on the node that served it.
+	waited := func(granted bool) {
 		if st := c.srv.hot; st != nil {
 			st.Waited(string(key), time.Duration(c.srv.monotonic()-since), granted)
 		}
