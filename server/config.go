@@ -98,9 +98,10 @@ type Config struct {
 	SlowlogSlowerThan int64
 	// SlowlogMaxLen is how many entries SLOWLOG keeps, the newest.
 	SlowlogMaxLen int
-	// LockStatsTop is how many of the hottest locks LOCKSTATS tracks
-	// (contention.Config.Top, per shard of its sketch); 0 tracks none and
-	// leaves the lock table's events as they were.
+	// LockStatsTop is how many of the hottest locks LOCKSTATS reports at
+	// most; its sketch tracks that many in each of its shards
+	// (contention.Config.Top). 0 tracks none, and leaves the lock table's
+	// events as they were: built only while someone subscribes.
 	LockStatsTop int
 
 	// AnnounceAddr, with Cluster, is the HOST:PORT clients reach this node's
@@ -129,8 +130,7 @@ func DefaultConfig() Config {
 		Version:         "dev",
 		ProtectedMode:   true,
 		TLS:             DefaultTLSConfig(),
-		// Redis's defaults.
-		SlowlogSlowerThan: 10000,
+		SlowlogSlowerThan: 10000, // Redis's defaults
 		SlowlogMaxLen:     128,
 		LockStatsTop:      contention.DefaultTop,
 	}
