@@ -126,10 +126,10 @@ func DefaultConfig() Config {
 		Locker:       locker.DefaultConfig(),
 		// Well inside the time a service manager gives before SIGKILL
 		// (Kubernetes: 30 s; systemd: 90 s).
-		ShutdownTimeout: 10 * time.Second,
-		Version:         "dev",
-		ProtectedMode:   true,
-		TLS:             DefaultTLSConfig(),
+		ShutdownTimeout:   10 * time.Second,
+		Version:           "dev",
+		ProtectedMode:     true,
+		TLS:               DefaultTLSConfig(),
 		SlowlogSlowerThan: 10000, // Redis's defaults
 		SlowlogMaxLen:     128,
 		LockStatsTop:      contention.DefaultTop,
