@@ -126,11 +126,12 @@ func DefaultConfig() Config {
 		Locker:       locker.DefaultConfig(),
 		// Well inside the time a service manager gives before SIGKILL
 		// (Kubernetes: 30 s; systemd: 90 s).
-		ShutdownTimeout:   10 * time.Second,
-		Version:           "dev",
-		ProtectedMode:     true,
-		TLS:               DefaultTLSConfig(),
-		SlowlogSlowerThan: 10000, // Redis's defaults
+		ShutdownTimeout: 10 * time.Second,
+		Version:         "dev",
+		ProtectedMode:   true,
+		TLS:             DefaultTLSConfig(),
+		// The slowlog's are Redis's defaults.
+		SlowlogSlowerThan: 10000,
 		SlowlogMaxLen:     128,
 		LockStatsTop:      contention.DefaultTop,
 	}
