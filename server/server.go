@@ -29,12 +29,8 @@ type Server struct {
 	replica *replica      // nil on a single node (cluster.go)
 	nodeTLS *nodeTLS      // the certificate between cluster nodes; nil without
 
-	store   *persist.Store // nil without a data directory
-	hub     *hub           // pub/sub of lock events
-	slowlog slowlog        // SLOWLOG (slowlog.go)
-	// hot, fed by the lock table's events and the server's waits, is
-	// LOCKSTATS' (lockstats.go); nil with --lockstats-top 0.
-	hot      *contention.Stats
+	store    *persist.Store // nil without a data directory
+	hub      *hub           // pub/sub of lock events
 	ties     ephemeralTies
 	handlers []handler // by index in protocol.Commands
 	// batchable marks, by index in protocol.Commands, the commands whose
@@ -47,6 +43,11 @@ type Server struct {
 	// afterSubscribeFlush, for tests only, runs on a SUBSCRIBE's connection
 	// once its confirmation is written: where an event once went missing.
 	afterSubscribeFlush atomic.Pointer[func()]
+	// SLOWLOG's (slowlog.go), and LOCKSTATS' (lockstats.go), fed by the
+	// lock table's events and the server's waits; hot is nil with
+	// --lockstats-top 0.
+	slowlog slowlog
+	hot     *contention.Stats
 
 	mu     sync.Mutex       // guards ln, tlsLn, conns, closed, loops, tls.handshaking
 	ln     net.Listener     // nil with Config.Addr ""
