@@ -140,6 +140,23 @@ func TestSlowlogSettings(t *testing.T) {
 			t.Fatalf("SLOWLOG GET -1 = %+v, %v; want ECHO c, ECHO b", logs, err)
 		}
 	})
+	t.Run("a wait is not the command's time", func(t *testing.T) {
+		ts := startServer(t, withSlowlog(0, 128))
+		if err := ts.client().Do(c, "ACQUIRE", "busy", "30000").Err(); err != nil {
+			t.Fatal(err)
+		}
+		rdb := ts.oneConnClient()
+		if err := rdb.Do(c, "ACQUIRE", "busy", "30000", "WAIT", "300").Err(); err != redis.Nil {
+			t.Fatalf("ACQUIRE ... WAIT: %v, want nil at its deadline", err)
+		}
+		logs, err := rdb.SlowLogGet(c, 1).Result()
+		if err != nil || len(logs) != 1 || logs[0].Args[0] != "ACQUIRE" {
+			t.Fatalf("SLOWLOG GET 1 = %+v, %v", logs, err)
+		}
+		if logs[0].Duration >= 300*time.Millisecond {
+			t.Fatalf("the ACQUIRE took %v by the slowlog, its 300 ms wait included", logs[0].Duration)
+		}
+	})
 	t.Run("config get", func(t *testing.T) {
 		rdb := startServer(t, withSlowlog(2500, 7)).oneConnClient()
 		got, err := rdb.ConfigGet(c, "slowlog*").Result()
