@@ -14,7 +14,7 @@ type fakeClock struct{ ns int64 }
 func (c *fakeClock) now() int64              { return c.ns }
 func (c *fakeClock) advance(d time.Duration) { c.ns += int64(d) }
 
-func newStats(t *testing.T, top, shards int) (*Stats, *fakeClock) {
+func newStats(t testing.TB, top, shards int) (*Stats, *fakeClock) {
 	t.Helper()
 	clk := &fakeClock{ns: 1}
 	s, err := New(Config{Top: top, Shards: shards, Now: clk.now})
