@@ -54,6 +54,7 @@ var serveFlagNames = []string{
 	"max-locks", "maxmemory", "client-output-buffer-limit",
 	"data-dir", "fsync", "restart-grace", "repair", "allow-clock-before-epoch", "shutdown-timeout",
 	"requirepass", "requirepass-file", "acl-file", "protected-mode",
+	"slowlog-log-slower-than", "slowlog-max-len", "lockstats-top",
 	"tls-port", "tls-addr", "tls-cert-file", "tls-key-file", "tls-ca-cert-file", "tls-auth-clients", "tls-auth-clients-user", "tls-protocols",
 	"cluster", "node-id", "raft-addr", "bootstrap", "join", "peers", "recover", "redirect", "announce-addr", "raft-heartbeat-timeout", "raft-log-store",
 	"cluster-tls", "cluster-tls-cert-file", "cluster-tls-key-file", "cluster-tls-ca-cert-file", "cluster-tls-server-name", "cluster-tls-allowed-cn",

@@ -46,6 +46,9 @@ func serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "requirepass", EnvVars: env("REQUIREPASS"), Usage: "the password itself; prefer the environment variable or --requirepass-file: a command line is visible to every user of the machine (ps)"},
 		&cli.StringFlag{Name: "acl-file", EnvVars: env("ACL_FILE"), Usage: "users and their permissions, one 'user <name> <rules...>' a line in Redis's ACL file syntax; reloaded by ACL LOAD and SIGHUP (see docs/security.md)"},
 		&cli.StringFlag{Name: "protected-mode", Value: yesNo(def.ProtectedMode), EnvVars: env("PROTECTED_MODE"), Usage: "yes or no; yes, without a password, refuses clients that are not on loopback, as Redis's protected mode"},
+		&cli.Int64Flag{Name: "slowlog-log-slower-than", Value: def.SlowlogSlowerThan, EnvVars: env("SLOWLOG_LOG_SLOWER_THAN"), Usage: "SLOWLOG logs commands that run at least this many microseconds, as Redis's (negative: none, 0: every command)"},
+		&cli.IntFlag{Name: "slowlog-max-len", Value: def.SlowlogMaxLen, EnvVars: env("SLOWLOG_MAX_LEN"), Usage: "how many SLOWLOG entries are kept, the newest"},
+		&cli.IntFlag{Name: "lockstats-top", Value: def.LockStatsTop, EnvVars: env("LOCKSTATS_TOP"), Usage: "LOCKSTATS reports at most this many of the hottest locks, tracked in bounded memory; 0: no lock statistics, and no cost for them"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"), Usage: "debug, info, warn or error"},
 		&cli.StringFlag{Name: "log-format", EnvVars: env("LOG_FORMAT"), Usage: "json or console (default: console when stderr is a terminal)"},
 	}, append(append(append(tlsFlags(), clusterFlags()...), adminFlags()...), configFlag())...)
@@ -92,6 +95,9 @@ func serve(c *cli.Context) error {
 	cfg.MaxClients = num("max-clients")
 	cfg.IOLoops = num("io-loops")
 	cfg.IdleTimeout = dur("idle-timeout")
+	cfg.SlowlogSlowerThan = num64("slowlog-log-slower-than")
+	cfg.SlowlogMaxLen = num("slowlog-max-len")
+	cfg.LockStatsTop = num("lockstats-top")
 	cfg.ShutdownTimeout = dur("shutdown-timeout")
 	cfg.Limits.MaxBulkLen = num64("max-bulk-len")
 	cfg.Limits.MaxQueryBuffer = num64("max-query-buffer")

@@ -200,6 +200,10 @@ var Commands = []Command{
 			{"addnode", 4, CategoryAdmin}, {"forget", 3, CategoryAdmin}, {"snapshot", 2, CategoryAdmin},
 		},
 		Args: []Arg{oneof("subcommand", token("INFO"), token("NODES"), token("MYID"), token("SLOTS"), token("SHARDS"), str("key").after("KEYSLOT"), block("addnode", str("node-id"), str("raft-addr")).after("ADDNODE"), str("node-id").after("FORGET"), token("SNAPSHOT"))}, Summary: "Cluster mode: the Raft group's state (INFO, NODES, MYID); SLOTS and SHARDS as Redis Cluster's, one shard of every slot, led by the leader; KEYSLOT; ADDNODE and FORGET change its voters one at a time, SNAPSHOT takes one now (admins)."},
+	{Name: "slowlog", Arity: -2, Flags: []string{"admin", "loading", "stale"}, Group: GroupServer, Category: CategoryAdmin,
+		Args: []Arg{oneof("subcommand", block("get", integer("count").opt()).after("GET"), token("LEN"), token("RESET"), token("HELP"))}, Summary: "As Redis's: the latest commands that ran at least --slowlog-log-slower-than microseconds, newest first (GET, 10 by default, -1 for all), how many are kept (LEN), or forgets them (RESET)."},
+	{Name: "lockstats", Arity: -1, Flags: []string{"readonly"}, Group: GroupServer, Category: CategoryRead,
+		Args: []Arg{integer("n").after("TOP").opt(), oneof("order", token("WAITS"), token("WAIT-TIME"), token("HOLD-TIME"), token("EXPIRIES"), token("ACQUISITIONS")).after("BY").opt()}, Summary: "The hottest locks (at most TOP n, of the --lockstats-top tracked) with their acquisitions, waits, timeouts, expiries and wait and hold time percentiles, sorted BY waits (the default) or another field, descending."},
 	{Name: "help", Arity: -1, Flags: []string{"fast", "stale"}, Group: GroupServer, Category: CategoryConnection,
 		Args: []Arg{str("command").opt()}, Summary: "Lists the commands with their summaries, or gives one command's syntax and summary, as lines to read in a terminal."},
 }

@@ -77,6 +77,16 @@ var (
 	ErrNotInteger = &Error{CodeErr, "value is not an integer or out of range"}
 	// ErrBadToken is a fencing token that is not an unsigned 64-bit integer.
 	ErrBadToken = &Error{CodeErr, "invalid token: must be an unsigned 64-bit integer"}
+	// ErrBadSlowlogCount is a SLOWLOG GET count that is not an integer of
+	// at least -1, Redis's text.
+	ErrBadSlowlogCount = &Error{CodeErr, "count should be greater than or equal to -1"}
+	// ErrBadLockStatsTop is a LOCKSTATS TOP that is not an integer between
+	// 1 and MaxLockStatsTop.
+	ErrBadLockStatsTop = &Error{CodeErr, "TOP must be an integer between 1 and " + strconv.Itoa(MaxLockStatsTop)}
+	// ErrBadLockStatsOrder is a LOCKSTATS BY naming no field of LockStatsOrders.
+	ErrBadLockStatsOrder = &Error{CodeErr, "BY must be one of " + strings.Join(LockStatsOrders, ", ")}
+	// ErrLockStatsOff is LOCKSTATS on a server started with --lockstats-top 0.
+	ErrLockStatsOff = &Error{CodeErr, "lock statistics are off (--lockstats-top 0)"}
 	// ErrBadCursor is a LOCKS or HOLDERS cursor that does not parse, Redis's
 	// text.
 	ErrBadCursor = &Error{CodeErr, "invalid cursor"}

@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/glob"
@@ -468,4 +469,64 @@ func parseUint(b []byte) (uint64, bool) {
 		n = n*10 + d
 	}
 	return n, true
+}
+
+// SlowlogDefaultCount is how many entries SLOWLOG GET returns without a
+// count, as in Redis.
+const SlowlogDefaultCount = 10
+
+// ParseSlowlogCount parses SLOWLOG GET's count: -1 for every entry.
+func ParseSlowlogCount(arg []byte) (int, error) {
+	n, ok := parseInt(arg)
+	if !ok || n < -1 {
+		return 0, ErrBadSlowlogCount
+	}
+	if n == -1 || n > math.MaxInt32 {
+		return math.MaxInt32, nil
+	}
+	return int(n), nil
+}
+
+// MaxLockStatsTop bounds LOCKSTATS TOP (and --lockstats-top).
+const MaxLockStatsTop = 100000
+
+// LockStatsOrders are the fields LOCKSTATS BY sorts by, in lower case; the
+// first is the default.
+var LockStatsOrders = []string{"waits", "wait-time", "hold-time", "expiries", "acquisitions"}
+
+// LockStatsRequest is LOCKSTATS [TOP n] [BY order].
+type LockStatsRequest struct {
+	Top int    // 0 for every lock tracked
+	By  string // one of LockStatsOrders
+}
+
+// ParseLockStats parses LOCKSTATS's options, each at most once.
+func ParseLockStats(args [][]byte) (LockStatsRequest, error) {
+	req := LockStatsRequest{By: LockStatsOrders[0]}
+	seenTop, seenBy := false, false
+	for i := 1; i < len(args); i += 2 {
+		if i+1 >= len(args) {
+			return req, ErrSyntax
+		}
+		switch {
+		case bytes.EqualFold(args[i], []byte("top")) && !seenTop:
+			seenTop = true
+			n, ok := parseInt(args[i+1])
+			if !ok || n < 1 || n > MaxLockStatsTop {
+				return req, ErrBadLockStatsTop
+			}
+			req.Top = int(n)
+		case bytes.EqualFold(args[i], []byte("by")) && !seenBy:
+			seenBy = true
+			by := args[i+1]
+			j := slices.IndexFunc(LockStatsOrders, func(o string) bool { return bytes.EqualFold(by, []byte(o)) })
+			if j < 0 {
+				return req, ErrBadLockStatsOrder
+			}
+			req.By = LockStatsOrders[j]
+		default:
+			return req, ErrSyntax
+		}
+	}
+	return req, nil
 }

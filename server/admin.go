@@ -617,6 +617,9 @@ func (s *Server) configParams() [][2]string {
 		{"fsync", cfg.Persist.Fsync.String()},
 		{"appendfsync", cfg.Persist.Fsync.String()},
 		{"restart-grace", strconv.FormatInt(cfg.Persist.RestartGrace.Milliseconds(), 10)},
+		{"slowlog-log-slower-than", strconv.FormatInt(cfg.SlowlogSlowerThan, 10)},
+		{"slowlog-max-len", strconv.Itoa(cfg.SlowlogMaxLen)},
+		{"lockstats-top", strconv.Itoa(cfg.LockStatsTop)},
 	}
 }
 

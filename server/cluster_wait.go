@@ -95,6 +95,14 @@ func clusterAcquireWaiting(c *conn, req protocol.AcquireRequest) error {
 		return nil
 	}
 	key := cloneBytes(req.Key)
+	since := c.srv.monotonic()
+	c.parkedAt = since // SLOWLOG times the command until it queued
+	// LOCKSTATS counts the wait on the node that served it.
+	waited := func(granted bool) {
+		if st := c.srv.hot; st != nil {
+			st.Waited(string(key), time.Duration(c.srv.monotonic()-since), granted)
+		}
+	}
 	if c.unflushed {
 		c.flush() // earlier pipelined replies should not wait with us
 	}
@@ -112,6 +120,7 @@ func clusterAcquireWaiting(c *conn, req protocol.AcquireRequest) error {
 	handedOver := func(token uint64) error {
 		if token == 0 { // ended ungranted: its deadline, or its owner's later WAIT
 			c.srv.stats.waitTimeouts.Add(1)
+			waited(false)
 			c.wr.WriteNull()
 			return nil
 		}
@@ -124,6 +133,7 @@ func clusterAcquireWaiting(c *conn, req protocol.AcquireRequest) error {
 			c.quit = true
 			return nil
 		}
+		waited(true)
 		c.srv.ties.granted(c, key, token, req.Ephemeral)
 		protocol.WriteToken(c.wr, token, true)
 		return nil
@@ -142,6 +152,7 @@ func clusterAcquireWaiting(c *conn, req protocol.AcquireRequest) error {
 		}
 		// The cancel also gives back a lease handed over meanwhile.
 		c.cancelClusterWait(waiter)
+		waited(false)
 		if asError {
 			return protocol.ErrUnblocked
 		}
@@ -149,6 +160,7 @@ func clusterAcquireWaiting(c *conn, req protocol.AcquireRequest) error {
 		return nil
 	case <-timer.C:
 		c.srv.stats.waitTimeouts.Add(1)
+		waited(false)
 		c.cancelClusterWait(waiter)
 		c.wr.WriteNull()
 		return nil

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/cluster"
+	"github.com/leasehold/leasehold/contention"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/persist"
 	"github.com/leasehold/leasehold/protocol"
@@ -91,6 +92,18 @@ type Config struct {
 	// with Redis Cluster's MOVED to the leader's address instead of
 	// forwarding it (cluster_redirect.go).
 	Redirect bool
+	// SlowlogSlowerThan logs, in SLOWLOG, the commands that run at least
+	// this many microseconds, as Redis's slowlog-log-slower-than: negative
+	// logs none (and reads no clock), 0 every command.
+	SlowlogSlowerThan int64
+	// SlowlogMaxLen is how many entries SLOWLOG keeps, the newest.
+	SlowlogMaxLen int
+	// LockStatsTop is how many of the hottest locks LOCKSTATS reports at
+	// most; its sketch tracks that many in each of its shards
+	// (contention.Config.Top). 0 tracks none, and leaves the lock table's
+	// events as they were: built only while someone subscribes.
+	LockStatsTop int
+
 	// AnnounceAddr, with Cluster, is the HOST:PORT clients reach this node's
 	// RESP listener at, as CLUSTER SLOTS and MOVED give it; "" for the
 	// plain listener's address (the TLS listener's if there is none).
@@ -117,6 +130,10 @@ func DefaultConfig() Config {
 		Version:         "dev",
 		ProtectedMode:   true,
 		TLS:             DefaultTLSConfig(),
+		// The slowlog's are Redis's defaults.
+		SlowlogSlowerThan: 10000,
+		SlowlogMaxLen:     128,
+		LockStatsTop:      contention.DefaultTop,
 	}
 }
 
@@ -154,6 +171,12 @@ func (c Config) Validate() error {
 	}
 	if c.Persist.RestartGrace < 0 || c.Persist.RestartGrace > c.Locker.MaxTTL {
 		return fmt.Errorf("server: restart grace must be between 0 and the max ttl %s, got %s", c.Locker.MaxTTL, c.Persist.RestartGrace)
+	}
+	if c.SlowlogMaxLen < 0 {
+		return fmt.Errorf("server: slowlog max len must not be negative, got %d", c.SlowlogMaxLen)
+	}
+	if c.LockStatsTop < 0 || c.LockStatsTop > maxLockStatsTop {
+		return fmt.Errorf("server: lockstats top must be between 0 and %d, got %d", maxLockStatsTop, c.LockStatsTop)
 	}
 	if c.Cluster != nil && c.Persist.Dir != "" {
 		return errors.New("server: cluster mode keeps its state in the cluster's data directory; Persist.Dir must be empty")

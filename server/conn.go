@@ -77,6 +77,8 @@ type conn struct {
 	softSince             int64                      // event loop: monotonic ns since its unsent output is above its soft limit; 0 if not
 	softListed            bool                       // event loop: in the loop's overSoft
 	blocked               *blockState                // parked in ACQUIRE ... WAIT
+	parkedAt              int64                      // monotonic ns the command being dispatched parked at; 0 if it did not (slowlog.go)
+	clockAt               int64                      // monotonic ns the last command of this round ended at, 0 for none (dispatch)
 	parked                atomic.Pointer[blockState] // blocked, for CLIENT UNBLOCK on other goroutines
 	prefetchedTo          int64                      // stream offset up to which pipelined commands' keys were prefetched
 	ephemeral             map[lease]struct{}         // the EPHEMERAL leases tied to this connection (see ephemeralTies)
@@ -173,6 +175,7 @@ func (c *conn) runCommands() (open bool) {
 		budget, inputEnd = -1, math.MaxInt64
 	}
 	var started int64 // monotonic ns of the round's first look at the clock
+	c.clockAt = 0     // the time since the last round is no command's
 	for !c.quit {
 		if c.blocked != nil {
 			return true
@@ -203,7 +206,11 @@ func (c *conn) runCommands() (open bool) {
 			// The clock, read after a command not flagged fast and every
 			// 64 others, ends the round at roundTime; starting it lazily
 			// spares the common round of a few commands any clock read.
-			switch now := c.srv.monotonic(); {
+			now := c.clockAt // the slowlog's reading, when it took one
+			if now == 0 {
+				now = c.srv.monotonic()
+			}
+			switch {
 			case started == 0:
 				started = now
 			case now-started >= int64(roundTime):
@@ -272,8 +279,40 @@ func commandsFlagged(flag string) []bool {
 	return has
 }
 
-// dispatch runs one command and buffers its reply.
+// dispatch runs one command and buffers its reply, and logs it in the
+// SLOWLOG if it took long enough: the one place every command passes on
+// either transport. Timing costs one monotonic clock read a command (none
+// with the slowlog off): a command's end is the next one's start, within a
+// round of runCommands, which reads nothing but buffered or available
+// input between them (so a command's time includes parsing it); the
+// round's first command reads the clock before it too.
 func (c *conn) dispatch(args [][]byte) {
+	sl := &c.srv.slowlog
+	if sl.slowerThan < 0 {
+		c.execute(args)
+		return
+	}
+	start := c.clockAt
+	if start == 0 {
+		start = c.srv.monotonic()
+	}
+	c.parkedAt = 0
+	c.execute(args)
+	end := c.parkedAt // a command that parked ran until it parked
+	if end == 0 {
+		end = c.srv.monotonic()
+		c.clockAt = end
+	} else {
+		c.clockAt = 0 // the wait is no command's
+	}
+	if d := end - start; d >= sl.slowerThan {
+		sl.add(c, args, d)
+		c.clockAt = 0 // logging is no command's either
+	}
+}
+
+// execute runs one command and buffers its reply.
+func (c *conn) execute(args [][]byte) {
 	i := protocol.LookupIndex(args[0])
 	if i >= 0 && !fastCommand[i] {
 		c.ranSlow = true

@@ -40,6 +40,8 @@ var handlersByName = map[string]handler{
 	"command":      handleCommand,
 	"info":         handleInfo,
 	"config":       handleConfig,
+	"slowlog":      handleSlowlog,
+	"lockstats":    handleLockStats,
 	"help":         handleHelp,
 	"acl":          handleACL,
 	"cluster":      handleCluster,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/acl"
+	"github.com/leasehold/leasehold/contention"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/lockfsm"
 	"github.com/leasehold/leasehold/persist"
@@ -42,6 +43,11 @@ type Server struct {
 	// afterSubscribeFlush, for tests only, runs on a SUBSCRIBE's connection
 	// once its confirmation is written: where an event once went missing.
 	afterSubscribeFlush atomic.Pointer[func()]
+	// SLOWLOG's (slowlog.go), and LOCKSTATS' (lockstats.go), fed by the
+	// lock table's events and the server's waits; hot is nil with
+	// --lockstats-top 0.
+	slowlog slowlog
+	hot     *contention.Stats
 
 	mu     sync.Mutex       // guards ln, tlsLn, conns, closed, loops, tls.handshaking
 	ln     net.Listener     // nil with Config.Addr ""
@@ -103,8 +109,16 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		return nil, err
 	}
 	hub := newHub()
+	started := time.Now()
+	lockStats, err := newLockStats(cfg, func() int64 { return int64(time.Since(started)) })
+	if err != nil {
+		return nil, err
+	}
 	lockerCfg := cfg.Locker
 	lockerCfg.Events = hub
+	if lockStats != nil {
+		lockerCfg.Events = statsSink{hub: hub, stats: lockStats}
+	}
 	var store *persist.Store
 	if p := cfg.Persist; p.Dir != "" {
 		var err error
@@ -190,7 +204,9 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		nodeTLS:   nodeCert,
 		handlers:  commandHandlers(rep != nil, cfg.Redirect),
 		batchable: batchableCommands(rep != nil),
-		started:   time.Now(),
+		started:   started,
+		slowlog:   newSlowlog(cfg.SlowlogSlowerThan, cfg.SlowlogMaxLen),
+		hot:       lockStats,
 		maxConns:  maxConns,
 		conns:     make(map[uint64]*conn),
 		closing:   make(chan struct{}),

@@ -14,6 +14,7 @@ import (
 type blockState struct {
 	timer     int   // index in the loop's wait heap; -1 when not in it
 	deadline  int64 // Server.monotonic() ns
+	since     int64 // Server.monotonic() ns the wait began (park)
 	ephemeral bool  // the leases, once granted, are released when c closes
 	// unblock carries CLIENT UNBLOCK to the goroutine transport's wait
 	// (true: with ERROR); the event loop gets a posted task instead.
@@ -121,6 +122,8 @@ func (c *conn) progressFunc(b *blockState, orphaned func(token uint64)) (notify 
 // park makes c wait: on the event loop until its timer or a Notify, on
 // the goroutine transport right here.
 func (c *conn) park(b *blockState, progress chan uint64) {
+	c.parkedAt = c.srv.monotonic()
+	b.since = c.parkedAt
 	c.srv.stats.blocked.Add(1)
 	c.blocked = b
 	if c.loop != nil {
@@ -227,6 +230,9 @@ func (c *conn) giveBack(b *blockState, out waitOutcome) {
 func (c *conn) endWait(out waitOutcome) {
 	b := c.unpark()
 	c.lastRead = c.srv.monotonic() // the idle clock restarts when the wait ends
+	if st := c.srv.hot; st != nil && b.multi == nil {
+		st.Waited(b.key, time.Duration(c.lastRead-b.since), out.granted)
+	}
 	switch {
 	case out.unblockedErr && !out.granted:
 		c.writeErr(protocol.ErrUnblocked)

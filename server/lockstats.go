@@ -1,0 +1,106 @@
+package server
+
+import (
+	"strconv"
+
+	"github.com/leasehold/leasehold/contention"
+	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/protocol"
+)
+
+// maxLockStatsTop bounds Config.LockStatsTop.
+const maxLockStatsTop = protocol.MaxLockStatsTop
+
+// newLockStats makes the contention statistics cfg asks for, nil for none.
+func newLockStats(cfg Config, now func() int64) (*contention.Stats, error) {
+	if cfg.LockStatsTop == 0 {
+		return nil, nil
+	}
+	cc := contention.DefaultConfig()
+	cc.Top, cc.Now = cfg.LockStatsTop, now
+	return contention.New(cc)
+}
+
+// statsSink is the lock table's event sink when LOCKSTATS is on: every event
+// feeds the contention statistics, and the pub/sub hub as before while it
+// has listeners. The table then builds every event, which costs a copy of
+// the key (and owner) per event: the price of the statistics, which
+// --lockstats-top 0 does not pay.
+type statsSink struct {
+	hub   *hub
+	stats *contention.Stats
+}
+
+func (s statsSink) Active() bool { return true }
+
+func (s statsSink) Publish(ev locker.Event) {
+	switch ev.Kind {
+	case locker.EventAcquired:
+		s.stats.Acquired(ev.Key, ev.Token)
+	case locker.EventReleased, locker.EventForced:
+		s.stats.Ended(ev.Key, ev.Token, false)
+	case locker.EventExpired:
+		s.stats.Ended(ev.Key, ev.Token, true)
+	}
+	if s.hub.Active() {
+		s.hub.Publish(ev)
+	}
+}
+
+// LockStats returns the hottest locks, at most top (every lock tracked for
+// top <= 0), sorted by by, one of protocol.LockStatsOrders ("" for the
+// first), descending; nil when the statistics are off (--lockstats-top 0).
+// In cluster mode they are this node's: the events of the changes it
+// applied. It is safe to call from any goroutine.
+func (s *Server) LockStats(top int, by string) ([]contention.LockStat, error) {
+	if s.hot == nil {
+		return nil, nil
+	}
+	if by == "" {
+		by = protocol.LockStatsOrders[0]
+	}
+	return s.hot.Report(top, by, nil)
+}
+
+// handleLockStats serves LOCKSTATS [TOP n] [BY order]: one flat array of
+// field/value pairs per lock, as CONFIG GET and HELLO reply, durations in
+// milliseconds with microsecond decimals. A user limited to some keys sees
+// those locks only.
+func handleLockStats(c *conn, args [][]byte) error {
+	req, err := protocol.ParseLockStats(args)
+	if err != nil {
+		return err
+	}
+	if c.srv.hot == nil {
+		return protocol.ErrLockStatsOff
+	}
+	var keep func(string) bool
+	if u := c.user; u != nil && !u.AllKeys() {
+		keep = func(key string) bool { return u.KeyAllowed([]byte(key)) }
+	}
+	locks, err := c.srv.hot.Report(req.Top, req.By, keep)
+	if err != nil {
+		return err
+	}
+	c.wr.WriteArray(len(locks))
+	for _, l := range locks {
+		c.wr.WriteArray(18)
+		c.wr.WriteBulkString("key")
+		c.wr.WriteBulkString(l.Key)
+		for _, f := range [...]struct {
+			name string
+			n    uint64
+		}{{"acquisitions", l.Acquisitions}, {"waits", l.Waits}, {"timeouts", l.Timeouts}, {"expiries", l.Expiries}} {
+			c.wr.WriteBulkString(f.name)
+			c.wr.WriteInt64(int64(f.n))
+		}
+		for _, f := range [...]struct {
+			name string
+			d    int64
+		}{{"wait_p50_ms", int64(l.WaitP50)}, {"wait_p99_ms", int64(l.WaitP99)}, {"hold_p50_ms", int64(l.HoldP50)}, {"hold_p99_ms", int64(l.HoldP99)}} {
+			c.wr.WriteBulkString(f.name)
+			c.wr.WriteBulkString(strconv.FormatFloat(float64(f.d)/1e6, 'f', 3, 64))
+		}
+	}
+	return nil
+}
