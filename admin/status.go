@@ -109,8 +109,8 @@ func (p *statusPage) stats(w http.ResponseWriter, _ *http.Request) {
 	st := p.src.StatsSnapshot()
 	ready, why := p.src.Ready()
 	writeJSON(w, struct {
-		Time   int64 `json:"time_ms"`
-		Ready  bool  `json:"ready"`
+		Time   int64   `json:"time_ms"`
+		Ready  bool    `json:"ready"`
 		Why    string  `json:"why"`
 		Uptime float64 `json:"uptime_s"`
 		server.Stats
