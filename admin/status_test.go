@@ -298,14 +298,14 @@ func TestStatusPageScreenshots(t *testing.T) {
 		return n == len(waiters)
 	})
 	// Let a few stats polls draw the charts.
-	deadline := time.Now().Add(6 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
 		rdb.Do(rctx, "ACQUIRE", "jobs/tick", 100, "OWNER", "ticker")
 		rdb.Do(rctx, "ACQUIRE", "jobs/short", 50)
 		time.Sleep(150 * time.Millisecond) // pacing the load, not synchronising
 	}
 	var png []byte
-	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 90)); err != nil {
+	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 100)); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(*screenshots, "status-page.png")

@@ -6,7 +6,8 @@
 const LOCKS_EVERY_MS = 500;
 const STATS_EVERY_MS = 1000;
 const HOT_EVERY_MS = 5000;
-const CHART_SECONDS = 300;
+const CHART_SECONDS = 300; // the most a chart spans
+const CHART_MIN_SECONDS = 30; // the least, while the page is young
 const EVENTS_KEPT = 200;
 const LOCKS_LIMIT = 200;
 
@@ -24,6 +25,7 @@ function fmtDuration(ms) {
   if (ms <= 0) return '0s';
   const s = ms / 1000;
   if (s < 10) return s.toFixed(1) + 's';
+  if (s < 60) return Math.floor(s) + 's';
   if (s < 3600) return Math.floor(s / 60) + 'm' + String(Math.floor(s % 60)).padStart(2, '0') + 's';
   const h = Math.floor(s / 3600);
   if (h < 48) return h + 'h' + String(Math.floor((s % 3600) / 60)).padStart(2, '0') + 'm';
@@ -85,14 +87,16 @@ function drawCharts() {
     const pts = s.points.filter(p => now - p.t <= CHART_SECONDS * 1000);
     s.points = pts;
     const max = Math.max(1, ...pts.map(p => p.v));
-    const x = t => 300 - (now - t) / 1000 * (300 / CHART_SECONDS);
+    // The span grows with the page's age up to CHART_SECONDS.
+    const span = pts.length ? Math.min(CHART_SECONDS, Math.max(CHART_MIN_SECONDS, (now - pts[0].t) / 1000)) : CHART_SECONDS;
+    const x = t => 300 - (now - t) / 1000 * (300 / span);
     const y = v => 88 - v / max * 74;
     let d = '';
     pts.forEach((p, i) => { d += (i ? 'L' : 'M') + x(p.t).toFixed(1) + ' ' + y(p.v).toFixed(1); });
     s.line.setAttribute('d', d);
     s.area.setAttribute('d', pts.length ? d + 'L' + x(pts[pts.length - 1].t).toFixed(1) + ' 90L' + x(pts[0].t).toFixed(1) + ' 90Z' : '');
     s.max.textContent = 'max ' + fmtRate(max);
-    s.now.textContent = pts.length ? fmtRate(pts[pts.length - 1].v) + '/s' : '';
+    s.now.textContent = pts.length ? fmtRate(pts[pts.length - 1].v) + '/s now, last ' + fmtDuration(span * 1000) : '';
   }
 }
 
