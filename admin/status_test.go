@@ -1,6 +1,7 @@
 package admin_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -15,8 +16,11 @@ import (
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/leasehold/leasehold/admin"
 	"github.com/leasehold/leasehold/internal/servertest/lockserver"
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 )
 
 // screenshots, when set, is the directory TestStatusPageScreenshots writes
@@ -313,4 +317,78 @@ func TestStatusPageScreenshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("wrote %s", path)
+}
+
+// TestStatusPageEventStream: /api/events streams a lock's events over
+// server-sent events; the server's subscription lasts while a stream is
+// open and ends with it; and the listener's Close ends an open stream at
+// once rather than waiting its shutdown timeout for the browser.
+func TestStatusPageEventStream(t *testing.T) {
+	ls := lockserver.Start(t)
+	cfg := admin.DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	cfg.ShutdownTimeout = 20 * time.Second
+	a, err := admin.Start(cfg, ls.Server, zerolog.New(testutil.NewTestLog(t)).Level(zerolog.WarnLevel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+
+	resp, err := http.Get("http://" + a.Addr().String() + "/api/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	next := func() string {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("the stream ended")
+			}
+			return l
+		case <-time.After(10 * time.Second):
+			t.Fatal("nothing on the stream")
+		}
+		return ""
+	}
+	if l := next(); l != "event: hello" {
+		t.Fatalf("first line %q", l)
+	}
+	if got := ls.Server.StatsSnapshot().Traffic.PubSubPatterns; got != 1 {
+		t.Errorf("%d patterns subscribed with a stream open, want 1", got)
+	}
+	if err := ls.Client().Do(context.Background(), "ACQUIRE", "k", 60000, "OWNER", "o\nx").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for l := next(); l != "event: lock"; l = next() {
+	}
+	data := strings.TrimPrefix(next(), "data: ")
+	var ev struct{ Kind, Key, Owner string }
+	if err := json.Unmarshal([]byte(data), &ev); err != nil || ev.Kind != "acquired" || ev.Key != "k" || ev.Owner != "o\nx" {
+		t.Fatalf("event %q: %+v, %v", data, ev, err)
+	}
+
+	start := time.Now()
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("Close took %v with a stream open", took)
+	}
+	for range lines {
+	}
+	if got := ls.Server.StatsSnapshot().Traffic.PubSubPatterns; got != 0 {
+		t.Errorf("%d patterns subscribed once the stream ended, want 0", got)
+	}
 }
