@@ -246,6 +246,16 @@ async function pollLocks() {
   }
 }
 
+// refreshLocksSoon shows a change an event reported before the next poll,
+// at most once per LOCKS_SOON_MS however many events arrive.
+const LOCKS_SOON_MS = 100;
+let soonQueued = false;
+function refreshLocksSoon() {
+  if (soonQueued) return;
+  soonQueued = true;
+  setTimeout(() => { soonQueued = false; pollLocks(); }, LOCKS_SOON_MS);
+}
+
 // ---- events ----
 
 function addEventItem(li) {
@@ -267,8 +277,7 @@ function streamEvents() {
       el('span', '#' + ev.token, 'token'));
     if (ev.owner) li.append(' ', el('span', ev.owner, 'owner'));
     addEventItem(li);
-    // A change to the table: show it now rather than at the next poll.
-    setTimeout(pollLocks, 50);
+    refreshLocksSoon();
   });
   es.addEventListener('dropped', m => {
     const n = JSON.parse(m.data).count;
