@@ -70,3 +70,52 @@ func TestParseEventFrame(t *testing.T) {
 		}
 	}
 }
+
+// TestEventWatchFallsBehind: a watch that does not keep up is cut off at
+// the pub/sub output limit as any subscriber is, reports the loss, and
+// subscribes again: later events arrive.
+func TestEventWatchFallsBehind(t *testing.T) {
+	ts := startServer(t, func(c *Config) { c.OutputLimits.PubSub = OutputLimit{Hard: 300} })
+	events := make(chan locker.Event, 1024)
+	lost := make(chan struct{}, 16)
+	release := make(chan struct{})
+	first := true
+	w := ts.WatchEvents(func(ev locker.Event) {
+		if first {
+			first = false
+			<-release // the watch's goroutine stalls: its outbox fills
+		}
+		events <- ev
+	}, func() { lost <- struct{}{} })
+	defer w.Stop()
+
+	rdb := ts.client()
+	for i := range 20 {
+		if err := rdb.Do(ctx(t), "ACQUIRE", "k", "30000", "OWNER", "owner-with-a-longish-name").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.Do(ctx(t), "FORCE-RELEASE", "k").Err(); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+	}
+	close(release)
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no loss reported")
+	}
+	if err := rdb.Do(ctx(t), "ACQUIRE", "after", "30000").Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if ev.Key == "after" {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no event after the watch subscribed again")
+		}
+	}
+}
