@@ -100,7 +100,8 @@ type Server struct {
 }
 
 // Start validates cfg, listens on cfg.Addr and serves src's health and
-// metrics on a goroutine the returned Server owns, until Close. It returns
+// metrics (and its status page, if src is a StatusSource) on a goroutine
+// the returned Server owns, until Close. It returns
 // once the address is bound, so that a taken address fails the start.
 func Start(cfg Config, src Source, log zerolog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
