@@ -101,8 +101,8 @@ type Server struct {
 
 // Start validates cfg, listens on cfg.Addr and serves src's health and
 // metrics (and its status page, if src is a StatusSource) on a goroutine
-// the returned Server owns, until Close. It returns
-// once the address is bound, so that a taken address fails the start.
+// the returned Server owns, until Close. It returns once the address is
+// bound, so that a taken address fails the start.
 func Start(cfg Config, src Source, log zerolog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -171,9 +171,9 @@ func (s *Server) Close() error {
 
 // handler serves the admin endpoints for src: /healthz, /readyz, /metrics,
 // /debug/pprof/ with cfg.Pprof, and the status page (status.go) when src is
-// a StatusSource, which it returns for Close to stop (nil without). Each call makes its own metrics
-// registry (not the global one), so that several servers in one process
-// (tests) do not meet.
+// a StatusSource, which it returns for Close to stop (nil without). Each
+// call makes its own metrics registry (not the global one), so that several
+// servers in one process (tests) do not meet.
 func handler(cfg Config, src Source) (http.Handler, *statusPage) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
