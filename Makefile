@@ -44,8 +44,9 @@ run: build
 ## deps: Go modules; from Debian when missing: redis-cli / redis-benchmark /
 ## redis-server, python3 with redis-py, zsh (its completion script's test),
 ## iproute2 (ip netns, for the chaos harness), systemd (systemd-analyze, for
-## scripts/leasehold.service's test), node and npm, shellcheck; then the node
-## client example's packages (npm ci in clients/node).
+## scripts/leasehold.service's test), chromium (the status page's browser
+## test), node and npm, shellcheck; then the node client example's packages
+## (npm ci in clients/node).
 deps: $(NODE_MODULES)
 	$(GO) mod download
 	@pkgs=""; \
@@ -54,6 +55,7 @@ deps: $(NODE_MODULES)
 	if ! command -v zsh >/dev/null; then pkgs="$$pkgs zsh"; fi; \
 	if ! command -v ip >/dev/null; then pkgs="$$pkgs iproute2"; fi; \
 	if ! command -v systemd-analyze >/dev/null; then pkgs="$$pkgs systemd"; fi; \
+	if ! command -v chromium >/dev/null; then pkgs="$$pkgs chromium"; fi; \
 	if [ -n "$$pkgs" ] || ! command -v shellcheck >/dev/null; then $(SUDO) apt-get update -qq || exit 1; fi; \
 	if [ -n "$$pkgs" ]; then \
 		echo "installing$$pkgs with apt-get"; \
@@ -68,6 +70,7 @@ deps: $(NODE_MODULES)
 	@$(HAVE_PY_REDIS) || { echo "no python3 here imports redis (Debian's python3-redis)"; exit 1; }
 	@command -v zsh >/dev/null
 	@command -v systemd-analyze >/dev/null
+	@command -v chromium >/dev/null
 
 # node and npm from Debian when missing (a machine may have them from elsewhere:
 # then they are used as they are), then the example's pinned packages.

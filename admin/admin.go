@@ -100,13 +100,22 @@ type Server struct {
 }
 
 // Start validates cfg, listens on cfg.Addr and serves src's health and
-// metrics on a goroutine the returned Server owns, until Close. It returns
-// once the address is bound, so that a taken address fails the start.
+// metrics (and its status page, if src is a StatusSource) on a goroutine
+// the returned Server owns, until Close. It returns once the address is
+// bound, so that a taken address fails the start.
 func Start(cfg Config, src Source, log zerolog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return start(cfg, handler(cfg, src), log)
+	h, status := handler(cfg, src)
+	s, err := start(cfg, h, log)
+	if err != nil {
+		return nil, err
+	}
+	if status != nil {
+		s.http.RegisterOnShutdown(status.shutdown)
+	}
+	return s, nil
 }
 
 // start is Start with the handler given.
@@ -161,10 +170,11 @@ func (s *Server) Close() error {
 }
 
 // handler serves the admin endpoints for src: /healthz, /readyz, /metrics,
-// and /debug/pprof/ with cfg.Pprof. Each call makes its own metrics
-// registry (not the global one), so that several servers in one process
-// (tests) do not meet.
-func handler(cfg Config, src Source) http.Handler {
+// /debug/pprof/ with cfg.Pprof, and the status page (status.go) when src is
+// a StatusSource, which it returns for Close to stop (nil without). Each
+// call makes its own metrics registry (not the global one), so that several
+// servers in one process (tests) do not meet.
+func handler(cfg Config, src Source) (http.Handler, *statusPage) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -193,5 +203,5 @@ func handler(cfg Config, src Source) http.Handler {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	return mux
+	return mux, mountStatus(mux, src)
 }

@@ -1,8 +1,10 @@
 // Package admin owns the HTTP admin listener: health checks for load
 // balancers and Kubernetes (/healthz, /readyz), Prometheus metrics
-// (/metrics) and, when asked for, Go's profiler (/debug/pprof/). It reads
-// the server only through what package server exports (Server.Ready and
-// Server.StatsSnapshot) and knows nothing of the lock table's internals.
+// (/metrics), a live status page (/, status.go) and, when asked for, Go's
+// profiler (/debug/pprof/). It reads the server only through what package
+// server exports (Server.Ready, Server.StatsSnapshot, and for the status
+// page Server.StatusLocks and Server.WatchEvents) and knows nothing of the
+// lock table's internals.
 //
 // The listener has no authentication of its own, so it listens on loopback
 // unless Config.AllowRemote says otherwise (docs/operations.md).

@@ -1,0 +1,382 @@
+package admin
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/server"
+)
+
+// The status page (docs/operations-status-page.md): static files from
+// static/, and the JSON and server-sent events they read.
+
+//go:embed static
+var staticFiles embed.FS
+
+// StatusSource is what the status page reads besides Source; *server.Server
+// is one. A Source that is not one gets no status page.
+type StatusSource interface {
+	Source
+	// StatusLocks pages through the locks, their holders and queues.
+	StatusLocks(cursor uint64, count int) (next uint64, locks []server.StatusLock)
+	// WatchEvents subscribes to every lock's events until Stop.
+	WatchEvents(onEvent func(locker.Event), onLost func()) *server.EventWatch
+}
+
+const (
+	// statusLocksDefault and statusLocksMax bound /api/locks's limit.
+	statusLocksDefault = 200
+	statusLocksMax     = 1000
+	// statusScanRounds bounds the Scan calls of one /api/locks request:
+	// a sparse table can give few locks per call.
+	statusScanRounds = 32
+	// eventBuffer is the events queued for one browser; past it, events
+	// are dropped for it and it is told how many.
+	eventBuffer = 256
+	// eventStreamsMax bounds the browsers streaming events at once.
+	eventStreamsMax = 64
+	// eventWriteTimeout bounds one write to a browser's stream.
+	eventWriteTimeout = 10 * time.Second
+	// eventKeepAlive is how often an idle stream gets a comment, so that
+	// a browser gone away is noticed.
+	eventKeepAlive = 15 * time.Second
+)
+
+// contentSecurityPolicy lets the page run only its own files: no inline
+// script or style, nothing from elsewhere.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// statusPage serves the page and its API for src.
+type statusPage struct {
+	src   StatusSource
+	feed  *eventFeed
+	start time.Time
+}
+
+// mountStatus adds the status page's routes to mux, if src can feed them,
+// and returns what Close must stop (nil if none).
+func mountStatus(mux *http.ServeMux, src Source) *statusPage {
+	ss, ok := src.(StatusSource)
+	if !ok {
+		return nil
+	}
+	p := &statusPage{src: ss, feed: newEventFeed(ss), start: time.Now()}
+	static, err := fs.Sub(staticFiles, "static")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	files := http.FileServerFS(static)
+	mux.Handle("GET /{$}", secured(files))
+	mux.Handle("GET /static/", secured(http.StripPrefix("/static/", files)))
+	mux.Handle("GET /api/stats", secured(http.HandlerFunc(p.stats)))
+	mux.Handle("GET /api/locks", secured(http.HandlerFunc(p.locks)))
+	mux.Handle("GET /api/events", secured(http.HandlerFunc(p.events)))
+	return p
+}
+
+// secured adds the headers every status page response carries.
+func secured(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", contentSecurityPolicy)
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("Cache-Control", "no-store")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// shutdown ends the event streams, so that the listener's Close does not
+// wait its timeout for browsers that never hang up.
+func (p *statusPage) shutdown() { p.feed.shutdown() }
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		return // the browser went away
+	}
+}
+
+// stats serves server.Stats, with the time it was read at.
+func (p *statusPage) stats(w http.ResponseWriter, _ *http.Request) {
+	st := p.src.StatsSnapshot()
+	ready, why := p.src.Ready()
+	writeJSON(w, struct {
+		Time   int64   `json:"time_ms"`
+		Ready  bool    `json:"ready"`
+		Why    string  `json:"why"`
+		Uptime float64 `json:"uptime_s"`
+		server.Stats
+	}{time.Now().UnixMilli(), ready, why, st.Uptime.Seconds(), st})
+}
+
+type jsonHolder struct {
+	Token  string  `json:"token"` // a string: tokens pass 2^53
+	Owner  string  `json:"owner"`
+	TTL    float64 `json:"ttl_ms"`
+	Shared bool    `json:"shared"`
+}
+
+type jsonWaiter struct {
+	Owner    string  `json:"owner"`
+	TTL      float64 `json:"ttl_ms"`
+	Priority int     `json:"priority"`
+	Shared   bool    `json:"shared"`
+}
+
+type jsonLock struct {
+	Key          string       `json:"key"`
+	Held         bool         `json:"held"`
+	Delayed      bool         `json:"delayed"`
+	DelayLeft    float64      `json:"delay_left_ms"`
+	Shared       bool         `json:"shared"`
+	Limit        int          `json:"limit"`
+	LastToken    string       `json:"last_token"`
+	Holders      []jsonHolder `json:"holders"`
+	HoldersTotal int          `json:"holders_total"`
+	Queue        []jsonWaiter `json:"queue"`
+	QueueTotal   int          `json:"queue_total"`
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// locks serves up to limit locks from cursor (0 to start), SCAN-style as
+// LOCKS pages: the reply's cursor is where the next page starts, "0" once
+// the walk is complete.
+func (p *statusPage) locks(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := statusLocksDefault
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > statusLocksMax {
+			http.Error(w, fmt.Sprintf("limit: want 1 to %d", statusLocksMax), http.StatusBadRequest)
+			return
+		}
+		limit = n
+	}
+	var cursor uint64
+	if v := q.Get("cursor"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			http.Error(w, "cursor: want a number", http.StatusBadRequest)
+			return
+		}
+		cursor = n
+	}
+	out := []jsonLock{}
+	for round := 0; round < statusScanRounds && len(out) < limit; round++ {
+		next, locks := p.src.StatusLocks(cursor, limit-len(out))
+		for _, l := range locks {
+			jl := jsonLock{
+				Key: l.Key, Held: l.Held, Delayed: l.Delayed, DelayLeft: ms(l.DelayLeft), Shared: l.Shared,
+				Limit: l.Limit, LastToken: strconv.FormatUint(l.LastToken, 10),
+				Holders: []jsonHolder{}, HoldersTotal: l.HoldersTotal, Queue: []jsonWaiter{}, QueueTotal: l.QueueTotal,
+			}
+			for _, h := range l.Holders {
+				jl.Holders = append(jl.Holders, jsonHolder{strconv.FormatUint(h.Token, 10), h.Owner, ms(h.TTL), h.Shared})
+			}
+			for _, q := range l.Queue {
+				jl.Queue = append(jl.Queue, jsonWaiter{q.Owner, ms(q.TTL), q.Priority, q.Shared})
+			}
+			out = append(out, jl)
+		}
+		cursor = next
+		if cursor == 0 {
+			break
+		}
+	}
+	writeJSON(w, struct {
+		Cursor string     `json:"cursor"`
+		Locks  []jsonLock `json:"locks"`
+	}{strconv.FormatUint(cursor, 10), out})
+}
+
+// events streams lock events as server-sent events: "lock" events, and a
+// "dropped" event saying how many were lost before the next one, when the
+// browser did not keep up or the server's subscription fell behind.
+func (p *statusPage) events(w http.ResponseWriter, r *http.Request) {
+	sub, ok := p.feed.join()
+	if !ok {
+		http.Error(w, "too many event streams", http.StatusServiceUnavailable)
+		return
+	}
+	defer p.feed.leave(sub)
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	send := func(event string, data any) bool {
+		b, err := json.Marshal(data)
+		if err != nil {
+			return false
+		}
+		rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout))
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !send("hello", struct {
+		Buffer int `json:"buffer"`
+	}{eventBuffer}) {
+		return
+	}
+	keepAlive := time.NewTicker(eventKeepAlive)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-p.feed.closing:
+			return
+		case <-keepAlive.C:
+			rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout))
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
+				return
+			}
+		case <-sub.wake:
+			// The dropped events came after the queued ones.
+			evs, dropped := p.feed.take(sub)
+			for _, ev := range evs {
+				if !send("lock", ev) {
+					return
+				}
+			}
+			if dropped > 0 && !send("dropped", struct {
+				Count uint64 `json:"count"`
+			}{dropped}) {
+				return
+			}
+		}
+	}
+}
+
+// feedEvent is a lock event as the page receives it.
+type feedEvent struct {
+	Time  int64  `json:"time_ms"`
+	Kind  string `json:"kind"`
+	Key   string `json:"key"`
+	Token string `json:"token"`
+	Owner string `json:"owner"`
+}
+
+// eventFeed fans the server's lock events out to the browsers streaming
+// them. It subscribes (Server.WatchEvents) while at least one browser
+// streams, so that the lock table builds no events for nobody. Each browser
+// has a bounded queue: one that does not keep up loses events, counted and
+// reported to it, and never slows the server or the other browsers.
+type eventFeed struct {
+	src     StatusSource
+	closing chan struct{} // closed by shutdown
+	once    sync.Once
+
+	mu    sync.Mutex // guards the fields below, and every feedSub's queue
+	subs  map[*feedSub]struct{}
+	watch *server.EventWatch
+	gen   uint64 // counts watches; a stopping watch's events are not delivered
+}
+
+// feedSub is one browser's stream.
+type feedSub struct {
+	wake    chan struct{} // signalled when queue or dropped changed
+	queue   []feedEvent   // at most eventBuffer
+	dropped uint64
+}
+
+func newEventFeed(src StatusSource) *eventFeed {
+	return &eventFeed{src: src, closing: make(chan struct{}), subs: map[*feedSub]struct{}{}}
+}
+
+// join adds a stream, subscribing if it is the first; false when there are
+// eventStreamsMax already.
+func (f *eventFeed) join() (*feedSub, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.subs) >= eventStreamsMax {
+		return nil, false
+	}
+	sub := &feedSub{wake: make(chan struct{}, 1)}
+	f.subs[sub] = struct{}{}
+	if f.watch == nil {
+		f.gen++
+		gen := f.gen
+		f.watch = f.src.WatchEvents(
+			func(ev locker.Event) { f.publish(gen, ev) },
+			func() { f.lost(gen) })
+	}
+	return sub, true
+}
+
+// leave removes a stream, and the subscription with the last one. The
+// watch is stopped outside mu: its goroutine may be waiting for mu.
+func (f *eventFeed) leave(sub *feedSub) {
+	f.mu.Lock()
+	delete(f.subs, sub)
+	var stop *server.EventWatch
+	if len(f.subs) == 0 {
+		stop, f.watch = f.watch, nil
+		f.gen++
+	}
+	f.mu.Unlock()
+	if stop != nil {
+		stop.Stop()
+	}
+}
+
+// publish queues ev for every stream; it never blocks on one.
+func (f *eventFeed) publish(gen uint64, ev locker.Event) {
+	fe := feedEvent{time.Now().UnixMilli(), string(ev.Kind), ev.Key, strconv.FormatUint(ev.Token, 10), ev.Owner}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if gen != f.gen {
+		return
+	}
+	for sub := range f.subs {
+		if len(sub.queue) < eventBuffer {
+			sub.queue = append(sub.queue, fe)
+		} else {
+			sub.dropped++
+		}
+		wake(sub)
+	}
+}
+
+// lost reports events the subscription itself missed to every stream.
+func (f *eventFeed) lost(gen uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if gen != f.gen {
+		return
+	}
+	for sub := range f.subs {
+		sub.dropped++
+		wake(sub)
+	}
+}
+
+func wake(sub *feedSub) {
+	select {
+	case sub.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take empties sub's queue: its events, and how many were dropped since
+// the last take.
+func (f *eventFeed) take(sub *feedSub) ([]feedEvent, uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	evs, dropped := sub.queue, sub.dropped
+	sub.queue, sub.dropped = nil, 0
+	return evs, dropped
+}
+
+func (f *eventFeed) shutdown() { f.once.Do(func() { close(f.closing) }) }

@@ -1,0 +1,394 @@
+package admin_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+	"github.com/leasehold/leasehold/admin"
+	"github.com/leasehold/leasehold/internal/servertest/lockserver"
+	"github.com/leasehold/leasehold/internal/testutil"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+)
+
+// screenshots, when set, is the directory TestStatusPageScreenshots writes
+// its PNGs to: go test ./admin -run TestStatusPageScreenshots -args
+// -screenshots ../docs (scripts/status-page-screenshots.sh).
+var screenshots = flag.String("screenshots", "", "write the status page's screenshots to this directory")
+
+// TestStatusPageHeaders: the page and its files carry the
+// Content-Security-Policy, and the API answers JSON.
+func TestStatusPageHeaders(t *testing.T) {
+	ls := lockserver.Start(t)
+	base := startAdmin(t, ls.Server)
+	for _, path := range []string{"/", "/static/app.js", "/static/style.css", "/api/stats", "/api/locks?limit=3"} {
+		resp, err := httpClient.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: %s", path, resp.Status)
+		}
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") {
+			t.Errorf("%s: Content-Security-Policy %q", path, csp)
+		}
+	}
+	for _, path := range []string{"/api/locks?limit=0", "/api/locks?limit=100000", "/api/locks?cursor=x"} {
+		if code, _ := get(t, base+path); code != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", path, code)
+		}
+	}
+	if code, _ := get(t, base+"/api/lockstats"); code != http.StatusNotFound {
+		t.Errorf("/api/lockstats: %d; the page's panel expects 404 until LOCKSTATS exists", code)
+	}
+}
+
+// chromium finds Debian's chromium (make deps installs it). Without it the
+// browser tests skip, except under CI=true, where they fail.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no chromium on PATH: make deps installs Debian's chromium")
+	}
+	t.Skip("no chromium on PATH: the status page's browser test needs it (make deps installs Debian's)")
+	return ""
+}
+
+// browser opens base in a headless chromium and returns its context, which
+// the test's cleanup cancels (ending the browser). dialogs receives the
+// message of any JavaScript dialog the page opens (alert: an injected
+// script ran).
+func browser(t *testing.T, base string) (ctx context.Context, dialogs <-chan string) {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.NoSandbox, // root in a container
+		chromedp.WindowSize(1280, 1000),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
+	d := make(chan string, 8)
+	chromedp.ListenTarget(ctx, func(ev any) {
+		if ev, ok := ev.(*page.EventJavascriptDialogOpening); ok {
+			select {
+			case d <- ev.Message:
+			default:
+			}
+		}
+	})
+	if err := chromedp.Run(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible("#ready.ok", chromedp.ByQuery)); err != nil {
+		t.Fatalf("opening the status page: %v", err)
+	}
+	return ctx, d
+}
+
+// pageState is what the test reads of the page's DOM.
+type pageState struct {
+	Locks []struct {
+		Key     string   `json:"key"`
+		State   string   `json:"state"`
+		Holders []string `json:"holders"` // each holder's owner
+		Queue   []string `json:"queue"`   // each waiter's text: owner, priority
+	} `json:"locks"`
+	Images int      `json:"images"` // <img> elements anywhere in the document
+	Events []string `json:"events"`
+	Feed   string   `json:"feed"`
+}
+
+// readPageJS reads pageState from the DOM, by textContent only.
+const readPageJS = `(() => {
+  const rows = [...document.querySelectorAll('#locks tbody tr')];
+  return JSON.stringify({
+    locks: rows.map(tr => ({
+      key: tr.cells[0].textContent,
+      state: tr.cells[1].textContent,
+      holders: [...tr.querySelectorAll('li.holder .owner')].map(e => e.textContent),
+      queue: [...tr.querySelectorAll('li.waiter')].map(e => e.textContent),
+    })),
+    images: document.getElementsByTagName('img').length,
+    events: [...document.querySelectorAll('#events li')].map(e => e.textContent),
+    feed: document.getElementById('feed').textContent,
+  });
+})()`
+
+func readPage(ctx context.Context) (pageState, error) {
+	var raw string
+	var st pageState
+	if err := chromedp.Run(ctx, chromedp.Evaluate(readPageJS, &raw)); err != nil {
+		return st, err
+	}
+	err := json.Unmarshal([]byte(raw), &st)
+	return st, err
+}
+
+// waitPage reads the page until ok says yes, for at most within; it fails
+// the test with what it saw last.
+func waitPage(t *testing.T, ctx context.Context, what string, within time.Duration, ok func(pageState) bool) pageState {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st, err := readPage(ctx)
+		if err != nil {
+			t.Fatalf("%s: reading the page: %v", what, err)
+		}
+		if ok(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not on the page within %v; it shows %+v", what, within, st)
+		}
+		<-tick.C
+	}
+}
+
+func (st pageState) lock(key string) (holders, queue []string, state string, found bool) {
+	for _, l := range st.Locks {
+		if l.Key == key {
+			return l.Holders, l.Queue, l.State, true
+		}
+	}
+	return nil, nil, "", false
+}
+
+// The user input the page must show as text.
+const (
+	hostileKey   = `<img src=x onerror=alert(1)>`
+	hostileOwner = `</script><script>alert(2)</script>`
+)
+
+// TestStatusPageBrowser drives the page in a headless chromium: a lock
+// taken over RESP appears within a second with its holder, a waiter appears
+// in its queue with its priority, a RELEASE hands the lock on and the page
+// follows, the event stream shows it, and a hostile key and owner are text:
+// no <img> element, no dialog.
+func TestStatusPageBrowser(t *testing.T) {
+	ls := lockserver.Start(t)
+	base := startAdmin(t, ls.Server)
+	ctx, dialogs := browser(t, base)
+	rctx := context.Background()
+	rdb := ls.Client()
+
+	waitPage(t, ctx, "the event stream", 10*time.Second, func(st pageState) bool { return st.Feed == "events: live" })
+
+	token, err := rdb.Do(rctx, "ACQUIRE", hostileKey, 60000, "OWNER", hostileOwner).Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := waitPage(t, ctx, "the lock", time.Second, func(st pageState) bool {
+		holders, _, _, ok := st.lock(hostileKey)
+		return ok && len(holders) == 1
+	})
+	if holders, _, _, _ := st.lock(hostileKey); holders[0] != hostileOwner {
+		t.Errorf("holder's owner shown as %q, want %q", holders[0], hostileOwner)
+	}
+
+	// A waiter on another connection.
+	waiter := redis.NewClient(&redis.Options{Addr: ls.Addr})
+	defer waiter.Close()
+	granted := make(chan error, 1)
+	go func() {
+		granted <- waiter.Do(rctx, "ACQUIRE", hostileKey, 60000, "OWNER", "waiter-1", "WAIT", 30000, "PRIORITY", 3).Err()
+	}()
+	waitPage(t, ctx, "the waiter", 5*time.Second, func(st pageState) bool {
+		_, queue, _, ok := st.lock(hostileKey)
+		return ok && len(queue) == 1 && strings.Contains(queue[0], "waiter-1") && strings.Contains(queue[0], "priority 3")
+	})
+
+	if n, err := rdb.Do(rctx, "RELEASE", hostileKey, token).Int(); err != nil || n != 1 {
+		t.Fatalf("RELEASE: %v, %v", n, err)
+	}
+	select {
+	case err := <-granted:
+		if err != nil {
+			t.Fatalf("the waiter's ACQUIRE: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter was not granted the lock")
+	}
+	st = waitPage(t, ctx, "the hand-off", 2*time.Second, func(st pageState) bool {
+		holders, queue, _, ok := st.lock(hostileKey)
+		return ok && len(holders) == 1 && holders[0] == "waiter-1" && len(queue) == 0
+	})
+	waitPage(t, ctx, "the events", 2*time.Second, func(st pageState) bool {
+		var acquired, released bool
+		for _, e := range st.Events {
+			acquired = acquired || strings.Contains(e, "acquired "+hostileKey) && strings.Contains(e, hostileOwner)
+			released = released || strings.Contains(e, "released "+hostileKey)
+		}
+		return acquired && released
+	})
+
+	if st.Images != 0 {
+		t.Errorf("%d <img> elements in the page: a key was rendered as markup", st.Images)
+	}
+	select {
+	case msg := <-dialogs:
+		t.Errorf("the page opened a dialog (%q): a key or owner ran as script", msg)
+	default:
+	}
+}
+
+// TestStatusPageScreenshots writes docs/status-page.png from a server with
+// a few locks, holders and waiters; it runs only with -screenshots DIR.
+func TestStatusPageScreenshots(t *testing.T) {
+	if *screenshots == "" {
+		t.Skip("no -screenshots directory")
+	}
+	ls := lockserver.Start(t)
+	base := startAdmin(t, ls.Server)
+	ctx, _ := browser(t, base)
+	rctx := context.Background()
+	rdb := ls.Client()
+	waitPage(t, ctx, "the event stream", 10*time.Second, func(st pageState) bool { return st.Feed == "events: live" })
+
+	// Traffic for the charts: short leases, some expiring.
+	for i := range 40 {
+		rdb.Do(rctx, "ACQUIRE", fmt.Sprintf("jobs/batch-%d", i%7), 200, "OWNER", fmt.Sprintf("worker-%d", i))
+	}
+	do := func(args ...any) {
+		if err := rdb.Do(rctx, args...).Err(); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	do("ACQUIRE", "orders/eu-west/rebalance", 45000, "OWNER", "billing-7f9c")
+	do("ACQUIRE", "inventory/sku-88231", 120000, "OWNER", "stock-sync-2")
+	do("CREATE", "reports/nightly", "LIMIT", 3)
+	do("ACQUIRE", "reports/nightly", 600000, "OWNER", "report-a")
+	do("ACQUIRE", "reports/nightly", 600000, "OWNER", "report-b")
+	do("ACQUIRE", "config/leader", 15000, "OWNER", "node-2.internal")
+	do("ACQUIRE", hostileKey, 30000, "OWNER", hostileOwner)
+	waiters := []struct {
+		key, owner string
+		prio       int
+	}{
+		{"orders/eu-west/rebalance", "billing-a31e", 0},
+		{"orders/eu-west/rebalance", "billing-urgent", 10},
+		{"orders/eu-west/rebalance", "billing-c001", 0},
+		{"config/leader", "node-1.internal", 0},
+		{"config/leader", "node-3.internal", 0},
+	}
+	for _, w := range waiters {
+		c := redis.NewClient(&redis.Options{Addr: ls.Addr})
+		t.Cleanup(func() { c.Close() })
+		go c.Do(rctx, "ACQUIRE", w.key, 30000, "OWNER", w.owner, "WAIT", 60000, "PRIORITY", w.prio)
+	}
+	waitPage(t, ctx, "the waiters", 10*time.Second, func(st pageState) bool {
+		n := 0
+		for _, l := range st.Locks {
+			n += len(l.Queue)
+		}
+		return n == len(waiters)
+	})
+	// Let a few stats polls draw the charts.
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		rdb.Do(rctx, "ACQUIRE", "jobs/tick", 100, "OWNER", "ticker")
+		rdb.Do(rctx, "ACQUIRE", "jobs/short", 50)
+		time.Sleep(150 * time.Millisecond) // pacing the load, not synchronising
+	}
+	var png []byte
+	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 100)); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(*screenshots, "status-page.png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s", path)
+}
+
+// TestStatusPageEventStream: /api/events streams a lock's events over
+// server-sent events; the server's subscription lasts while a stream is
+// open and ends with it; and the listener's Close ends an open stream at
+// once rather than waiting its shutdown timeout for the browser.
+func TestStatusPageEventStream(t *testing.T) {
+	ls := lockserver.Start(t)
+	cfg := admin.DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	cfg.ShutdownTimeout = 20 * time.Second
+	a, err := admin.Start(cfg, ls.Server, zerolog.New(testutil.NewTestLog(t)).Level(zerolog.WarnLevel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+
+	resp, err := http.Get("http://" + a.Addr().String() + "/api/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	next := func() string {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("the stream ended")
+			}
+			return l
+		case <-time.After(10 * time.Second):
+			t.Fatal("nothing on the stream")
+		}
+		return ""
+	}
+	if l := next(); l != "event: hello" {
+		t.Fatalf("first line %q", l)
+	}
+	if got := ls.Server.StatsSnapshot().Traffic.PubSubPatterns; got != 1 {
+		t.Errorf("%d patterns subscribed with a stream open, want 1", got)
+	}
+	if err := ls.Client().Do(context.Background(), "ACQUIRE", "k", 60000, "OWNER", "o\nx").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for l := next(); l != "event: lock"; l = next() {
+	}
+	data := strings.TrimPrefix(next(), "data: ")
+	var ev struct{ Kind, Key, Owner string }
+	if err := json.Unmarshal([]byte(data), &ev); err != nil || ev.Kind != "acquired" || ev.Key != "k" || ev.Owner != "o\nx" {
+		t.Fatalf("event %q: %+v, %v", data, ev, err)
+	}
+
+	start := time.Now()
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("Close took %v with a stream open", took)
+	}
+	for range lines {
+	}
+	if got := ls.Server.StatsSnapshot().Traffic.PubSubPatterns; got != 0 {
+		t.Errorf("%d patterns subscribed once the stream ended, want 0", got)
+	}
+}

@@ -1,0 +1,121 @@
+package server
+
+import (
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/locker"
+)
+
+// TestStatusPageLocksAndEvents: StatusLocks lists a held lock's holder and
+// its queue in order with priorities, and an EventWatch receives the
+// lock's events, owners with spaces whole.
+func TestStatusPageLocksAndEvents(t *testing.T) {
+	ts := startServer(t)
+	events := make(chan locker.Event, 16)
+	w := ts.WatchEvents(func(ev locker.Event) { events <- ev }, func() { t.Error("events lost") })
+	defer w.Stop()
+	defer w.Stop() // twice is safe
+
+	rdb := ts.client()
+	if err := rdb.Do(ctx(t), "ACQUIRE", "k", "30000", "OWNER", "a b").Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-events:
+		if want := (locker.Event{Kind: locker.EventAcquired, Key: "k", Token: ev.Token, Owner: "a b"}); ev != want || ev.Token == 0 {
+			t.Fatalf("event %+v, want %+v", ev, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no acquired event")
+	}
+
+	// Two waiters: the later one with a better priority goes first.
+	for n, w := range []struct{ owner, prio string }{{"low", "0"}, {"high", "5"}} {
+		go ts.client().Do(ctx(t), "ACQUIRE", "k", "1000", "OWNER", w.owner, "WAIT", "10000", "PRIORITY", w.prio)
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			_, locks := ts.StatusLocks(0, 100)
+			if len(locks) == 1 && locks[0].QueueTotal == n+1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("waiter %s not queued: %+v", w.owner, locks)
+			}
+			time.Sleep(10 * time.Millisecond) // polling the table's state, not standing in for a signal
+		}
+	}
+	_, locks := ts.StatusLocks(0, 100)
+	l := locks[0]
+	if l.Key != "k" || !l.Held || len(l.Holders) != 1 || l.Holders[0].Owner != "a b" || l.Holders[0].TTL <= 0 {
+		t.Fatalf("lock %+v", l)
+	}
+	if l.QueueTotal != 2 || l.Queue[0].Owner != "high" || l.Queue[0].Priority != 5 || l.Queue[1].Owner != "low" {
+		t.Fatalf("queue %+v", l.Queue)
+	}
+}
+
+func TestParseEventFrame(t *testing.T) {
+	frame := []byte("*4\r\n$8\r\npmessage\r\n$10\r\n__lock__:*\r\n$10\r\n__lock__:k\r\n$14\r\nreleased 7 o p\r\n")
+	ev, rest, err := parseEventFrame(append(frame, frame...))
+	if err != nil || len(rest) != len(frame) {
+		t.Fatalf("err %v, rest %q", err, rest)
+	}
+	if want := (locker.Event{Kind: locker.EventReleased, Key: "k", Token: 7, Owner: "o p"}); ev != want {
+		t.Fatalf("event %+v, want %+v", ev, want)
+	}
+	for _, bad := range []string{"", "+OK\r\n", "*4\r\n$8\r\npmessage\r\n", "*4\r\n$99\r\nx\r\n"} {
+		if _, _, err := parseEventFrame([]byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+// TestEventWatchFallsBehind: a watch that does not keep up is cut off at
+// the pub/sub output limit as any subscriber is, reports the loss, and
+// subscribes again: later events arrive.
+func TestEventWatchFallsBehind(t *testing.T) {
+	ts := startServer(t, func(c *Config) { c.OutputLimits.PubSub = OutputLimit{Hard: 300} })
+	events := make(chan locker.Event, 1024)
+	lost := make(chan struct{}, 16)
+	release := make(chan struct{})
+	first := true
+	w := ts.WatchEvents(func(ev locker.Event) {
+		if first {
+			first = false
+			<-release // the watch's goroutine stalls: its outbox fills
+		}
+		events <- ev
+	}, func() { lost <- struct{}{} })
+	defer w.Stop()
+
+	rdb := ts.client()
+	for i := range 20 {
+		if err := rdb.Do(ctx(t), "ACQUIRE", "k", "30000", "OWNER", "owner-with-a-longish-name").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.Do(ctx(t), "FORCE-RELEASE", "k").Err(); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+	}
+	close(release)
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no loss reported")
+	}
+	if err := rdb.Do(ctx(t), "ACQUIRE", "after", "30000").Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if ev.Key == "after" {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no event after the watch subscribed again")
+		}
+	}
+}
