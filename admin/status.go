@@ -14,7 +14,7 @@ import (
 	"github.com/leasehold/leasehold/server"
 )
 
-// The status page (docs/operations-status-page.md): static files from
+// The status page (docs/operations.md): static files from
 // static/, and the JSON and server-sent events they read.
 
 //go:embed static

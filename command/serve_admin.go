@@ -15,7 +15,7 @@ import (
 // (docs/operations.md).
 func adminFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "http-addr", Value: admin.DefaultConfig().Addr, EnvVars: env("HTTP_ADDR"), Usage: "HOST:PORT of the HTTP admin listener: /healthz, /readyz, /metrics (Prometheus) and, with --pprof, /debug/pprof/; it has no authentication, so a host that is not loopback needs --http-allow-remote (default: none, no listener)"},
+		&cli.StringFlag{Name: "http-addr", Value: admin.DefaultConfig().Addr, EnvVars: env("HTTP_ADDR"), Usage: "HOST:PORT of the HTTP admin listener: a live status page at /, /healthz, /readyz, /metrics (Prometheus) and, with --pprof, /debug/pprof/; it has no authentication, so a host that is not loopback needs --http-allow-remote (default: none, no listener)"},
 		&cli.BoolFlag{Name: "http-allow-remote", EnvVars: env("HTTP_ALLOW_REMOTE"), Usage: "with --http-addr: allow a host that is not loopback (0.0.0.0, an empty host, a public address): whoever reaches it reads the metrics and, with --pprof, profiles"},
 		&cli.BoolFlag{Name: "pprof", EnvVars: env("PPROF"), Usage: "with --http-addr: serve Go's profiler under /debug/pprof/ on the admin listener"},
 	}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # status-page-screenshots.sh: refresh docs/status-page.png, the screenshot
-# docs/operations-status-page.md shows. It runs the admin package's
+# docs/operations.md shows. It runs the admin package's
 # TestStatusPageScreenshots, which starts a server with a few locks, holders
 # and waiters, opens the status page in Debian's headless chromium (make deps
 # installs it) through chromedp, lets the charts fill for a few seconds, and

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/cluster"
-	"github.com/leasehold/leasehold/contention"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/persist"
 	"github.com/leasehold/leasehold/protocol"
@@ -133,7 +132,7 @@ func DefaultConfig() Config {
 		// The slowlog's are Redis's defaults.
 		SlowlogSlowerThan: 10000,
 		SlowlogMaxLen:     128,
-		LockStatsTop:      contention.DefaultTop,
+		LockStatsTop:      0, // off: it costs the hot path (docs/operations.md); contention.DefaultTop is the usual value
 	}
 }
 

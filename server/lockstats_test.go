@@ -48,7 +48,7 @@ func ms(t *testing.T, m map[string]string, field string) float64 {
 }
 
 func TestLockStatsContendedLock(t *testing.T) {
-	ts := startServer(t)
+	ts := startServer(t, withLockStatsTop(contention.DefaultTop))
 	c := ctx(t)
 	holder, waiter, late := ts.client(), ts.client(), ts.client()
 
@@ -143,7 +143,7 @@ func TestLockStatsContendedLock(t *testing.T) {
 }
 
 func TestLockStatsErrors(t *testing.T) {
-	rdb := startServer(t).client()
+	rdb := startServer(t, withLockStatsTop(contention.DefaultTop)).client()
 	c := ctx(t)
 	badOrder := "ERR BY must be one of waits, wait-time, hold-time, expiries, acquisitions"
 	badTop := "ERR TOP must be an integer between 1 and 100000"
@@ -184,7 +184,7 @@ func TestLockStatsOrdersAgree(t *testing.T) {
 
 // TestLockStatsKeyPatterns: a user limited to some keys sees those locks only.
 func TestLockStatsKeyPatterns(t *testing.T) {
-	ts := startServer(t, withACLFile(t, "user admin on >adminpw ~* &* +@all\nuser jobs on >jobspw ~jobs:* +@read\n"))
+	ts := startServer(t, withLockStatsTop(contention.DefaultTop), withACLFile(t, "user admin on >adminpw ~* &* +@all\nuser jobs on >jobspw ~jobs:* +@read\n"))
 	c := ctx(t)
 	admin := ts.userClient("admin", "adminpw")
 	for _, k := range []string{"jobs:1", "secret"} {
@@ -204,7 +204,7 @@ func TestLockStatsKeyPatterns(t *testing.T) {
 // TestLockStatsCluster: each node counts the changes it applies, so a
 // follower reports the leader's grants and releases too.
 func TestLockStatsCluster(t *testing.T) {
-	nodes := startCluster(t, 2)
+	nodes := startCluster(t, 2, func(string) option { return withLockStatsTop(contention.DefaultTop) })
 	leader := waitLeader(t, nodes...)
 	c := ctx(t)
 	tok, err := leader.client().Do(c, "ACQUIRE", "hot", "30000").Int64()
