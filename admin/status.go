@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/leasehold/leasehold/contention"
 	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/protocol"
 	"github.com/leasehold/leasehold/server"
 )
 
@@ -28,6 +32,10 @@ type StatusSource interface {
 	StatusLocks(cursor uint64, count int) (next uint64, locks []server.StatusLock)
 	// WatchEvents subscribes to every lock's events until Stop.
 	WatchEvents(onEvent func(locker.Event), onLost func()) *server.EventWatch
+	// LockStatsOn and LockStats are LOCKSTATS's: whether the server keeps
+	// lock statistics, and the hottest locks sorted by a field.
+	LockStatsOn() bool
+	LockStats(top int, by string) ([]contention.LockStat, error)
 }
 
 const (
@@ -78,6 +86,7 @@ func mountStatus(mux *http.ServeMux, src Source) *statusPage {
 	mux.Handle("GET /api/stats", secured(http.HandlerFunc(p.stats)))
 	mux.Handle("GET /api/locks", secured(http.HandlerFunc(p.locks)))
 	mux.Handle("GET /api/events", secured(http.HandlerFunc(p.events)))
+	mux.Handle("GET /api/lockstats", secured(http.HandlerFunc(p.lockStats)))
 	return p
 }
 
@@ -380,3 +389,61 @@ func (f *eventFeed) take(sub *feedSub) ([]feedEvent, uint64) {
 }
 
 func (f *eventFeed) shutdown() { f.once.Do(func() { close(f.closing) }) }
+
+// lockStatsTopDefault and lockStatsTopMax bound /api/lockstats's top.
+const (
+	lockStatsTopDefault = 20
+	lockStatsTopMax     = 100
+)
+
+// jsonLockStat is a row of /api/lockstats: LOCKSTATS's fields, durations in
+// milliseconds.
+type jsonLockStat struct {
+	Key          string  `json:"key"`
+	Acquisitions uint64  `json:"acquisitions"`
+	Waits        uint64  `json:"waits"`
+	Timeouts     uint64  `json:"timeouts"`
+	Expiries     uint64  `json:"expiries"`
+	WaitP50      float64 `json:"wait_p50_ms"`
+	WaitP99      float64 `json:"wait_p99_ms"`
+	HoldP50      float64 `json:"hold_p50_ms"`
+	HoldP99      float64 `json:"hold_p99_ms"`
+}
+
+// lockStats serves the hottest locks as LOCKSTATS [TOP top] [BY by] does
+// (?top=&by=), or 404 when the server keeps no lock statistics: the page's
+// panel then says so and stops asking.
+func (p *statusPage) lockStats(w http.ResponseWriter, r *http.Request) {
+	if !p.src.LockStatsOn() {
+		http.Error(w, "lock statistics are off (--lockstats-top 0)", http.StatusNotFound)
+		return
+	}
+	top := lockStatsTopDefault
+	if v := r.URL.Query().Get("top"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > lockStatsTopMax {
+			http.Error(w, fmt.Sprintf("top must be an integer from 1 to %d", lockStatsTopMax), http.StatusBadRequest)
+			return
+		}
+		top = n
+	}
+	by := strings.ToLower(r.URL.Query().Get("by"))
+	if by != "" && !slices.Contains(protocol.LockStatsOrders, by) {
+		http.Error(w, protocol.ErrBadLockStatsOrder.Error(), http.StatusBadRequest)
+		return
+	}
+	stats, err := p.src.LockStats(top, by)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	rows := make([]jsonLockStat, 0, len(stats))
+	for _, st := range stats {
+		rows = append(rows, jsonLockStat{
+			Key: st.Key, Acquisitions: st.Acquisitions, Waits: st.Waits, Timeouts: st.Timeouts, Expiries: st.Expiries,
+			WaitP50: ms(st.WaitP50), WaitP99: ms(st.WaitP99), HoldP50: ms(st.HoldP50), HoldP99: ms(st.HoldP99),
+		})
+	}
+	writeJSON(w, rows)
+}

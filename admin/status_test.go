@@ -19,6 +19,7 @@ import (
 	"github.com/leasehold/leasehold/admin"
 	"github.com/leasehold/leasehold/internal/servertest/lockserver"
 	"github.com/leasehold/leasehold/internal/testutil"
+	"github.com/leasehold/leasehold/server"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 )
@@ -52,7 +53,7 @@ func TestStatusPageHeaders(t *testing.T) {
 		}
 	}
 	if code, _ := get(t, base+"/api/lockstats"); code != http.StatusNotFound {
-		t.Errorf("/api/lockstats: %d; the page's panel expects 404 until LOCKSTATS exists", code)
+		t.Errorf("/api/lockstats: %d; with lock statistics off the page's panel expects 404", code)
 	}
 }
 
@@ -390,5 +391,42 @@ func TestStatusPageEventStream(t *testing.T) {
 	}
 	if got := ls.Server.StatsSnapshot().Traffic.PubSubPatterns; got != 0 {
 		t.Errorf("%d patterns subscribed once the stream ended, want 0", got)
+	}
+}
+
+// TestStatusPageLockStats: with lock statistics on, /api/lockstats answers
+// the hottest locks (a hostile key as data, not markup); off, 404, which
+// the page's panel reads as "no lock statistics"; a bad BY or TOP is 400.
+func TestStatusPageLockStats(t *testing.T) {
+	ls := lockserver.Start(t, func(c *server.Config) { c.LockStatsTop = 100 })
+	base := startAdmin(t, ls.Server)
+	rdb := redis.NewClient(&redis.Options{Addr: ls.Addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	const hostile = "<img src=x onerror=alert(1)>"
+	for range 3 {
+		tok, err := rdb.Do(ctx, "ACQUIRE", hostile, 60000).Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.Do(ctx, "RELEASE", hostile, tok).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, body := get(t, base+"/api/lockstats?by=acquisitions&top=5")
+	if code != http.StatusOK {
+		t.Fatalf("/api/lockstats: %d %s", code, body)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(body), &rows); err != nil {
+		t.Fatalf("/api/lockstats: %v in %s", err, body)
+	}
+	if len(rows) != 1 || rows[0]["key"] != hostile || rows[0]["acquisitions"] != float64(3) {
+		t.Fatalf("/api/lockstats: %v, want the one lock with 3 acquisitions", rows)
+	}
+	for _, path := range []string{"/api/lockstats?by=size", "/api/lockstats?top=0", "/api/lockstats?top=x"} {
+		if code, _ := get(t, base+path); code != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", path, code)
+		}
 	}
 }

@@ -62,6 +62,10 @@ func (s *Server) LockStats(top int, by string) ([]contention.LockStat, error) {
 	return s.hot.Report(top, by, nil)
 }
 
+// LockStatsOn reports whether the server keeps lock statistics
+// (Config.LockStatsTop above 0).
+func (s *Server) LockStatsOn() bool { return s.hot != nil }
+
 // handleLockStats serves LOCKSTATS [TOP n] [BY order]: one flat array of
 // field/value pairs per lock, as CONFIG GET and HELLO reply, durations in
 // milliseconds with microsecond decimals. A user limited to some keys sees

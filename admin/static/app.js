@@ -287,9 +287,9 @@ function streamEvents() {
 }
 
 // ---- hottest locks (LOCKSTATS) ----
-// /api/lockstats is served once the server has LOCKSTATS; until then it is
-// a 404 and the panel says so. Its rows are shown column by column as
-// given, each value as text.
+// /api/lockstats answers LOCKSTATS's rows (by waits, the top 20); with lock
+// statistics off (--lockstats-top 0) it is a 404 and the panel says so. Its
+// rows are shown column by column as given, each value as text.
 
 async function pollHot() {
   const note = $('hot-note');
@@ -311,7 +311,7 @@ async function pollHot() {
     table.tHead.replaceChildren();
     table.tBodies[0].replaceChildren();
     if (e.status === 404) {
-      note.textContent = 'This server has no lock statistics (/api/lockstats: LOCKSTATS).';
+      note.textContent = 'Lock statistics are off on this server (start it with --lockstats-top 100 to see the hottest locks).';
       return; // not coming back until the server is upgraded
     }
     note.textContent = 'Lock statistics unavailable: ' + e.message;
