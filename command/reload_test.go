@@ -3,6 +3,7 @@
 package command
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -136,5 +137,54 @@ func TestServeLogLevelReloadOnSIGHUP(t *testing.T) {
 	}
 	if n := connects(); n != before {
 		t.Fatalf("debug lines at warn level: %d, then %d", before, n)
+	}
+}
+
+// TestServeMaxClientsReloadOnSIGHUP: with --config, SIGHUP puts the file's
+// max-clients in force: a client refused at the old limit gets in once it
+// is raised, and the change is logged.
+func TestServeMaxClientsReloadOnSIGHUP(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "leasehold.yaml")
+	write := func(n int) {
+		if err := os.WriteFile(file, []byte(fmt.Sprintf("max-clients: %d\n", n)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(1)
+	p, addr := serveBinary(t, func(addr string) ([]string, []string) {
+		return nil, []string{"serve", "--addr", addr, "--log-format", "json", "--config", file}
+	})
+	ping := func(c *redis.Client) error { return c.Ping(testCtx(t)).Err() }
+	// serveBinary's own probe may not have left yet: the first client gets
+	// in once it has.
+	var first *redis.Client
+	testutil.Eventually(t, 10*time.Second, "the first client served", func() bool {
+		if first != nil {
+			first.Close()
+		}
+		first = redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, PoolSize: 1})
+		return ping(first) == nil
+	})
+	defer first.Close()
+	second := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, PoolSize: 1})
+	// Refused: the server's "max number of clients reached", or the
+	// connection already closed when the client writes.
+	if err := ping(second); err == nil {
+		t.Fatal("a second client at max-clients 1 was served")
+	}
+	second.Close()
+
+	write(2)
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	testutil.Eventually(t, 10*time.Second, "the change logged", func() bool {
+		return strings.Contains(p.stderr.String(), "SIGHUP: max clients changed")
+	})
+	second = redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, PoolSize: 1})
+	defer second.Close()
+	if err := ping(second); err != nil {
+		t.Fatalf("a second client at max-clients 2: %v", err)
+	}
+	if exit := p.stop(syscall.SIGTERM); exit != 0 {
+		t.Fatalf("exit status %d\nstderr: %s", exit, p.stderr)
 	}
 }

@@ -161,8 +161,9 @@ func serve(c *cli.Context) error {
 	}
 	defer stopAdmin()
 	reloads := hangupReloads(srv, cfg)
-	if file := str("config"); file != "" && (fromConfigFile(c, "log-level") || !setByFlagOrEnv(c, "log-level")) {
-		reloads = append(reloads, reloadLogLevel(file, level, log))
+	if file := str("config"); file != "" {
+		given := func(name string) bool { return !fromConfigFile(c, name) && setByFlagOrEnv(c, name) }
+		reloads = append(reloads, reloadConfigFile(file, given, level, srv, log))
 	}
 	stopReloads := reloadOnHangup(log, reloads)
 	defer stopReloads()

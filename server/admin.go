@@ -598,7 +598,7 @@ func (s *Server) configParams() [][2]string {
 		{"save", ""},
 		{"appendonly", s.appendonly()},
 		{"databases", "1"},
-		{"maxclients", strconv.Itoa(s.maxConns)},
+		{"maxclients", strconv.Itoa(s.maxClients())},
 		// Redis counts whole seconds; round up, as 0 would mean "never".
 		{"timeout", strconv.FormatInt(int64((cfg.IdleTimeout+time.Second-1)/time.Second), 10)},
 		{"proto-max-bulk-len", strconv.FormatInt(cfg.Limits.MaxBulkLen, 10)},

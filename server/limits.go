@@ -16,7 +16,7 @@ func (s *Server) infoLimits(b *strings.Builder) {
 	cfg := s.cfg
 	lc := s.lockTable().Config()
 	// Connections and the wire.
-	infoLine(b, "maxclients", s.maxConns)
+	infoLine(b, "maxclients", s.maxClients())
 	infoLine(b, "idle_timeout_ms", cfg.IdleTimeout.Milliseconds())
 	infoLine(b, "max_inline_len", cfg.Limits.MaxInlineLen)
 	infoLine(b, "max_multibulk_len", cfg.Limits.MaxMultibulk)

@@ -38,7 +38,7 @@ type Server struct {
 	// single node, where nothing is queued.
 	batchable []bool
 	started   time.Time
-	maxConns  int // cfg.MaxClients fitted to the open-file limit by New (fitMaxClients)
+	maxConns  int // cfg.MaxClients fitted to the open-file limit (fitMaxClients); guarded by mu (SetMaxClients)
 	mem       memoryGuard
 	// afterSubscribeFlush, for tests only, runs on a SUBSCRIBE's connection
 	// once its confirmation is written: where an event once went missing.
@@ -697,7 +697,7 @@ func (s *Server) logStart(ln, tlsLn net.Listener) {
 		Int64("maxmemory", c.MaxMemory).     // 0: no bound
 		Bool("require_create", c.Locker.RequireCreate).
 		Stringer("lock_delay", c.Locker.LockDelay).
-		Int("max_clients", s.maxConns).
+		Int("max_clients", s.maxClients()).
 		Stringer("idle_timeout", c.IdleTimeout).
 		Stringer("shutdown_timeout", c.ShutdownTimeout).
 		Int64("max_bulk_len", c.Limits.MaxBulkLen).

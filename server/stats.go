@@ -145,7 +145,7 @@ func (s *Server) StatsSnapshot() Stats {
 func (s *Server) clientStats() ClientStats {
 	return ClientStats{
 		Connected:        s.clientCount(),
-		MaxClients:       s.maxConns,
+		MaxClients:       s.maxClients(),
 		Blocked:          s.stats.blocked.Load(),
 		OutputBufferPeak: s.stats.outputPeak.Load(),
 	}

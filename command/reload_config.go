@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/leasehold/leasehold/server"
 	"github.com/rs/zerolog"
 )
 
@@ -43,27 +44,44 @@ func parseLogLevel(level string) (zerolog.Level, error) {
 	return lvl, nil
 }
 
-// reloadLogLevel is the SIGHUP reload of the --config file's log-level
-// (info when the file has none): it logs the change, if any, at the level
-// it leaves in force and at warn, so that the line is seen either way. A
-// file that no longer reads, or a bad level, keeps the level in force.
-func reloadLogLevel(file string, lv *logLevel, log zerolog.Logger) reload {
-	return reload{"config file log-level", func() error {
+// reloadConfigFile is the SIGHUP reload of the --config file's settings
+// that can change while the server runs: log-level and max-clients, each
+// unless a flag or variable gave it (given). A key the file no longer has
+// goes back to its default. It logs each change at warn or above, so that
+// the line is seen at any level; a file that no longer reads, or a bad
+// value, keeps what is in force.
+func reloadConfigFile(file string, given func(name string) bool, lv *logLevel, srv *server.Server, log zerolog.Logger) reload {
+	return reload{"config file", func() error {
 		values, err := readConfigFile(file, configurable(serveFlags()))
 		if err != nil {
 			return err
 		}
-		name := "info"
-		if v, ok := values["log-level"]; ok {
-			name = fmt.Sprint(v)
+		if !given("log-level") {
+			name := "info"
+			if v, ok := values["log-level"]; ok {
+				name = fmt.Sprint(v)
+			}
+			lvl, err := parseLogLevel(name)
+			if err != nil {
+				return err
+			}
+			if old := lv.get(); old != lvl {
+				lv.set(lvl)
+				log.WithLevel(max(lvl, zerolog.WarnLevel)).Str("from", old.String()).Str("to", lvl.String()).Msg("SIGHUP: log level changed")
+			}
 		}
-		lvl, err := parseLogLevel(name)
-		if err != nil {
-			return err
-		}
-		if old := lv.get(); old != lvl {
-			lv.set(lvl)
-			log.WithLevel(max(lvl, zerolog.WarnLevel)).Str("from", old.String()).Str("to", lvl.String()).Msg("SIGHUP: log level changed")
+		if !given("max-clients") {
+			n := server.DefaultConfig().MaxClients
+			if v, ok := values["max-clients"].(int); ok {
+				n = v
+			}
+			was, now, err := srv.SetMaxClients(n)
+			if err != nil {
+				return err
+			}
+			if now != was {
+				log.Warn().Int("from", was).Int("to", now).Msg("SIGHUP: max clients changed")
+			}
 		}
 		return nil
 	}}
