@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 // TestGroupEntryAppliesLikeItsMembers applies the same tagged batches to
@@ -175,13 +176,7 @@ func TestCombinerGroupsWhatWaits(t *testing.T) {
 	}
 	// The five queue behind the one slot (the combiner holds the first of
 	// them while it waits for the slot); wait until they all have.
-	deadline := time.Now().Add(5 * time.Second)
-	for len(c.reqs) < waiting-1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d proposals queued", len(c.reqs)+1, waiting)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, 5*time.Second, "the later proposals queued", func() bool { return len(c.reqs) >= waiting-1 })
 	p.release <- struct{}{}
 	if a := <-first; a.err != nil || a.out != -1 {
 		t.Fatalf("the first proposal: %v %v, want its own entry's answer", a.out, a.err)

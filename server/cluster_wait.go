@@ -95,12 +95,13 @@ func clusterAcquireWaiting(c *conn, req protocol.AcquireRequest) error {
 		return nil
 	}
 	key := cloneBytes(req.Key)
-	since := c.srv.monotonic()
-	c.parkedAt = since // SLOWLOG times the command until it queued
+	// CLIENT UNBLOCK finds the wait here (conn.unblockWait).
+	parked := &blockState{since: c.srv.monotonic(), unblock: make(chan bool, 1)}
+	c.parkedAt = parked.since // SLOWLOG times the command until it queued
 	// LOCKSTATS counts the wait on the node that served it.
 	waited := func(granted bool) {
 		if st := c.srv.hot; st != nil {
-			st.Waited(string(key), time.Duration(c.srv.monotonic()-since), granted)
+			st.Waited(string(key), time.Duration(c.srv.monotonic()-parked.since), granted)
 		}
 	}
 	if c.unflushed {
@@ -111,8 +112,6 @@ func clusterAcquireWaiting(c *conn, req protocol.AcquireRequest) error {
 	defer stopWatch()
 	c.srv.stats.blocked.Add(1)
 	defer c.srv.stats.blocked.Add(-1)
-	// CLIENT UNBLOCK finds the wait here (conn.unblockWait).
-	parked := &blockState{unblock: make(chan bool, 1)}
 	c.parked.Store(parked)
 	defer c.parked.Store(nil)
 	timer := time.NewTimer(time.Until(deadline))

@@ -33,17 +33,7 @@ func TestStatusPageLocksAndEvents(t *testing.T) {
 	// Two waiters: the later one with a better priority goes first.
 	for n, w := range []struct{ owner, prio string }{{"low", "0"}, {"high", "5"}} {
 		go ts.client().Do(ctx(t), "ACQUIRE", "k", "1000", "OWNER", w.owner, "WAIT", "10000", "PRIORITY", w.prio)
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			_, locks := ts.StatusLocks(0, 100)
-			if len(locks) == 1 && locks[0].QueueTotal == n+1 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("waiter %s not queued: %+v", w.owner, locks)
-			}
-			time.Sleep(10 * time.Millisecond) // polling the table's state, not standing in for a signal
-		}
+		waitForWaiters(t, ts, "k", n+1)
 	}
 	_, locks := ts.StatusLocks(0, 100)
 	l := locks[0]
