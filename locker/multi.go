@@ -318,3 +318,72 @@ func (t *Table) releaseTaken(mw *MultiWait) {
 	}
 	mw.next = 0
 }
+
+// MultiWaitState is a waiting MultiWait's progress, as a replicated table's
+// snapshot keeps it (lockfsm): the keys it took and the one it stands in
+// the queue of. The leases it took are the table's own, snapshotted with
+// it; the queue it stands in is restored by RestoreQueue.
+type MultiWaitState struct {
+	Keys     [][]byte // in taking order (sorted)
+	Order    []int    // Order[j] is the request's position of Keys[j]
+	Tokens   []uint64 // the leases of Keys[:Next]
+	Next     int      // Keys[:Next] are held; it waits for Keys[Next]
+	TTL      time.Duration
+	Hold     time.Duration // each lease's while the rest are waited for
+	Owner    []byte
+	Priority int
+	Mode     Mode
+}
+
+// State returns mw's progress and the Wait it stands in the queue of
+// Keys[Next] with (the handle Table.Queue reports), for a snapshot; nil if
+// mw is not waiting.
+func (mw *MultiWait) State() (MultiWaitState, *Wait) {
+	if mw.done || mw.cur == nil {
+		return MultiWaitState{}, nil
+	}
+	return MultiWaitState{
+		Keys: mw.keys, Order: mw.order, Tokens: mw.tokens[:mw.next], Next: mw.next,
+		TTL: mw.ttl, Hold: mw.hold, Owner: mw.owner, Priority: mw.priority, Mode: mw.mode,
+	}, mw.cur
+}
+
+// Queued returns the Wait mw stands in a queue with, nil when it is not
+// waiting. It changes each time ContinueAll takes a key and queues for the
+// next.
+func (mw *MultiWait) Queued() *Wait {
+	if mw.done {
+		return nil
+	}
+	return mw.cur
+}
+
+// RestoreMultiWait rebuilds a waiting MultiWait from st, with notify as its
+// Notify, and returns it and the Wait to put in the queue of
+// st.Keys[st.Next] (a QueuedWait for RestoreQueue, with st.Hold as its TTL).
+// The state is checked for shape only; the leases it names must be the
+// restored table's.
+func RestoreMultiWait(st MultiWaitState, notify func()) (*MultiWait, *Wait, error) {
+	n := len(st.Keys)
+	if n == 0 || len(st.Order) != n || st.Next < 0 || st.Next >= n || len(st.Tokens) != st.Next {
+		return nil, nil, ErrQueueState
+	}
+	seen := make([]bool, n)
+	for _, at := range st.Order {
+		if at < 0 || at >= n || seen[at] {
+			return nil, nil, ErrQueueState
+		}
+		seen[at] = true
+	}
+	mw := &MultiWait{
+		Notify: notify,
+		ttl:    st.TTL, hold: st.Hold, owner: bytes.Clone(st.Owner), priority: st.Priority, mode: st.Mode,
+		keys: make([][]byte, n), order: slices.Clone(st.Order), tokens: make([]uint64, n), next: st.Next,
+	}
+	for j, k := range st.Keys {
+		mw.keys[j] = bytes.Clone(k)
+	}
+	copy(mw.tokens, st.Tokens)
+	mw.cur = &Wait{Notify: func(uint64) { mw.Notify() }}
+	return mw, mw.cur, nil
+}

@@ -279,3 +279,62 @@ func TestAcquireAllWaitEndsUngrantedWhenAKeyIsLostOnTheWay(t *testing.T) {
 	default:
 	}
 }
+
+// A snapshot keeps a multi-wait in progress as its State; restored (here
+// into the same table, its old Wait taken out of the queue), it carries on
+// with the keys it took.
+func TestRestoreMultiWaitCarriesOn(t *testing.T) {
+	tb, _ := newTestTable(t)
+	held := mustAcquire(t, tb, "b", time.Second, "")
+	mw, _ := multiWaiter()
+	if _, granted, err := tb.AcquireAllWait(&Request{Keys: keysOf("c", "b", "a"), TTL: time.Second, Wait: 10 * time.Second, Owner: []byte("o"), Priority: 3}, mw); granted || err != nil {
+		t.Fatalf("AcquireAllWait: %v, %v", granted, err)
+	}
+	st, queued := mw.State()
+	if queued == nil || queued != mw.Queued() || st.Next != 1 || string(st.Keys[0]) != "a" || len(st.Tokens) != 1 {
+		t.Fatalf("State = %+v, %p", st, queued)
+	}
+	q := tb.Queue([]byte("b"))
+	if len(q) != 1 || q[0].Wait != queued {
+		t.Fatalf("queue of b = %+v, want the multi-wait's Wait", q)
+	}
+	if _, granted := tb.CancelWait(queued); granted {
+		t.Fatal("the old wait was granted")
+	}
+	mw2, ch2 := multiWaiter()
+	restored, w, err := RestoreMultiWait(st, mw2.Notify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q[0].Wait = w
+	if err := tb.RestoreQueue([]byte("b"), q); err != nil {
+		t.Fatal(err)
+	}
+	tb.Release([]byte("b"), held)
+	<-ch2
+	toks, granted := tb.ContinueAll(restored)
+	if !granted || len(toks) != 3 || toks[2] != st.Tokens[0] {
+		t.Fatalf("ContinueAll = %v, %v; want a's token %d kept", toks, granted, st.Tokens[0])
+	}
+	for j, k := range []string{"c", "b", "a"} {
+		if s, _ := tb.Status([]byte(k)); s.Token != toks[j] || s.TTL != time.Second {
+			t.Fatalf("%q: %+v, want token %d for 1s", k, s, toks[j])
+		}
+	}
+}
+
+func TestRestoreMultiWaitRefusesBadShapes(t *testing.T) {
+	two := keysOf("a", "b")
+	for _, st := range []MultiWaitState{
+		{},
+		{Keys: two, Order: []int{0}, Next: 0},
+		{Keys: two, Order: []int{0, 0}, Next: 0},
+		{Keys: two, Order: []int{0, 2}, Next: 0},
+		{Keys: two, Order: []int{1, 0}, Next: 2, Tokens: []uint64{1, 2}},
+		{Keys: two, Order: []int{1, 0}, Next: 1},
+	} {
+		if _, _, err := RestoreMultiWait(st, func() {}); !errors.Is(err, ErrQueueState) {
+			t.Errorf("RestoreMultiWait(%+v) = %v, want ErrQueueState", st, err)
+		}
+	}
+}

@@ -32,6 +32,7 @@ const (
 	OpWait            // Key, TTL, Owner, Shared, Priority, Waiter, Wait: ACQUIRE ... WAIT (see the package doc)
 	OpCancelWait      // Waiter: its wait gives up (see the package doc)
 	OpSettings        // Settings: the leader's lock-table settings (FSM.SettingsMismatch)
+	OpWaitAll         // Keys, TTL, Owner, Shared, Priority, Waiter, Wait: MACQUIRE ... WAIT
 	opEnd
 )
 
@@ -169,6 +170,17 @@ func appendCommand(dst []byte, c *Command) []byte {
 		dst = appendBytes(dst, c.Waiter)
 	case OpSettings:
 		dst = appendBytes(dst, c.Settings)
+	case OpWaitAll:
+		dst = binary.AppendUvarint(dst, uint64(len(c.Keys)))
+		for _, k := range c.Keys {
+			dst = appendBytes(dst, k)
+		}
+		dst = binary.AppendVarint(dst, int64(c.TTL))
+		dst = appendBytes(dst, c.Owner)
+		dst = appendBool(dst, c.Shared)
+		dst = binary.AppendVarint(dst, int64(c.Priority))
+		dst = appendBytes(dst, c.Waiter)
+		dst = binary.AppendVarint(dst, int64(c.Wait))
 	default:
 		panic(fmt.Sprintf("lockfsm: encoding unknown op %d", c.Op))
 	}
@@ -277,7 +289,7 @@ func (d *decoder) command(c *Command) {
 		c.Options.Limit = int(d.Varint())
 	case OpAcquire:
 		c.Key, c.TTL, c.Owner, c.Shared = d.Bytes(), time.Duration(d.Varint()), d.Bytes(), d.bool()
-	case OpAcquireAll:
+	case OpAcquireAll, OpWaitAll:
 		n := d.Uvarint()
 		if n > uint64(len(d.B)) {
 			d.Fail()
@@ -288,6 +300,9 @@ func (d *decoder) command(c *Command) {
 			c.Keys[i] = d.Bytes()
 		}
 		c.TTL, c.Owner, c.Shared = time.Duration(d.Varint()), d.Bytes(), d.bool()
+		if c.Op == OpWaitAll {
+			c.Priority, c.Waiter, c.Wait = int(d.Varint()), d.Bytes(), time.Duration(d.Varint())
+		}
 	case OpRelease:
 		c.Key, c.Token, c.Scope = d.Bytes(), d.Uvarint(), d.scope()
 	case OpExtend:

@@ -74,8 +74,17 @@
 //
 // Snapshots carry the queues exactly (order, priority, waiter ids,
 // numbers, time left), so a restored replica hands each lock to the same
-// waiter with the same token. MACQUIRE ... WAIT has no command yet: a
-// MACQUIRE (OpAcquireAll) is granted at once or not at all.
+// waiter with the same token.
+//
+// MACQUIRE ... WAIT is OpWaitAll: granted at once as OpAcquireAll, or
+// queued as locker.AcquireAllWait queues it, taking its keys one at a time
+// in key order and holding each while it waits for the next. Its steps are
+// taken inside the apply that moved it (the table calls its Notify there;
+// the FSM calls ContinueAll before the command's OnGrant calls), so every
+// replica takes the same key with the same token at the same index. It is
+// named, cancelled, timed by OpFire and reported to OnGrant as an OpWait
+// is (with every token), and a cancel or deadline gives back the keys it
+// took. Snapshots (version 3) keep its progress.
 //
 // What the server must do:
 //   - answer a WAIT from its Result, or, when Queued, park the client until

@@ -24,7 +24,7 @@ type FSM struct {
 	// time; but for the waits' due heap, which CollectDue reads.
 	sessions *sessions
 	waits    atomic.Pointer[waits]
-	onGrant  func(waiter, key []byte, token uint64)
+	onGrant  func(waiter, key []byte, tokens []uint64)
 
 	settings   string                 // Settings
 	mismatch   atomic.Pointer[string] // the leader's settings if not ours (OpSettings)
@@ -34,16 +34,18 @@ type FSM struct {
 // Option sets up an FSM at New.
 type Option func(*FSM)
 
-// OnGrant has fn called when a queued wait (OpWait) ends otherwise than by
-// its own OpCancelWait, in the apply of the entry that ended it, on every
-// replica: with the token when the lock was handed to it (a RELEASE, an
-// expiry or lock-delay's end through OpFire, a FORCE-RELEASE, a cancel
-// ahead of it), or 0 when it ended ungranted (its deadline passed, through
-// OpFire, or a WAIT of the same owner took its place). fn runs on the
-// applying goroutine, after the command that ended the wait: it must not
-// block or call into the FSM. It may keep waiter and key, but not change
-// them.
-func OnGrant(fn func(waiter, key []byte, token uint64)) Option {
+// OnGrant has fn called when a queued wait (OpWait or OpWaitAll) ends
+// otherwise than by its own OpCancelWait, in the apply of the entry that
+// ended it, on every replica: with the tokens when the lock was handed to
+// it (one; an OpWaitAll's in the order of its keys) by a RELEASE, an expiry
+// or lock-delay's end through OpFire, a FORCE-RELEASE, a cancel ahead of
+// it, or with nil when it ended ungranted (its deadline passed, through
+// OpFire, or a WAIT of the same owner took its place; an OpWaitAll's also
+// when a key it took on its way was lost). fn runs on the applying
+// goroutine, after the command that ended the wait: it must not block or
+// call into the FSM. key is the key the wait stood in the queue of last.
+// It may keep waiter, key and tokens, but not change them.
+func OnGrant(fn func(waiter, key []byte, tokens []uint64)) Option {
 	return func(f *FSM) { f.onGrant = fn }
 }
 
@@ -151,7 +153,7 @@ func (f *FSM) applyEntry(entry []byte, index uint64) any {
 	results := make([]Result, len(cmds))
 	for i := range cmds {
 		results[i] = f.apply(t, &cmds[i])
-		f.flushNotes()
+		f.flushNotes(t)
 	}
 	if tagged && !endsSession(cmds, tag.Client) {
 		f.sessions.record(tag, slices.Clone(results), index)
@@ -211,6 +213,8 @@ func (f *FSM) apply(t *locker.Table, c *Command) (r Result) {
 		}
 	case OpWait:
 		r = f.applyWait(t, c)
+	case OpWaitAll:
+		r = f.applyWaitAll(t, c)
 	case OpCancelWait:
 		r = f.applyCancelWait(t, c)
 	case OpSettings:

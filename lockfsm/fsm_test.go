@@ -30,8 +30,8 @@ func newReplica(t *testing.T, shards int) *replica {
 	cfg := locker.DefaultConfig()
 	cfg.Shards, cfg.Clock, cfg.FirstToken = shards, clock, 1000
 	r := &replica{clock: clock}
-	f, err := New(cfg, OnGrant(func(waiter, key []byte, token uint64) {
-		r.ended = append(r.ended, fmt.Sprintf("%s %s %d", waiter, key, token))
+	f, err := New(cfg, OnGrant(func(waiter, key []byte, tokens []uint64) {
+		r.ended = append(r.ended, fmt.Sprintf("%s %s %s", waiter, key, tokensString(tokens)))
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -104,8 +104,15 @@ func randomCommand(rng *rand.Rand, term uint64, due []locker.Due, tokens []uint6
 		return Command{Op: OpCancelWait, Waiter: waiters.any(rng)}
 	case n < 40:
 		return Command{Op: OpAcquire, Key: key, TTL: time.Duration(1+rng.IntN(3)) * time.Second, Owner: owners[rng.IntN(3)], Shared: string(key) == "rw" && rng.IntN(2) == 0}
-	case n < 48:
+	case n < 44:
 		return Command{Op: OpAcquireAll, Keys: [][]byte{[]byte("a"), []byte("b")}, TTL: 2 * time.Second, Owner: owners[rng.IntN(3)]}
+	case n < 48:
+		var all [][]byte
+		for _, j := range rng.Perm(3)[:2+rng.IntN(2)] {
+			all = append(all, []byte(keys[j]))
+		}
+		return Command{Op: OpWaitAll, Keys: all, TTL: time.Duration(1+rng.IntN(3)) * time.Second, Owner: owners[rng.IntN(3)],
+			Priority: rng.IntN(3) - 1, Waiter: waiters.new(), Wait: time.Duration(1+rng.IntN(4)) * time.Second}
 	case n < 65:
 		return Command{Op: OpRelease, Key: key, Token: token, Scope: scopes[rng.IntN(3)]}
 	case n < 75:
@@ -133,7 +140,7 @@ func TestReplicasAgree(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var term uint64
 	var tokens []uint64 // the latest granted, for RELEASE and EXTEND to name
-	var granted, fired, retried, stale, handedOff, waitsEnded int
+	var granted, fired, retried, stale, handedOff, waitsEnded, multiHandedOff int
 	waiters := &waiterIDs{}
 	type sent struct {
 		tag     Tag
@@ -192,9 +199,13 @@ func TestReplicasAgree(t *testing.T) {
 				handedOff++
 			}
 			if f := strings.Fields(e); len(f) == 3 {
-				tok, _ := strconv.ParseUint(f[2], 10, 64)
-				if tok != 0 {
-					tokens = append(tokens, tok)
+				for _, s := range strings.Split(f[2], ",") {
+					if tok, _ := strconv.ParseUint(s, 10, 64); tok != 0 {
+						tokens = append(tokens, tok)
+					}
+				}
+				if strings.Contains(f[2], ",") {
+					multiHandedOff++
 				}
 			}
 		}
@@ -226,7 +237,7 @@ func TestReplicasAgree(t *testing.T) {
 			switch {
 			case entry[i].Op == OpFire:
 				fired += r.N
-			case r.Granted && (entry[i].Op == OpAcquire || entry[i].Op == OpAcquireAll):
+			case r.Granted && (entry[i].Op == OpAcquire || entry[i].Op == OpAcquireAll || entry[i].Op == OpWaitAll):
 				granted++
 			}
 			if r.Token != 0 {
@@ -247,11 +258,11 @@ func TestReplicasAgree(t *testing.T) {
 	if !bytes.Equal(dump(t, leader), dump(t, follower)) {
 		t.Fatal("the replicas hold different locks")
 	}
-	if granted < 100 || fired < 50 || retried < 50 || stale < 50 || handedOff < 50 || waitsEnded < 20 {
-		t.Fatalf("the workload granted %d leases, fired %d expiries, answered %d retries and %d stale batches, handed %d locks to waiters and ended %d waits ungranted: too few to show anything",
-			granted, fired, retried, stale, handedOff, waitsEnded)
+	if granted < 100 || fired < 50 || retried < 50 || stale < 50 || handedOff < 50 || waitsEnded < 20 || multiHandedOff < 10 {
+		t.Fatalf("the workload granted %d leases, fired %d expiries, answered %d retries and %d stale batches, handed %d locks to waiters (%d MACQUIRE waits) and ended %d waits ungranted: too few to show anything",
+			granted, fired, retried, stale, handedOff, multiHandedOff, waitsEnded)
 	}
-	t.Logf("granted %d, fired %d, retries %d, stale %d, handed off %d, waits ended %d", granted, fired, retried, stale, handedOff, waitsEnded)
+	t.Logf("granted %d, fired %d, retries %d, stale %d, handed off %d (%d MACQUIRE waits), waits ended %d", granted, fired, retried, stale, handedOff, multiHandedOff, waitsEnded)
 
 	restored := newReplica(t, 8)
 	sink := &memSink{}
@@ -310,11 +321,15 @@ func dump(t *testing.T, r *replica) []byte {
 		for _, q := range r.fsm.Table().Queue([]byte(k)) {
 			w := ws.byHandle[q.Wait]
 			fmt.Fprintf(&b, " [%s #%d %q ttl=%s prio=%d %s]", w.waiter, w.number, q.Owner, q.TTL, q.Priority, q.Mode)
+			if w.multi != nil {
+				st, _ := w.multi.State()
+				fmt.Fprintf(&b, "(all %q order %v took %v ttl=%s hold=%s)", st.Keys, st.Order, st.Tokens, st.TTL, st.Hold)
+			}
 		}
 		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, "waits %d queued %d\n", ws.number, len(ws.queued))
-	ws.grants.each(func(it *item[grant]) { fmt.Fprintf(&b, "grant %s %q %d\n", it.key, it.val.key, it.val.token) })
+	ws.grants.each(func(it *item[grant]) { fmt.Fprintf(&b, "grant %s %q %v\n", it.key, it.val.keys, it.val.tokens) })
 	r.fsm.sessions.each(func(client string, s *session) {
 		fmt.Fprintf(&b, "session %q seq %d last %d results %x\n", client, s.seq, s.last, AppendResults(nil, s.results))
 	})
@@ -373,3 +388,16 @@ type memSink struct{ bytes.Buffer }
 func (*memSink) ID() string    { return "mem" }
 func (*memSink) Cancel() error { return nil }
 func (*memSink) Close() error  { return nil }
+
+// tokensString is OnGrant's tokens as the tests name them: "0" for none,
+// else the tokens joined by commas.
+func tokensString(tokens []uint64) string {
+	if tokens == nil {
+		return "0"
+	}
+	s := make([]string, len(tokens))
+	for j, tok := range tokens {
+		s[j] = strconv.FormatUint(tok, 10)
+	}
+	return strings.Join(s, ",")
+}

@@ -30,7 +30,11 @@ func openNode(t *testing.T, id string, bootstrap bool) *node {
 	lcfg := locker.DefaultConfig()
 	lcfg.Shards, lcfg.FirstToken = 8, 1
 	nd := &node{}
-	f, err := lockfsm.New(lcfg, lockfsm.OnGrant(func(waiter, key []byte, token uint64) {
+	f, err := lockfsm.New(lcfg, lockfsm.OnGrant(func(waiter, key []byte, tokens []uint64) {
+		token := uint64(0) // ended ungranted
+		if len(tokens) > 0 {
+			token = tokens[0]
+		}
 		nd.mu.Lock()
 		nd.grants = append(nd.grants, fmt.Sprintf("%s %s %d", waiter, key, token))
 		nd.mu.Unlock()

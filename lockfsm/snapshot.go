@@ -19,10 +19,14 @@ import (
 // each in the order it is served, every wait with its waiter id, number
 // and time left on the same clock; then the grants made from the queues
 // that an OpCancelWait may still release, oldest first. A version 1
-// snapshot restores with none of these.
+// snapshot restores with none of these. Version 3 adds MACQUIRE ... WAIT
+// (OpWaitAll): each queued wait says whether it is one, and if so carries
+// its progress (locker.MultiWaitState: the keys it took, with their tokens,
+// and the rest); each grant has one or more leases.
 
 var (
-	snapshotMagic   = []byte("leasehold-fsm-2\n")
+	snapshotMagic   = []byte("leasehold-fsm-3\n")
+	snapshotMagicV2 = []byte("leasehold-fsm-2\n")
 	snapshotMagicV1 = []byte("leasehold-fsm-1\n")
 )
 
@@ -98,15 +102,89 @@ func appendWaits(b []byte, t *locker.Table, ws *waits, now int64) ([]byte, error
 			b = binary.AppendVarint(b, int64(qw.Priority))
 			b = appendBool(b, qw.Mode == locker.Shared)
 			b = binary.AppendVarint(b, w.deadline-now)
+			b = appendBool(b, w.multi != nil)
+			if w.multi != nil {
+				b = appendMultiWait(b, w.multi)
+			}
 		}
 	}
 	b = binary.AppendUvarint(b, uint64(ws.grants.len()))
 	ws.grants.each(func(it *item[grant]) {
 		b = appendBytes(b, []byte(it.key))
-		b = appendBytes(b, it.val.key)
-		b = binary.AppendUvarint(b, it.val.token)
+		b = binary.AppendUvarint(b, uint64(len(it.val.keys)))
+		for j, key := range it.val.keys {
+			b = appendBytes(b, key)
+			b = binary.AppendUvarint(b, it.val.tokens[j])
+		}
 	})
 	return b, nil
+}
+
+// appendMultiWait encodes an OpWaitAll's progress.
+func appendMultiWait(b []byte, mw *locker.MultiWait) []byte {
+	st, _ := mw.State()
+	b = binary.AppendUvarint(b, uint64(len(st.Keys)))
+	for j, key := range st.Keys {
+		b = appendBytes(b, key)
+		b = binary.AppendUvarint(b, uint64(st.Order[j]))
+	}
+	b = binary.AppendUvarint(b, uint64(st.Next))
+	for _, token := range st.Tokens {
+		b = binary.AppendUvarint(b, token)
+	}
+	b = binary.AppendVarint(b, int64(st.TTL))
+	b = binary.AppendVarint(b, int64(st.Hold))
+	b = appendBytes(b, st.Owner)
+	b = binary.AppendVarint(b, int64(st.Priority))
+	return appendBool(b, st.Mode == locker.Shared)
+}
+
+// multiWait decodes an OpWaitAll's progress into w, for waiter in ws.
+func (d *decoder) multiWait(ws *waits, w *wait) error {
+	n := d.Uvarint()
+	if n == 0 || n > uint64(len(d.B)) {
+		return ErrBadEntry
+	}
+	var st locker.MultiWaitState
+	st.Keys, st.Order = make([][]byte, n), make([]int, n)
+	for j := range st.Keys {
+		st.Keys[j] = d.Bytes()
+		order := d.Uvarint()
+		if order >= n {
+			return ErrBadEntry
+		}
+		st.Order[j] = int(order)
+	}
+	next := d.Uvarint()
+	if next >= n {
+		return ErrBadEntry
+	}
+	st.Next = int(next)
+	st.Tokens = make([]uint64, next)
+	for j := range st.Tokens {
+		st.Tokens[j] = d.Uvarint()
+	}
+	st.TTL, st.Hold = time.Duration(d.Varint()), time.Duration(d.Varint())
+	st.Owner, st.Priority, st.Mode = d.Bytes(), int(d.Varint()), modeOf(d.bool())
+	if len(st.Owner) == 0 {
+		st.Owner = nil
+	}
+	if d.Err != nil {
+		return d.Err
+	}
+	mw, handle, err := locker.RestoreMultiWait(st, func() { ws.moved = append(ws.moved, w) })
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrBadEntry, err)
+	}
+	w.multi, w.handle = mw, handle
+	w.keys = make([][]byte, n)
+	for j, at := range st.Order {
+		w.keys[at] = bytes.Clone(st.Keys[j])
+	}
+	if !bytes.Equal(w.key, st.Keys[st.Next]) {
+		return fmt.Errorf("%w: a MACQUIRE wait queued for a key it does not wait for", ErrBadEntry)
+	}
+	return nil
 }
 
 // decodeSnapshot installs a snapshot into t, new and empty, and its
@@ -115,6 +193,8 @@ func decodeSnapshot(b []byte, t *locker.Table, ss *sessions, ws *waits) (uint64,
 	var version int
 	switch {
 	case bytes.HasPrefix(b, snapshotMagic):
+		version = 3
+	case bytes.HasPrefix(b, snapshotMagicV2):
 		version = 2
 	case bytes.HasPrefix(b, snapshotMagicV1):
 		version = 1
@@ -188,7 +268,7 @@ func decodeSnapshot(b []byte, t *locker.Table, ss *sessions, ws *waits) (uint64,
 			}
 			ss.record(Tag{Client: bytes.Clone(client), Seq: seq}, results, last)
 		}
-		if err := d.waits(t, ws, now); err != nil {
+		if err := d.waits(t, ws, now, version); err != nil {
 			return 0, err
 		}
 	}
@@ -202,7 +282,7 @@ func decodeSnapshot(b []byte, t *locker.Table, ss *sessions, ws *waits) (uint64,
 }
 
 // waits installs the wait queues and grants of a snapshot.
-func (d *decoder) waits(t *locker.Table, ws *waits, now int64) error {
+func (d *decoder) waits(t *locker.Table, ws *waits, now int64, version int) error {
 	ws.number = d.Uvarint()
 	keys := d.Uvarint()
 	if keys > uint64(len(d.B)) {
@@ -224,6 +304,12 @@ func (d *decoder) waits(t *locker.Table, ws *waits, now int64) error {
 			}
 			q[j].Mode = modeOf(d.bool())
 			w.deadline = now + d.Varint()
+			if version >= 3 && d.bool() {
+				if err := d.multiWait(ws, w); err != nil {
+					return err
+				}
+				q[j].Wait = w.handle
+			}
 			if d.Err != nil {
 				return d.Err
 			}
@@ -241,14 +327,24 @@ func (d *decoder) waits(t *locker.Table, ws *waits, now int64) error {
 		return ErrBadEntry
 	}
 	for range grants {
-		waiter, key, token := d.Bytes(), d.Bytes(), d.Uvarint()
+		waiter, leases := d.Bytes(), uint64(1)
+		if version >= 3 {
+			leases = d.Uvarint()
+		}
+		if leases == 0 || leases > uint64(len(d.B)) {
+			return ErrBadEntry
+		}
+		g := grant{keys: make([][]byte, leases), tokens: make([]uint64, leases)}
+		for j := range g.keys {
+			g.keys[j], g.tokens[j] = bytes.Clone(d.Bytes()), d.Uvarint()
+		}
 		if d.Err != nil {
 			return d.Err
 		}
 		if ws.grants.get(waiter) != nil {
 			return fmt.Errorf("%w: a repeated grant", ErrBadEntry)
 		}
-		ws.putGrant(waiter, grant{key: bytes.Clone(key), token: token})
+		ws.putGrant(waiter, grant{keys: g.keys, tokens: g.tokens})
 	}
 	return d.Err
 }

@@ -34,23 +34,29 @@ const MaxGrants = 1 << 16
 // the server refuses a WAIT over max-ttl long before.
 const maxWait = 100 * 365 * 24 * time.Hour
 
-// wait is a queued OpWait.
+// wait is a queued OpWait or OpWaitAll.
 type wait struct {
 	waiter   string
-	key      []byte
+	key      []byte // the key whose queue it stands in
 	number   uint64 // the wait's place among all waits queued, in log order
 	handle   *locker.Wait
 	deadline int64 // soft: this replica's clock at apply plus Wait
+
+	// An OpWaitAll's: its progress, which moves handle and key from queue
+	// to queue as it takes its keys, and its keys in the request's order.
+	multi *locker.MultiWait
+	keys  [][]byte
 
 	// Guarded by waits.dueMu.
 	retry int64 // collectDue reports it again no earlier than this
 	at    int   // its index in the due heap
 }
 
-// grant is a wait granted from its queue, kept for an OpCancelWait.
+// grant is a wait granted from its queue, kept for an OpCancelWait: one
+// lease, or an OpWaitAll's, one per key.
 type grant struct {
-	key   []byte
-	token uint64
+	keys   [][]byte
+	tokens []uint64
 }
 
 // lease names a lease: its key and token.
@@ -61,8 +67,8 @@ type lease struct {
 
 // note is an OnGrant call to make once the command is applied.
 type note struct {
-	waiter, key []byte
-	token       uint64
+	waiter, key []byte   // key: the one an OpWaitAll's wait last stood in the queue of
+	tokens      []uint64 // nil: ended ungranted
 }
 
 // waits are the FSM's queued waits and grants. Only the applying goroutine
@@ -75,6 +81,7 @@ type waits struct {
 	byLease   map[lease]*item[grant] // grants by their lease, for claim
 	maxGrants int
 	notes     []note
+	moved     []*wait // OpWaitAll's waits whose Notify came: ContinueAll them (continueAll)
 
 	dueMu sync.Mutex // guards due, and each wait's retry and at
 	due   dueHeap
@@ -95,6 +102,23 @@ func (ws *waits) newWait(waiter, key []byte) *wait {
 	w := &wait{waiter: string(waiter), key: bytes.Clone(key), at: -1}
 	w.handle = &locker.Wait{Notify: func(token uint64) { ws.ended(w, token) }}
 	return w
+}
+
+// newMultiWait returns an OpWaitAll's wait for keys, whose progress reports
+// to ws; its handle and key are set once it queues.
+func (ws *waits) newMultiWait(waiter []byte, keys [][]byte) *wait {
+	w := &wait{waiter: string(waiter), at: -1, keys: make([][]byte, len(keys))}
+	for j, k := range keys {
+		w.keys[j] = bytes.Clone(k)
+	}
+	w.multi = &locker.MultiWait{Notify: func() { ws.moved = append(ws.moved, w) }}
+	return w
+}
+
+// queuedAt points w, an OpWaitAll's, at the queue its progress stands in.
+func (w *wait) queuedAt() {
+	st, handle := w.multi.State()
+	w.handle, w.key = handle, st.Keys[st.Next]
 }
 
 // add registers w, queued.
@@ -121,10 +145,46 @@ func (ws *waits) forget(w *wait) {
 // the same owner took its place.
 func (ws *waits) ended(w *wait, token uint64) {
 	ws.forget(w)
-	if token != 0 {
-		ws.putGrant([]byte(w.waiter), grant{key: w.key, token: token})
+	if token == 0 {
+		ws.notes = append(ws.notes, note{waiter: []byte(w.waiter), key: w.key})
+		return
 	}
-	ws.notes = append(ws.notes, note{waiter: []byte(w.waiter), key: w.key, token: token})
+	tokens := []uint64{token}
+	ws.putGrant([]byte(w.waiter), grant{keys: [][]byte{w.key}, tokens: tokens})
+	ws.notes = append(ws.notes, note{waiter: []byte(w.waiter), key: w.key, tokens: tokens})
+}
+
+// continueAll carries on with the OpWaitAll waits whose Notify came while
+// the command was applied, in the order it came (alike on every replica),
+// until none is left: a wait's progress may free a lock, and so move
+// another.
+func (ws *waits) continueAll(t *locker.Table) {
+	for len(ws.moved) > 0 {
+		w := ws.moved[0]
+		ws.moved = ws.moved[1:]
+		if ws.queued[w.waiter] != w {
+			continue // ended since: cancelled, or past its deadline
+		}
+		tokens, granted := t.ContinueAll(w.multi)
+		switch {
+		case granted:
+			ws.forget(w)
+			ws.putGrant([]byte(w.waiter), grant{keys: w.keys, tokens: tokens})
+			ws.notes = append(ws.notes, note{waiter: []byte(w.waiter), key: w.key, tokens: tokens})
+		case w.multi.Waiting():
+			if w.multi.Queued() != w.handle {
+				delete(ws.byHandle, w.handle)
+				w.queuedAt()
+				ws.byHandle[w.handle] = w
+			}
+		default:
+			// Ended ungranted: its owner's later request took its place, or
+			// a key it took was lost, or one could not be taken.
+			ws.forget(w)
+			ws.notes = append(ws.notes, note{waiter: []byte(w.waiter), key: w.key})
+		}
+	}
+	ws.moved = ws.moved[:0]
 }
 
 // putGrant records a grant made from a queue to waiter, forgetting the
@@ -133,14 +193,19 @@ func (ws *waits) putGrant(waiter []byte, g grant) {
 	if it := ws.grants.get(waiter); it != nil {
 		ws.removeGrant(it)
 	}
-	ws.byLease[lease{string(g.key), g.token}] = ws.grants.put(waiter, g)
+	it := ws.grants.put(waiter, g)
+	for j, key := range g.keys {
+		ws.byLease[lease{string(key), g.tokens[j]}] = it
+	}
 	for ws.grants.len() > ws.maxGrants {
 		ws.removeGrant(ws.grants.front())
 	}
 }
 
 func (ws *waits) removeGrant(it *item[grant]) {
-	delete(ws.byLease, lease{string(it.val.key), it.val.token})
+	for j, key := range it.val.keys {
+		delete(ws.byLease, lease{string(key), it.val.tokens[j]})
+	}
 	ws.grants.remove(it)
 }
 
@@ -201,11 +266,57 @@ func (f *FSM) applyWait(t *locker.Table, c *Command) (r Result) {
 	return r
 }
 
+// applyWaitAll applies an OpWaitAll: MACQUIRE ... WAIT. Granted at once,
+// or not queued, it answers as OpAcquireAll; queued, it takes its keys one
+// by one as locker.AcquireAllWait does, each step inside the apply of the
+// entry that freed the key it waited for (continueAll), and its grant is
+// reported to OnGrant as an OpWait's is.
+func (f *FSM) applyWaitAll(t *locker.Table, c *Command) (r Result) {
+	req := &locker.Request{Keys: c.Keys, TTL: c.TTL, Owner: c.Owner, Mode: modeOf(c.Shared), Priority: c.Priority, Wait: min(c.Wait, maxWait)}
+	ws := f.waits.Load()
+	if c.Wait <= 0 {
+		r.Tokens, r.Granted, r.Err = t.AcquireAll(req)
+	} else {
+		if len(c.Waiter) == 0 {
+			return Result{Err: fmt.Errorf("%w: a WAIT without a waiter id", ErrBadEntry)}
+		}
+		if ws.queued[string(c.Waiter)] != nil {
+			return Result{Err: ErrWaiterExists}
+		}
+		if it := ws.grants.get(c.Waiter); it != nil {
+			ws.removeGrant(it) // the id is used again: its old grant was answered
+		}
+		w := ws.newMultiWait(c.Waiter, c.Keys)
+		r.Tokens, r.Granted, r.Err = t.AcquireAllWait(req, w.multi)
+		if r.Err == nil && !r.Granted && w.multi.Waiting() {
+			ws.number++
+			w.number = ws.number
+			w.deadline = int64(t.Config().Clock.Now()) + int64(req.Wait)
+			w.queuedAt()
+			ws.add(w)
+			r.Queued = true
+			return r
+		}
+	}
+	if r.Granted {
+		for j, k := range c.Keys {
+			ws.claim(k, r.Tokens[j])
+		}
+	}
+	return r
+}
+
 // applyCancelWait applies an OpCancelWait: the wait leaves its queue, or,
-// if it was granted from it, its lease is released.
+// if it was granted from it, its leases are released. An OpWaitAll's wait
+// also gives back the keys it took on its way.
 func (f *FSM) applyCancelWait(t *locker.Table, c *Command) (r Result) {
 	ws := f.waits.Load()
 	if w := ws.queued[string(c.Waiter)]; w != nil {
+		if w.multi != nil {
+			t.CancelAll(w.multi)
+			ws.forget(w)
+			return r
+		}
 		if _, granted := t.CancelWait(w.handle); !granted {
 			ws.forget(w)
 			return r
@@ -219,8 +330,11 @@ func (f *FSM) applyCancelWait(t *locker.Table, c *Command) (r Result) {
 	}
 	ws.removeGrant(it)
 	ws.dropNotes(c.Waiter)
-	if t.ReleaseScoped(it.val.key, it.val.token, nil) {
-		r.Token, r.N = it.val.token, 1
+	for j, key := range it.val.keys {
+		if t.ReleaseScoped(key, it.val.tokens[j], nil) {
+			r.Token = it.val.tokens[j]
+			r.N++
+		}
 	}
 	return r
 }
@@ -233,7 +347,9 @@ func (f *FSM) fireWait(t *locker.Table, d *locker.Due) bool {
 	if w == nil || w.number != d.Token {
 		return false // granted, cancelled, or another wait of the same id
 	}
-	if _, granted := t.CancelWait(w.handle); granted {
+	if w.multi != nil {
+		t.CancelAll(w.multi) // and gives back what it took
+	} else if _, granted := t.CancelWait(w.handle); granted {
 		return false // its Notify told of the grant
 	}
 	ws.forget(w)
@@ -241,9 +357,11 @@ func (f *FSM) fireWait(t *locker.Table, d *locker.Due) bool {
 	return true
 }
 
-// flushNotes makes the OnGrant calls of the command just applied.
-func (f *FSM) flushNotes() {
+// flushNotes carries on with the OpWaitAll waits the command moved, then
+// makes the OnGrant calls of the command just applied.
+func (f *FSM) flushNotes(t *locker.Table) {
 	ws := f.waits.Load()
+	ws.continueAll(t)
 	if len(ws.notes) == 0 {
 		return
 	}
@@ -253,7 +371,7 @@ func (f *FSM) flushNotes() {
 		return
 	}
 	for _, n := range notes {
-		f.onGrant(n.waiter, n.key, n.token)
+		f.onGrant(n.waiter, n.key, n.tokens)
 	}
 }
 

@@ -189,9 +189,6 @@ var (
 	ErrTryAgain = &Error{CodeTryAgain, "no cluster leader is ready (election in progress); nothing was done, try again"}
 	// ErrUncertain is a change whose outcome the leader's loss left unknown.
 	ErrUncertain = &Error{CodeUncertain, "the leader was lost before the outcome was known: the command may or may not have been applied; retry ACQUIRE with the same OWNER, or check STATUS"}
-	// ErrClusterWait is MACQUIRE ... WAIT in cluster mode, which does not
-	// queue yet.
-	ErrClusterWait = &Error{CodeErr, "MACQUIRE ... WAIT is not available in cluster mode yet: retry without WAIT, or ACQUIRE each key with WAIT in a fixed order"}
 	// ErrNotCluster is a CLUSTER command on a server not in cluster mode,
 	// Redis's text.
 	ErrNotCluster = &Error{CodeErr, "This instance has cluster support disabled"}

@@ -150,7 +150,7 @@ func clusterMAcquire(c *conn, args [][]byte) error {
 		}
 	}
 	if req.Wait > 0 {
-		return protocol.ErrClusterWait
+		return clusterMAcquireWaiting(c, req)
 	}
 	ephemeral := req.Ephemeral
 	c.queueProposal(func(cmds []lockfsm.Command, res []lockfsm.Result) error {

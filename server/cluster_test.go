@@ -764,3 +764,68 @@ func TestClusterRefusesDifferentSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterMAcquireWait: MACQUIRE ... WAIT queues in the replicated
+// table through a follower, holding the keys before the one it waits for,
+// and is granted every key when the holder on the leader releases; a wait
+// that times out answers a nil array and gives back what it took; a wait
+// whose leader stops is granted by the next one.
+func TestClusterMAcquireWait(t *testing.T) {
+	nodes := startCluster(t, 3)
+	leader := waitLeader(t, nodes...)
+	var followers []*clusterNode
+	for _, n := range nodes {
+		if n != leader {
+			followers = append(followers, n)
+		}
+	}
+	c := ctx(t)
+	held, err := leader.client().Do(c, "ACQUIRE", "b", 60000).Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Times out: nil, and a (taken on the way) is free again.
+	if v, err := followers[0].client().Do(c, "MACQUIRE", 60000, 2, "b", "a", "WAIT", 200).Slice(); err != redis.Nil {
+		t.Fatalf("a MACQUIRE wait that times out: %v, %v; want a nil array", v, err)
+	}
+	waitFor(t, "a given back after the timeout", func() bool {
+		st, err := leader.client().Do(c, "STATUS", "a").Slice()
+		return err == redis.Nil || err == nil && fmt.Sprint(statusField(st, "state")) == "free"
+	})
+
+	type grant struct {
+		tokens []any
+		err    error
+	}
+	got := make(chan grant, 1)
+	go func() {
+		v, err := followers[0].client().Do(c, "MACQUIRE", 60000, 3, "c", "b", "a", "WAIT", 20000).Slice()
+		got <- grant{v, err}
+	}()
+	waitFor(t, "the MACQUIRE queued for b, holding a", func() bool {
+		st, err := leader.client().Do(c, "STATUS", "b").Slice()
+		a, aerr := leader.client().Do(c, "STATUS", "a").Slice()
+		return err == nil && aerr == nil && fmt.Sprint(statusField(st, "waiters")) == "1" && fmt.Sprint(statusField(a, "state")) == "held"
+	})
+	// The leader goes with the wait queued: the next leader hands b over.
+	if err := leader.Close(); err != nil {
+		t.Logf("closing the leader: %v", err)
+	}
+	next := waitLeader(t, followers...)
+	if err := next.client().Do(c, "RELEASE", "b", held).Err(); err != nil {
+		t.Fatalf("RELEASE through the new leader: %v", err)
+	}
+	g := <-got
+	if g.err != nil || len(g.tokens) != 3 {
+		t.Fatalf("the MACQUIRE wait got %v, %v; want three tokens", g.tokens, g.err)
+	}
+	for j, key := range []string{"c", "b", "a"} {
+		tok, _ := g.tokens[j].(int64)
+		if ok, err := next.client().Do(c, "VERIFY", key, tok).Bool(); err != nil || !ok {
+			t.Fatalf("VERIFY %s %d: %v, %v", key, tok, ok, err)
+		}
+	}
+	if tok, _ := g.tokens[1].(int64); uint64(tok) <= held {
+		t.Fatalf("b's token %d is not above its last holder's %d", tok, held)
+	}
+}

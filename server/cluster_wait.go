@@ -25,15 +25,15 @@ import (
 // waiters are the waits of this node's clients, by waiter id.
 type waiters struct {
 	mu sync.Mutex
-	m  map[string]chan uint64
+	m  map[string]chan []uint64
 }
 
 // add registers waiter; its channel takes the one OnGrant for it.
-func (w *waiters) add(waiter []byte) chan uint64 {
-	ch := make(chan uint64, 1)
+func (w *waiters) add(waiter []byte) chan []uint64 {
+	ch := make(chan []uint64, 1)
 	w.mu.Lock()
 	if w.m == nil {
-		w.m = make(map[string]chan uint64)
+		w.m = make(map[string]chan []uint64)
 	}
 	w.m[string(waiter)] = ch
 	w.mu.Unlock()
@@ -46,37 +46,92 @@ func (w *waiters) remove(waiter []byte) {
 	w.mu.Unlock()
 }
 
-// granted is the FSM's OnGrant: it hands token to waiter if it is one of
-// this node's, and never blocks (the state machine's apply calls it).
-func (w *waiters) granted(waiter, _ []byte, token uint64) {
+// granted is the FSM's OnGrant: it hands tokens (nil: ended ungranted) to
+// waiter if it is one of this node's, and never blocks (the state
+// machine's apply calls it).
+func (w *waiters) granted(waiter, _ []byte, tokens []uint64) {
 	w.mu.Lock()
 	ch := w.m[string(waiter)]
 	w.mu.Unlock()
 	if ch != nil {
 		select {
-		case ch <- token:
+		case ch <- tokens:
 		default: // one hand-off per wait; a second cannot happen
 		}
 	}
 }
 
-// clusterAcquireWaiting is ACQUIRE ... WAIT in cluster mode: its reply is
-// written before it returns, since it blocks this connection's goroutine.
+// clusterWait is an ACQUIRE or MACQUIRE with WAIT in cluster mode.
+type clusterWait struct {
+	cmd       lockfsm.Command // OpWait or OpWaitAll; the waiter is set by clusterWaiting
+	keys      [][]byte        // the lock's key, or MACQUIRE's keys in order
+	ephemeral bool
+}
+
+// clusterAcquireWaiting is ACQUIRE ... WAIT in cluster mode.
 func clusterAcquireWaiting(c *conn, req protocol.AcquireRequest) error {
-	if err := c.checkWait(req.Wait); err != nil {
+	return c.clusterWaiting(clusterWait{
+		cmd: lockfsm.Command{Op: lockfsm.OpWait, Key: req.Key, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Shared: req.Shared,
+			Priority: req.Priority, Wait: req.Wait},
+		keys: [][]byte{req.Key}, ephemeral: req.Ephemeral,
+	})
+}
+
+// clusterMAcquireWaiting is MACQUIRE ... WAIT in cluster mode: lockfsm's
+// OpWaitAll takes the keys one by one in key order, as locker.AcquireAllWait
+// does on one node, inside the applies of the entries that free them.
+func clusterMAcquireWaiting(c *conn, req protocol.MAcquireRequest) error {
+	return c.clusterWaiting(clusterWait{
+		cmd: lockfsm.Command{Op: lockfsm.OpWaitAll, Keys: req.Keys, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Shared: req.Shared,
+			Priority: req.Priority, Wait: req.Wait},
+		keys: req.Keys, ephemeral: req.Ephemeral,
+	})
+}
+
+// reply writes w's reply: tokens, nil for none.
+func (w *clusterWait) reply(c *conn, tokens []uint64) {
+	if w.cmd.Op == lockfsm.OpWaitAll {
+		if tokens != nil {
+			c.tieAll(w.keys, tokens, w.ephemeral)
+		}
+		protocol.WriteTokens(c.wr, tokens)
+		return
+	}
+	if tokens == nil {
+		protocol.WriteToken(c.wr, 0, false)
+		return
+	}
+	c.srv.ties.granted(c, w.keys[0], tokens[0], w.ephemeral)
+	protocol.WriteToken(c.wr, tokens[0], true)
+}
+
+// grantedTokens is what r granted at once: its tokens, nil for none.
+func grantedTokens(r lockfsm.Result) []uint64 {
+	switch {
+	case !r.Granted:
+		return nil
+	case r.Tokens != nil:
+		return r.Tokens
+	}
+	return []uint64{r.Token}
+}
+
+// clusterWaiting serves w: its reply is written before it returns, since
+// it blocks this connection's goroutine.
+func (c *conn) clusterWaiting(w clusterWait) error {
+	if err := c.checkWait(w.cmd.Wait); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(req.Wait)
+	deadline := time.Now().Add(w.cmd.Wait)
 	c.runProposals() // the replies before this one
 	r := c.srv.replica
 	c.waitSeq++
 	waiter := binary.BigEndian.AppendUint64(bytes.Clone(c.clusterClientID()), c.waitSeq)
 	granted := r.waiters.add(waiter)
 	defer r.waiters.remove(waiter)
-	res, err := r.propose(c.proposalTag(), []lockfsm.Command{{
-		Op: lockfsm.OpWait, Key: req.Key, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Shared: req.Shared,
-		Priority: req.Priority, Waiter: waiter, Wait: req.Wait,
-	}})
+	cmd := w.cmd
+	cmd.Waiter = waiter
+	res, err := r.propose(c.proposalTag(), []lockfsm.Command{cmd})
 	if err == protocol.ErrUncertain {
 		// It may be queued, to be granted to nobody: take it back.
 		c.cancelClusterWait(waiter)
@@ -88,20 +143,18 @@ func clusterAcquireWaiting(c *conn, req protocol.AcquireRequest) error {
 		return res[0].Err
 	}
 	if !res[0].Queued {
-		if res[0].Granted {
-			c.srv.ties.granted(c, req.Key, res[0].Token, req.Ephemeral)
-		}
-		protocol.WriteToken(c.wr, res[0].Token, res[0].Granted)
+		w.reply(c, grantedTokens(res[0]))
 		return nil
 	}
-	key := cloneBytes(req.Key)
+	w.keys = cloneKeys(w.keys)
 	// CLIENT UNBLOCK finds the wait here (conn.unblockWait).
 	parked := &blockState{since: c.srv.monotonic(), unblock: make(chan bool, 1)}
 	c.parkedAt = parked.since // SLOWLOG times the command until it queued
-	// LOCKSTATS counts the wait on the node that served it.
+	// LOCKSTATS counts an ACQUIRE's wait on the node that served it (a
+	// MACQUIRE's, as on one node, not).
 	waited := func(granted bool) {
-		if st := c.srv.hot; st != nil {
-			st.Waited(string(key), time.Duration(c.srv.monotonic()-parked.since), granted)
+		if st := c.srv.hot; st != nil && cmd.Op == lockfsm.OpWait {
+			st.Waited(string(w.keys[0]), time.Duration(c.srv.monotonic()-parked.since), granted)
 		}
 	}
 	if c.unflushed {
@@ -116,11 +169,11 @@ func clusterAcquireWaiting(c *conn, req protocol.AcquireRequest) error {
 	defer c.parked.Store(nil)
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
-	handedOver := func(token uint64) error {
-		if token == 0 { // ended ungranted: its deadline, or its owner's later WAIT
+	handedOver := func(tokens []uint64) error {
+		if tokens == nil { // ended ungranted: its deadline, or its owner's later WAIT
 			c.srv.stats.waitTimeouts.Add(1)
 			waited(false)
-			c.wr.WriteNull()
+			w.reply(c, nil)
 			return nil
 		}
 		if peerClosed(c.nc) {
@@ -133,19 +186,18 @@ func clusterAcquireWaiting(c *conn, req protocol.AcquireRequest) error {
 			return nil
 		}
 		waited(true)
-		c.srv.ties.granted(c, key, token, req.Ephemeral)
-		protocol.WriteToken(c.wr, token, true)
+		w.reply(c, tokens)
 		return nil
 	}
 	select {
-	case token := <-granted:
-		return handedOver(token)
+	case tokens := <-granted:
+		return handedOver(tokens)
 	case asError := <-parked.unblock:
 		// As on one node, a lease handed over already is the client's.
 		select {
-		case token := <-granted:
-			if token != 0 {
-				return handedOver(token)
+		case tokens := <-granted:
+			if tokens != nil {
+				return handedOver(tokens)
 			}
 		default:
 		}
@@ -155,13 +207,13 @@ func clusterAcquireWaiting(c *conn, req protocol.AcquireRequest) error {
 		if asError {
 			return protocol.ErrUnblocked
 		}
-		c.wr.WriteNull()
+		w.reply(c, nil)
 		return nil
 	case <-timer.C:
 		c.srv.stats.waitTimeouts.Add(1)
 		waited(false)
 		c.cancelClusterWait(waiter)
-		c.wr.WriteNull()
+		w.reply(c, nil)
 		return nil
 	case <-hangup:
 		c.cancelClusterWait(waiter)
@@ -173,9 +225,19 @@ func clusterAcquireWaiting(c *conn, req protocol.AcquireRequest) error {
 	}
 }
 
+// cloneKeys copies keys, which may alias the reader's buffer.
+func cloneKeys(keys [][]byte) [][]byte {
+	out := make([][]byte, len(keys))
+	for j, k := range keys {
+		out[j] = cloneBytes(k)
+	}
+	return out
+}
+
 // cancelClusterWait proposes the end of waiter's wait, which also gives
-// back a lease handed to it meanwhile. If the proposal fails, the wait ends
-// at its deadline through the leader, and a lease handed to it by its ttl.
+// back a lease handed to it meanwhile (a MACQUIRE's: every lease, and the
+// keys it took on its way). If the proposal fails, the wait ends at its
+// deadline through the leader, and a lease handed to it by its ttl.
 func (c *conn) cancelClusterWait(waiter []byte) {
 	if _, err := c.srv.replica.propose(c.proposalTag(), []lockfsm.Command{{Op: lockfsm.OpCancelWait, Waiter: waiter}}); err != nil {
 		c.log.Warn().Err(err).Msg("could not cancel a wait: it ends at its deadline, and a lease it was given by its ttl")
