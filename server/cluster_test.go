@@ -829,3 +829,44 @@ func TestClusterMAcquireWait(t *testing.T) {
 		t.Fatalf("b's token %d is not above its last holder's %d", tok, held)
 	}
 }
+
+// TestClusterForwardsManyClients: many clients of a follower at once, whose
+// batches are forwarded at the same time, each get their own answers:
+// every lock cycle grants and releases its own lease.
+func TestClusterForwardsManyClients(t *testing.T) {
+	nodes := startCluster(t, 3)
+	leader := waitLeader(t, nodes...)
+	follower := nodes[0]
+	if follower == leader {
+		follower = nodes[1]
+	}
+	c := ctx(t)
+	const clients, cycles = 16, 20
+	errs := make(chan error, clients)
+	for i := range clients {
+		go func() {
+			cl := follower.client()
+			defer cl.Close()
+			key := fmt.Sprintf("many-%d", i)
+			var last uint64
+			for range cycles {
+				tok, err := cl.Do(c, "ACQUIRE", key, 60000).Uint64()
+				if err != nil || tok <= last {
+					errs <- fmt.Errorf("%s: ACQUIRE = %d, %v; want a token above %d", key, tok, err, last)
+					return
+				}
+				if n, err := cl.Do(c, "RELEASE", key, tok).Int(); err != nil || n != 1 {
+					errs <- fmt.Errorf("%s: RELEASE %d = %d, %v", key, tok, n, err)
+					return
+				}
+				last = tok
+			}
+			errs <- nil
+		}()
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
