@@ -38,6 +38,7 @@ const (
 	flagWaiters                     // shard.waiters has a queue for this lock
 	flagMulti                       // shard.holderSets has leases of this lock (see holders.go)
 	flagSemaphore                   // created with a limit: every lease is a permit in the holder set
+	flagRenewed                     // the live exclusive lease was renewed since its grant (GiveBack)
 )
 
 // lockSettings are a created lock's own settings.
@@ -310,7 +311,7 @@ func (s *shard) lockDelay(i uint32) int64 {
 func (s *shard) grant(i uint32, now, ttl int64, owner []byte) uint64 {
 	e := s.at(i)
 	e.token = s.nextToken(i)
-	e.flags |= flagHeld
+	e.flags = e.flags&^flagRenewed | flagHeld
 	e.deadline = now + ttl
 	if len(owner) > 0 {
 		e.ownerRef = s.putString(owner)
@@ -328,6 +329,7 @@ func (s *shard) grant(i uint32, now, ttl int64, owner []byte) uint64 {
 func (s *shard) renew(i uint32, now, ttl int64) {
 	e := s.at(i)
 	e.deadline = now + ttl
+	e.flags |= flagRenewed
 	if s.replicated {
 		s.renewals[i]++
 	}

@@ -417,6 +417,12 @@ func (t *Table) Release(key []byte, token uint64) bool {
 // token, which anyone may guess (tokens count up), ends only a lease of the
 // user's; the table knows nothing of users, only of prefixes.
 func (t *Table) ReleaseScoped(key []byte, token uint64, scope []byte) bool {
+	return t.release(key, token, scope, false)
+}
+
+// release is ReleaseScoped, and GiveBack when unrenewed: then a lease
+// renewed since its grant is left alone.
+func (t *Table) release(key []byte, token uint64, scope []byte, unrenewed bool) bool {
 	h, s := t.locate(key)
 	now := int64(t.cfg.Clock.Now())
 	s.mu.Lock()
@@ -424,6 +430,9 @@ func (t *Table) ReleaseScoped(key []byte, token uint64, scope []byte) bool {
 	i := s.find(h, key, now)
 	switch {
 	case s.heldBy(i, token) && s.inScope(s.at(i), scope):
+		if unrenewed && s.at(i).flags&flagRenewed != 0 {
+			return false
+		}
 		s.counts.released.Add(1)
 		s.journal(ChangeRelease, i, token, 0, nil, false)
 		s.emit(EventReleased, i)
@@ -435,11 +444,25 @@ func (t *Table) ReleaseScoped(key []byte, token uint64, scope []byte) bool {
 		if n < 0 || !holderInScope(s.holders(i).items[n].owner, scope) {
 			return false
 		}
+		if unrenewed && s.holders(i).items[n].renewals != 0 {
+			return false
+		}
 		s.releaseHolder(i, n)
 	}
 	s.handOff(i, now)
 	s.removeIfUnused(i)
 	return true
+}
+
+// GiveBack releases the lease (key, token) that a queue granted to a waiter
+// who cannot be told of it (its connection closed as the lock was handed
+// over), unless the lease was renewed since its grant: then its owner's
+// later request was answered with it (an ACQUIRE with the same OWNER
+// renews the owner's live lease and returns its token), or an EXTEND named
+// it, and it is that caller's now, not the departed waiter's. It reports
+// whether it released the lease.
+func (t *Table) GiveBack(key []byte, token uint64) bool {
+	return t.release(key, token, nil, true)
 }
 
 // AllLeases, as ForceRelease's token, ends every lease of the lock. No lease

@@ -276,3 +276,58 @@ func TestOwnerRetryTakesItsPlaceInTheQueue(t *testing.T) {
 		t.Fatalf("retry of the holder = %d, %v; want %d", tok, ok, t2)
 	}
 }
+
+// TestGiveBack: a lease a queue granted to a waiter who is gone is given
+// back, unless it was renewed since (its owner's later ACQUIRE was
+// answered with it, or an EXTEND named it): then it is someone's, and it
+// stays. Exclusive leases and shared ones alike.
+func TestGiveBack(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		mode  Mode
+		renew func(tb *Table, key string, token uint64)
+	}{
+		{"untouched", Exclusive, nil},
+		{"owner's retry", Exclusive, func(tb *Table, key string, _ uint64) {
+			mustAcquire(t, tb, key, time.Minute, "me")
+		}},
+		{"extend", Exclusive, func(tb *Table, key string, token uint64) {
+			if ok, err := tb.Extend([]byte(key), token, time.Minute); !ok || err != nil {
+				t.Fatalf("Extend: %v, %v", ok, err)
+			}
+		}},
+		{"shared untouched", Shared, nil},
+		{"shared owner's retry", Shared, func(tb *Table, key string, _ uint64) {
+			mustAcquireShared(t, tb, key, time.Minute, "me")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tb, _ := newTestTable(t)
+			held := mustAcquire(t, tb, "k", time.Minute, "")
+			_, ch := mustQueue(t, tb, &Request{Key: []byte("k"), TTL: time.Minute, Owner: []byte("me"), Mode: tc.mode, Wait: time.Minute})
+			tb.Release([]byte("k"), held)
+			token := granted(t, ch)
+			if tc.renew != nil {
+				tc.renew(tb, "k", token)
+			}
+			gave := tb.GiveBack([]byte("k"), token)
+			if want := tc.renew == nil; gave != want {
+				t.Fatalf("GiveBack = %v, want %v", gave, want)
+			}
+			if live := tb.Verify([]byte("k"), token); live == gave {
+				t.Fatalf("after GiveBack = %v the lease is live: %v", gave, live)
+			}
+		})
+	}
+	// A lease granted again after one that was renewed starts unrenewed.
+	tb, _ := newTestTable(t)
+	first := mustAcquire(t, tb, "k", time.Minute, "")
+	if ok, _ := tb.Extend([]byte("k"), first, time.Minute); !ok {
+		t.Fatal("Extend failed")
+	}
+	_, ch := mustQueue(t, tb, &Request{Key: []byte("k"), TTL: time.Minute, Wait: time.Minute})
+	tb.Release([]byte("k"), first)
+	if token := granted(t, ch); !tb.GiveBack([]byte("k"), token) {
+		t.Fatal("a fresh grant after a renewed lease was not given back")
+	}
+}

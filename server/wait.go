@@ -208,17 +208,20 @@ func (c *conn) abandonWait() {
 		return
 	}
 	if token, granted := c.srv.lockTable().CancelWait(b.wait); granted {
-		c.srv.lockTable().Release([]byte(b.key), token)
+		c.srv.lockTable().GiveBack([]byte(b.key), token)
 	}
 }
 
-// giveBack releases a grant that cannot be delivered.
+// giveBack releases a grant that cannot be delivered. An ACQUIRE's lease is
+// left alone if its owner's retry on another connection was answered with
+// it meanwhile (locker.Table.GiveBack); a MACQUIRE's are released, as its
+// keys were renewed when the last was taken.
 func (c *conn) giveBack(b *blockState, out waitOutcome) {
 	if !out.granted {
 		return
 	}
 	if b.multi == nil {
-		c.srv.lockTable().Release([]byte(b.key), out.token)
+		c.srv.lockTable().GiveBack([]byte(b.key), out.token)
 		return
 	}
 	for j, k := range b.keys {
