@@ -32,9 +32,10 @@ type Config struct {
 	// Server.Addr).
 	Addr string
 	// AllowRemote lets Addr's host be other than loopback (127.0.0.0/8,
-	// ::1 or localhost), an empty host (every interface) included. Nothing
-	// on the listener asks who is calling: whoever reaches it reads the
-	// metrics and, with Pprof, profiles of the process.
+	// ::1 or localhost), an empty host (every interface) included. The
+	// listener speaks plain HTTP: credentials (see Authenticator) cross the
+	// network in clear text, and a server without a password asks for
+	// none.
 	AllowRemote bool
 	// Pprof mounts net/http/pprof's handlers under /debug/pprof/.
 	Pprof bool
@@ -60,7 +61,7 @@ func (cfg Config) Validate() error {
 		return fmt.Errorf("admin: address %q: %w", cfg.Addr, err)
 	}
 	if !cfg.AllowRemote && !isLoopback(host) {
-		return fmt.Errorf("%w: %q (the admin listener has no authentication; allow it explicitly)", ErrRemote, cfg.Addr)
+		return fmt.Errorf("%w: %q (the admin listener speaks plain HTTP; allow it explicitly)", ErrRemote, cfg.Addr)
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		return fmt.Errorf("admin: shutdown timeout %v: want more than 0", cfg.ShutdownTimeout)
@@ -181,6 +182,7 @@ func handler(cfg Config, src Source) (http.Handler, *statusPage) {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		newCollector(src),
 	)
+	auth, _ := src.(Authenticator)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -194,14 +196,14 @@ func handler(cfg Config, src Source) (http.Handler, *statusPage) {
 		}
 		fmt.Fprintln(w, why)
 	})
-	mux.Handle("GET /metrics", promhttp.InstrumentMetricHandler(reg,
-		promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	mux.Handle("GET /metrics", guard(auth, needStats, promhttp.InstrumentMetricHandler(reg,
+		promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))))
 	if cfg.Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.Handle("/debug/pprof/", guard(auth, needProfile, http.HandlerFunc(pprof.Index)))
+		mux.Handle("/debug/pprof/cmdline", guard(auth, needProfile, http.HandlerFunc(pprof.Cmdline)))
+		mux.Handle("/debug/pprof/profile", guard(auth, needProfile, http.HandlerFunc(pprof.Profile)))
+		mux.Handle("/debug/pprof/symbol", guard(auth, needProfile, http.HandlerFunc(pprof.Symbol)))
+		mux.Handle("/debug/pprof/trace", guard(auth, needProfile, http.HandlerFunc(pprof.Trace)))
 	}
-	return mux, mountStatus(mux, src)
+	return mux, mountStatus(mux, src, auth)
 }

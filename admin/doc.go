@@ -6,6 +6,9 @@
 // page Server.StatusLocks and Server.WatchEvents) and knows nothing of the
 // lock table's internals.
 //
-// The listener has no authentication of its own, so it listens on loopback
-// unless Config.AllowRemote says otherwise (docs/operations.md).
+// When the server asks connections for AUTH, the listener asks requests
+// for the same users' credentials (HTTP Basic, auth.go), all but the
+// probes; each path is allowed to the users that may run the commands it
+// stands for. It speaks plain HTTP, so it listens on loopback unless
+// Config.AllowRemote says otherwise (docs/operations.md).
 package admin

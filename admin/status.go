@@ -70,7 +70,7 @@ type statusPage struct {
 
 // mountStatus adds the status page's routes to mux, if src can feed them,
 // and returns what Close must stop (nil if none).
-func mountStatus(mux *http.ServeMux, src Source) *statusPage {
+func mountStatus(mux *http.ServeMux, src Source, auth Authenticator) *statusPage {
 	ss, ok := src.(StatusSource)
 	if !ok {
 		return nil
@@ -81,12 +81,12 @@ func mountStatus(mux *http.ServeMux, src Source) *statusPage {
 		panic(err) // the embedded tree is fixed at build time
 	}
 	files := http.FileServerFS(static)
-	mux.Handle("GET /{$}", secured(files))
-	mux.Handle("GET /static/", secured(http.StripPrefix("/static/", files)))
-	mux.Handle("GET /api/stats", secured(http.HandlerFunc(p.stats)))
-	mux.Handle("GET /api/locks", secured(http.HandlerFunc(p.locks)))
-	mux.Handle("GET /api/events", secured(http.HandlerFunc(p.events)))
-	mux.Handle("GET /api/lockstats", secured(http.HandlerFunc(p.lockStats)))
+	mux.Handle("GET /{$}", guard(auth, anyUser, secured(files)))
+	mux.Handle("GET /static/", guard(auth, anyUser, secured(http.StripPrefix("/static/", files))))
+	mux.Handle("GET /api/stats", guard(auth, needStats, secured(http.HandlerFunc(p.stats))))
+	mux.Handle("GET /api/locks", guard(auth, needLocks, secured(http.HandlerFunc(p.locks))))
+	mux.Handle("GET /api/events", guard(auth, needEvents, secured(http.HandlerFunc(p.events))))
+	mux.Handle("GET /api/lockstats", guard(auth, needLockStat, secured(http.HandlerFunc(p.lockStats))))
 	return p
 }
 

@@ -15,8 +15,8 @@ import (
 // (docs/operations.md).
 func adminFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "http-addr", Value: admin.DefaultConfig().Addr, EnvVars: env("HTTP_ADDR"), Usage: "HOST:PORT of the HTTP admin listener: a live status page at /, /healthz, /readyz, /metrics (Prometheus) and, with --pprof, /debug/pprof/; it has no authentication, so a host that is not loopback needs --http-allow-remote (default: none, no listener)"},
-		&cli.BoolFlag{Name: "http-allow-remote", EnvVars: env("HTTP_ALLOW_REMOTE"), Usage: "with --http-addr: allow a host that is not loopback (0.0.0.0, an empty host, a public address): whoever reaches it reads the metrics and, with --pprof, profiles"},
+		&cli.StringFlag{Name: "http-addr", Value: admin.DefaultConfig().Addr, EnvVars: env("HTTP_ADDR"), Usage: "HOST:PORT of the HTTP admin listener: a live status page at /, /healthz, /readyz, /metrics (Prometheus) and, with --pprof, /debug/pprof/; with a password on the server, all but /healthz and /readyz ask for a user's (HTTP Basic); it speaks plain HTTP, so a host that is not loopback needs --http-allow-remote (default: none, no listener)"},
+		&cli.BoolFlag{Name: "http-allow-remote", EnvVars: env("HTTP_ALLOW_REMOTE"), Usage: "with --http-addr: allow a host that is not loopback (0.0.0.0, an empty host, a public address): passwords cross the network in clear text, and without a password on the server whoever reaches it reads the metrics and, with --pprof, profiles"},
 		&cli.BoolFlag{Name: "pprof", EnvVars: env("PPROF"), Usage: "with --http-addr: serve Go's profiler under /debug/pprof/ on the admin listener"},
 	}
 }

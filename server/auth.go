@@ -7,6 +7,7 @@ import (
 
 	"github.com/leasehold/leasehold/acl"
 	"github.com/leasehold/leasehold/protocol"
+	"github.com/rs/zerolog"
 )
 
 // Authentication, as Redis's: users from the ACL store (acl.go), the
@@ -117,16 +118,23 @@ func (c *conn) authenticate(user, password []byte) error {
 // name, at most once every authFailureWarnEvery, with the number of
 // failures not logged since the last line.
 func (c *conn) authFailed(user []byte) {
-	a := c.srv.auth
-	a.failures.Add(1)
 	c.srv.aclLog.add(c, "auth", "AUTH", string(user))
-	now := c.srv.monotonic()
+	c.srv.authFailed(c.log, user)
+}
+
+// authFailed counts a refused authentication, of a connection or of a
+// request to the admin listener, and logs it on log at most once every
+// authFailureWarnEvery.
+func (s *Server) authFailed(log zerolog.Logger, user []byte) {
+	a := s.auth
+	a.failures.Add(1)
+	now := s.monotonic()
 	last := a.lastWarned.Load()
 	if last != 0 && now-last < int64(authFailureWarnEvery) || !a.lastWarned.CompareAndSwap(last, now) {
 		a.unwarned.Add(1)
 		return
 	}
-	c.log.Warn().
+	log.Warn().
 		Str("user", string(user[:min(len(user), 64)])).
 		Uint64("unlogged_failures", a.unwarned.Swap(0)).
 		Uint64("acl_access_denied_auth", a.failures.Load()).
