@@ -75,7 +75,7 @@ var clusterOnlyFlags = append([]string{"node-id", "raft-addr", "bootstrap", "joi
 
 // notInClusterMode are single-node flags that cluster mode refuses: the
 // Raft log, not persist's, is what the data directory keeps.
-var notInClusterMode = []string{"fsync", "restart-grace", "repair"}
+var notInClusterMode = []string{"fsync", "repair"}
 
 // clusterConfig reads the cluster flags: nil without --cluster.
 func clusterConfig(c *cli.Context, dataDir string) (*cluster.Config, error) {

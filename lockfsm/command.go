@@ -33,6 +33,7 @@ const (
 	OpCancelWait      // Waiter: its wait gives up (see the package doc)
 	OpSettings        // Settings: the leader's lock-table settings (FSM.SettingsMismatch)
 	OpWaitAll         // Keys, TTL, Owner, Shared, Priority, Waiter, Wait: MACQUIRE ... WAIT
+	OpGrace           // TTL: every live lease runs at least this long from now (FSM.applyGrace)
 	opEnd
 )
 
@@ -170,6 +171,8 @@ func appendCommand(dst []byte, c *Command) []byte {
 		dst = appendBytes(dst, c.Waiter)
 	case OpSettings:
 		dst = appendBytes(dst, c.Settings)
+	case OpGrace:
+		dst = binary.AppendVarint(dst, int64(c.TTL))
 	case OpWaitAll:
 		dst = binary.AppendUvarint(dst, uint64(len(c.Keys)))
 		for _, k := range c.Keys {
@@ -331,6 +334,8 @@ func (d *decoder) command(c *Command) {
 		c.Waiter = d.Bytes()
 	case OpSettings:
 		c.Settings = d.Bytes()
+	case OpGrace:
+		c.TTL = time.Duration(d.Varint())
 	default:
 		d.Fail()
 	}

@@ -20,15 +20,17 @@ type Proposer interface {
 // Duties runs what only a leader does for the lock table, on a goroutine
 // of its own: when the node becomes leader, it waits until every earlier
 // entry is applied, then begins its term (OpTerm, with its boot-epoch
-// token as the floor); from then on, every tick, it proposes the expiries
+// token as the floor, and with its restart grace, an OpGrace in the same
+// entry); from then on, every tick, it proposes the expiries
 // its FSM finds due (OpFire): leases, lock-delays and waits. On a follower it does nothing. Proposals
 // that fail are logged and come back through CollectDue after
 // locker.DueRetry.
 type Duties struct {
 	p    Proposer
 	fsm  *FSM
-	tick time.Duration
-	log  zerolog.Logger
+	tick  time.Duration
+	grace time.Duration // proposed with each OpTerm (OpGrace); 0 for none
+	log   zerolog.Logger
 
 	mu   sync.Mutex
 	term uint64 // the term begun, 0 while none is
@@ -50,9 +52,11 @@ const settingsEvery = 30 * time.Second
 const fireBatch = 1024
 
 // StartDuties starts the leader's duties of the node p over fsm, checking
-// every tick (the table's wheel tick is a fitting value).
-func StartDuties(p Proposer, fsm *FSM, tick time.Duration, log zerolog.Logger) *Duties {
-	d := &Duties{p: p, fsm: fsm, tick: tick, log: log, stop: make(chan struct{}), done: make(chan struct{})}
+// every tick (the table's wheel tick is a fitting value). With a grace,
+// each term this node begins gives every live lease at least that long
+// (OpGrace): the server's --restart-grace.
+func StartDuties(p Proposer, fsm *FSM, tick, grace time.Duration, log zerolog.Logger) *Duties {
+	d := &Duties{p: p, fsm: fsm, tick: tick, grace: grace, log: log, stop: make(chan struct{}), done: make(chan struct{})}
 	go d.run()
 	return d
 }
@@ -100,7 +104,12 @@ func (d *Duties) once() {
 			return
 		}
 		floor := locker.BootEpochToken(time.Now())
-		if _, err := d.propose(Command{Op: OpTerm, Term: term, Floor: floor}); err != nil {
+		begin := []Command{{Op: OpTerm, Term: term, Floor: floor}}
+		if d.grace > 0 {
+			// In the same entry: no command of the term applies before it.
+			begin = append(begin, Command{Op: OpGrace, TTL: d.grace})
+		}
+		if _, err := d.propose(begin...); err != nil {
 			d.log.Warn().Err(err).Uint64("term", term).Msg("new leader: could not begin its term")
 			return
 		}
@@ -131,8 +140,8 @@ func (d *Duties) setTerm(term uint64) {
 	d.mu.Unlock()
 }
 
-func (d *Duties) propose(c Command) ([]Result, error) {
-	out, err := d.p.Apply(AppendEntry(nil, []Command{c}), dutyTimeout)
+func (d *Duties) propose(cmds ...Command) ([]Result, error) {
+	out, err := d.p.Apply(AppendEntry(nil, cmds), dutyTimeout)
 	if err != nil {
 		return nil, err
 	}

@@ -215,6 +215,8 @@ func (f *FSM) apply(t *locker.Table, c *Command) (r Result) {
 		r = f.applyWait(t, c)
 	case OpWaitAll:
 		r = f.applyWaitAll(t, c)
+	case OpGrace:
+		r.N = applyGrace(t, c.TTL)
 	case OpCancelWait:
 		r = f.applyCancelWait(t, c)
 	case OpSettings:

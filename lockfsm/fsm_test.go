@@ -121,8 +121,10 @@ func randomCommand(rng *rand.Rand, term uint64, due []locker.Due, tokens []uint6
 		return Command{Op: OpDelete, Key: key}
 	case n < 80:
 		return Command{Op: OpForceRelease, Key: key}
-	case n < 82:
+	case n < 81:
 		return Command{Op: OpTerm, Term: term + 1, Floor: 1000 + uint64(rng.IntN(3000))}
+	case n < 82:
+		return Command{Op: OpGrace, TTL: time.Duration(1+rng.IntN(3)) * time.Second}
 	default:
 		return Command{Op: OpFire, Term: term, Due: due}
 	}

@@ -181,7 +181,7 @@ func TestDutiesBeginTermsAndExpire(t *testing.T) {
 	}
 	duties := map[*node]*lockfsm.Duties{}
 	for _, nd := range nodes {
-		d := lockfsm.StartDuties(nd.n, nd.fsm, 10*time.Millisecond, zerolog.New(testutil.NewTestLog(t)).Level(zerolog.WarnLevel))
+		d := lockfsm.StartDuties(nd.n, nd.fsm, 10*time.Millisecond, 0, zerolog.New(testutil.NewTestLog(t)).Level(zerolog.WarnLevel))
 		duties[nd] = d
 		t.Cleanup(func() {
 			if duties[nd] != nil {
@@ -255,7 +255,7 @@ func TestWaitsAcrossFailover(t *testing.T) {
 	}
 	duties := map[*node]*lockfsm.Duties{}
 	for _, nd := range nodes {
-		duties[nd] = lockfsm.StartDuties(nd.n, nd.fsm, 10*time.Millisecond, zerolog.New(testutil.NewTestLog(t)).Level(zerolog.WarnLevel))
+		duties[nd] = lockfsm.StartDuties(nd.n, nd.fsm, 10*time.Millisecond, 0, zerolog.New(testutil.NewTestLog(t)).Level(zerolog.WarnLevel))
 	}
 	t.Cleanup(func() {
 		for _, d := range duties {

@@ -67,7 +67,7 @@ const retryPause = 25 * time.Millisecond
 // openReplica opens the Raft member of cfg over a new state machine built
 // from lockerCfg (in replicated mode, its tokens counted from the floor each
 // leader's term raises).
-func openReplica(cfg cluster.Config, lockerCfg locker.Config, log zerolog.Logger) (*replica, error) {
+func openReplica(cfg cluster.Config, lockerCfg locker.Config, grace time.Duration, log zerolog.Logger) (*replica, error) {
 	lockerCfg.FirstToken = 1 // the same on every replica; OpTerm raises it
 	lockerCfg.Journal = nil
 	r := &replica{log: log, opened: make(chan struct{})}
@@ -91,7 +91,7 @@ func openReplica(cfg cluster.Config, lockerCfg locker.Config, log zerolog.Logger
 	r.node = node
 	// The node takes part in elections from now on, so its leader's duties
 	// (nothing on a follower) begin with it.
-	r.duties = lockfsm.StartDuties(node, fsm, lockerCfg.Tick, log)
+	r.duties = lockfsm.StartDuties(node, fsm, lockerCfg.Tick, grace, log)
 	r.combiner = lockfsm.NewCombiner(node, proposalsInFlight, proposeTimeout)
 	close(r.opened)
 	return r, nil

@@ -870,3 +870,37 @@ func TestClusterForwardsManyClients(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterRestartGrace: with --restart-grace, a leader's term begins by
+// giving every live lease at least the grace, so a lease that was about to
+// run out while the election cut its holder off is still there after it.
+func TestClusterRestartGrace(t *testing.T) {
+	const grace = 20 * time.Second
+	nodes := startCluster(t, 3, func(string) option {
+		return func(c *Config) { c.Persist.RestartGrace = grace }
+	})
+	leader := waitLeader(t, nodes...)
+	c := ctx(t)
+	token, err := leader.client().Do(c, "ACQUIRE", "job", 5000).Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rest []*clusterNode
+	for _, n := range nodes {
+		if n != leader {
+			rest = append(rest, n)
+		}
+	}
+	if err := leader.Close(); err != nil {
+		t.Logf("closing the leader: %v", err)
+	}
+	next := waitLeader(t, rest...)
+	st, err := next.client().Do(c, "STATUS", "job").Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttl, _ := strconv.Atoi(fmt.Sprint(statusField(st, "ttl")))
+	if fmt.Sprint(statusField(st, "token")) != strconv.FormatUint(token, 10) || time.Duration(ttl)*time.Millisecond < grace-5*time.Second {
+		t.Fatalf("STATUS after the failover: %v; want the lease %d with about %s left", st, token, grace)
+	}
+}

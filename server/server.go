@@ -157,7 +157,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 			migrating, err = prepareMigration(&cc, lockerCfg, log)
 		}
 		if err == nil {
-			rep, err = openReplica(cc, lockerCfg, log)
+			rep, err = openReplica(cc, lockerCfg, cfg.Persist.RestartGrace, log)
 		}
 		if err == nil && migrating {
 			var to string
