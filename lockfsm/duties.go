@@ -26,8 +26,8 @@ type Proposer interface {
 // that fail are logged and come back through CollectDue after
 // locker.DueRetry.
 type Duties struct {
-	p    Proposer
-	fsm  *FSM
+	p     Proposer
+	fsm   *FSM
 	tick  time.Duration
 	grace time.Duration // proposed with each OpTerm (OpGrace); 0 for none
 	log   zerolog.Logger
