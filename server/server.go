@@ -40,6 +40,7 @@ type Server struct {
 	started   time.Time
 	maxConns  int // cfg.MaxClients fitted to the open-file limit (fitMaxClients); guarded by mu (SetMaxClients)
 	mem       memoryGuard
+	idle      atomic.Int64 // the idle timeout in force, in ns: cfg.IdleTimeout until SetIdleTimeout
 	// afterSubscribeFlush, for tests only, runs on a SUBSCRIBE's connection
 	// once its confirmation is written: where an event once went missing.
 	afterSubscribeFlush atomic.Pointer[func()]
@@ -210,12 +211,14 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		maxConns:  maxConns,
 		conns:     make(map[uint64]*conn),
 		closing:   make(chan struct{}),
-		mem:       memoryGuard{limit: uint64(cfg.MaxMemory), read: heapInUse},
+		mem:       memoryGuard{read: heapInUse},
 	}
 	if rep != nil {
 		rep.leader.announcing = s.announceAddr
 	}
 	s.users.Store(users)
+	s.idle.Store(int64(cfg.IdleTimeout))
+	s.mem.limit.Store(uint64(cfg.MaxMemory))
 	s.guardMemory(s.handlers)
 	return s, nil
 }

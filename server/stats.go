@@ -158,7 +158,7 @@ func (s *Server) memoryStats() MemoryStats {
 		Used:         s.mem.read(),
 		Sys:          m.Sys,
 		HeapReleased: m.HeapReleased,
-		Max:          s.mem.limit,
+		Max:          s.mem.limit.Load(),
 		Refusals:     s.mem.refusals.Load(),
 		ReturnsToOS:  s.mem.returns.Load(),
 		GCCycles:     m.NumGC,
