@@ -68,6 +68,7 @@ type Server struct {
 	tls        *tlsState     // nil without a TLS listener
 	closing    chan struct{} // closed by Close: waits in progress end
 	serving    atomic.Bool   // set once Serve accepts connections (Ready)
+	servingC   chan struct{} // closed when serving is set (Serving)
 
 	closeOnce sync.Once
 	closeErr  error // Close's result, for every call
@@ -211,6 +212,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		maxConns:  maxConns,
 		conns:     make(map[uint64]*conn),
 		closing:   make(chan struct{}),
+		servingC:  make(chan struct{}),
 		mem:       memoryGuard{read: heapInUse},
 	}
 	if rep != nil {
@@ -311,7 +313,7 @@ func (s *Server) Serve() error {
 		return err
 	}
 	s.logStart(ln, tlsLn)
-	s.serving.Store(true)
+	s.markServing()
 	if tlsLn == nil {
 		return s.accept(ln, s.startConn)
 	}
