@@ -534,6 +534,9 @@ func (s *Server) infoLocks(b *strings.Builder) {
 	infoLine(b, "table_full_refusals", st.TableFullRefusals)
 	infoLine(b, "max_key_len", cfg.MaxKeyLen)
 	infoLine(b, "require_create", boolInt(cfg.RequireCreate))
+	tokens := s.tokenStats()
+	infoLine(b, "last_token", tokens.Highest)
+	infoLine(b, "token_headroom", tokens.Headroom)
 }
 
 // infoPersistence reports the data directory, in Redis's INFO persistence

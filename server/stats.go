@@ -23,6 +23,7 @@ type Stats struct {
 	Locks       LockStats
 	Persistence *PersistStats // nil without a data directory
 	Cluster     *ClusterStats // nil on a single node
+	Tokens      TokenStats    // INFO locks' last_token and token_headroom
 }
 
 // ClientStats is INFO's clients section.
@@ -139,6 +140,7 @@ func (s *Server) StatsSnapshot() Stats {
 		Locks:       s.lockStats(),
 		Persistence: s.persistStats(),
 		Cluster:     s.clusterStats(),
+		Tokens:      s.tokenStats(),
 	}
 }
 
