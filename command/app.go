@@ -2,9 +2,10 @@
 // the client commands that talk to one from shell scripts (run; acquire,
 // verify, release, extend, status; the admin commands create, delete, locks,
 // info, force-release), with their password and TLS settings, probe (a
-// health check of the admin listener), and completion. It owns flags and their order on the command line,
-// usage errors, exit statuses and the process group run puts its command
-// in; the server itself is package server, the client package clients/go.
+// health check of the admin listener), and completion. It owns flags and
+// their order on the command line, usage errors, exit statuses and the
+// process group run puts its command in; the server itself is package
+// server, the client package clients/go.
 // See docs/cli.md.
 package command
 

@@ -17,12 +17,12 @@ import (
 // WatchdogSec; scripts/leasehold.service) for srv, and does nothing
 // when NOTIFY_SOCKET is unset. It sends READY=1 when the server begins to
 // serve (server.Server.Serving): recovery is done (server.New) and
-// connections are accepted. In cluster mode that is before a leader is
+// connections are accepted. In cluster mode that may be before a leader is
 // known, which STATUS then says: a member that waited for one would hold
-// systemctl start until the others were up. With the watchdog on (WATCHDOG_USEC), it sends WATCHDOG=1 every
-// half interval for as long as each PING is answered, so that systemd
-// restarts a server that hangs. It sends STOPPING=1 when ctx ends (SIGTERM:
-// the drain begins) or at stop.
+// systemctl start until the others were up. With the watchdog on
+// (WATCHDOG_USEC), it sends WATCHDOG=1 every half interval for as long as
+// each PING is answered, so that systemd restarts a server that hangs. It
+// sends STOPPING=1 when ctx ends (SIGTERM: the drain begins) or at stop.
 //
 // Its goroutine is owned by the returned stop, which ends it and waits for
 // it; call stop once the server has shut down.

@@ -15,8 +15,9 @@ import (
 // by Close), with or without a limit: every memorySampleEvery it reads the
 // Go heap in use, publishes whether it is over --maxmemory (as in force:
 // SetMaxMemory may change it), and hands memory that the lock table gave
-// back to the OS. (INFO takes a reading of its own.) Commands only load an atomic; nothing on a command's
-// path reads the runtime's statistics, and nothing here holds a shard lock.
+// back to the OS. (INFO takes a reading of its own.) Commands only load an
+// atomic; nothing on a command's path reads the runtime's statistics, and
+// nothing here holds a shard lock.
 const (
 	memorySampleEvery = 100 * time.Millisecond
 	// forcedGCEvery bounds the collections the watch forces: the heap in
