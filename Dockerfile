@@ -3,12 +3,13 @@
 #
 #   docker build -t leasehold --build-arg VERSION="$(git describe --tags --always)" .
 #   docker run -d -p 7379:7379 -v leasehold-data:/data \
-#     -e LEASEHOLD_REQUIREPASS=secret -e LEASEHOLD_PASSWORD=secret leasehold
+#     -e LEASEHOLD_REQUIREPASS=secret leasehold
 #
-# See docs/operations-packaging.md: listening on every address, the server's
-# protected mode refuses clients from outside the container until a password
-# is set (LEASEHOLD_REQUIREPASS, or --requirepass-file on a mounted file),
-# and the health check then needs it too (LEASEHOLD_PASSWORD).
+# See docs/operations.md ("Container image"): listening on every address,
+# the server's protected mode refuses clients from outside the container
+# until a password is set (LEASEHOLD_REQUIREPASS, or --requirepass-file on a
+# mounted file). The health check asks the admin listener, on loopback
+# inside the container, and needs no password.
 
 ARG GO_VERSION=1.26
 
@@ -34,13 +35,16 @@ COPY --from=build --chown=65532:65532 /out/data /data
 USER 65532:65532
 VOLUME /data
 EXPOSE 7379
-# The binary itself is the probe (the image has no shell, no curl): INFO over
-# RESP, which answers once the data directory is recovered. With a password
-# set, give the probe LEASEHOLD_PASSWORD.
+# The binary itself is the probe (the image has no shell, no curl): it GETs
+# the admin listener's /readyz, 200 once the data directory is recovered and
+# commands are served; exit 1 otherwise, as Docker wants for "unhealthy".
 HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
-	CMD ["/leasehold", "info", "--addr", "127.0.0.1:7379", "server"]
+	CMD ["/leasehold", "probe", "--url", "http://127.0.0.1:9379/readyz"]
 ENTRYPOINT ["/leasehold"]
 # serve's flags win over LEASEHOLD_ variables and a --config file: to use a
-# config file, give the command whole (docker run IMAGE serve --config
-# /etc/leasehold/leasehold.toml --data-dir /data).
-CMD ["serve", "--addr", "0.0.0.0:7379", "--data-dir", "/data"]
+# config file, give the command whole, keeping the admin listener the health
+# check asks (docker run IMAGE serve --config /etc/leasehold/leasehold.toml
+# --data-dir /data --http-addr 127.0.0.1:9379). On loopback, the admin
+# listener (metrics, status page) is not reachable from outside the
+# container.
+CMD ["serve", "--addr", "0.0.0.0:7379", "--data-dir", "/data", "--http-addr", "127.0.0.1:9379"]

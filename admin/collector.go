@@ -172,6 +172,10 @@ var groups = []group{
 		{"cluster_settings_mismatch", "1 if this node's lock-table settings differ from its leader's (it refuses lock commands), else 0.", gauge, nil,
 			func(st *server.Stats) float64 { return boolFloat(st.Cluster.SettingsMismatch) }},
 	}},
+	{always, []metric{
+		{"token_headroom", "Fencing tokens left below 2^53 after the highest issued or reserved.", gauge, nil,
+			func(st *server.Stats) float64 { return float64(st.Tokens.Headroom) }},
+	}},
 }
 
 func boolFloat(b bool) float64 {

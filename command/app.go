@@ -1,10 +1,11 @@
 // Package command is the leasehold command line: serve (the lock server),
 // the client commands that talk to one from shell scripts (run; acquire,
 // verify, release, extend, status; the admin commands create, delete, locks,
-// info, force-release), with their password and TLS settings, and
-// completion. It owns flags and their order on the command line,
-// usage errors, exit statuses and the process group run puts its command
-// in; the server itself is package server, the client package clients/go.
+// info, force-release), with their password and TLS settings, probe (a
+// health check of the admin listener), and completion. It owns flags and
+// their order on the command line, usage errors, exit statuses and the
+// process group run puts its command in; the server itself is package
+// server, the client package clients/go.
 // See docs/cli.md.
 package command
 
@@ -58,7 +59,7 @@ func newApp() *cli.App {
 			Usage:  "run the lock server",
 			Flags:  configurable(withoutEnv(serveFlags())),
 			Action: serveNoArgs,
-		}}, clientCommands()...), completionCommand()),
+		}}, clientCommands()...), probeCommand(), completionCommand()),
 	}
 	for _, cmd := range app.Commands {
 		// A lone "help" is a KEY (`leasehold status help`), not a topic;

@@ -2,6 +2,7 @@ package command
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,8 +80,10 @@ func execForm(t *testing.T, what, args string) []string {
 // TestDockerfile checks the Dockerfile's shape, since no container engine
 // runs here: a Go build stage making a static binary, a distroless final
 // stage run as a non-root user with /data a volume, the RESP port exposed,
-// and a HEALTHCHECK and a CMD the binary accepts. The health check runs,
-// as the test's binary, against a live server and a dead address.
+// and a CMD the binary accepts that starts the admin listener on loopback,
+// whose readiness endpoint the HEALTHCHECK probes. The health check runs, as
+// the test's binary, against a live server and a dead address, and exits 1
+// on the latter: 2 is reserved in a Docker HEALTHCHECK.
 func TestDockerfile(t *testing.T) {
 	t.Parallel()
 	df := readDockerfile(t)
@@ -134,27 +137,45 @@ func TestDockerfile(t *testing.T) {
 		t.Fatalf("HEALTHCHECK %s: want CMD", hc[0])
 	}
 	probe := execForm(t, "HEALTHCHECK CMD", form)
-	if probe[0] != "/leasehold" || !slices.Contains(probe, "--addr") {
-		t.Fatalf("HEALTHCHECK CMD %q: want /leasehold with --addr", probe)
+	if len(probe) < 2 || probe[0] != "/leasehold" || probe[1] != "probe" || !slices.Contains(probe, "--url") {
+		t.Fatalf("HEALTHCHECK CMD %q: want /leasehold probe --url", probe)
 	}
-	// The image's command, as the test's binary on a free port: it
+	i := slices.Index(cmd, "--http-addr")
+	if i < 0 {
+		t.Fatalf("CMD %q: want --http-addr, the admin listener the health check probes", cmd)
+	}
+	httpAddr := cmd[i+1]
+	if host, _, err := net.SplitHostPort(httpAddr); err != nil || host != "127.0.0.1" {
+		t.Errorf("CMD --http-addr %s: want loopback, 127.0.0.1:PORT (%v)", httpAddr, err)
+	}
+	probeURL := probe[slices.Index(probe, "--url")+1]
+	if probeURL != "http://"+httpAddr+"/readyz" {
+		t.Errorf("HEALTHCHECK --url %s: want the readiness endpoint of CMD's --http-addr, http://%s/readyz", probeURL, httpAddr)
+	}
+	// The image's command, as the test's binary on free ports: it
 	// serves, and the probe, pointed at it, passes.
 	dataDir := t.TempDir()
+	var liveHTTP string
 	p, addr := serveBinary(t, func(addr string) ([]string, []string) {
+		liveHTTP = freeAddr(t)
 		args := slices.Clone(cmd)
 		args[slices.Index(args, "--addr")+1] = addr
 		args[slices.Index(args, "--data-dir")+1] = dataDir
+		args[slices.Index(args, "--http-addr")+1] = liveHTTP
 		return nil, args
 	})
 	defer p.stop(os.Interrupt)
+	if err := client(t, addr).Ping(testCtx(t)).Err(); err != nil { // answered: Serve runs
+		t.Fatal(err)
+	}
 	args := slices.Clone(probe[1:])
-	args[slices.Index(args, "--addr")+1] = addr
+	args[slices.Index(args, "--url")+1] = "http://" + liveHTTP + "/readyz"
 	if stdout, stderr, exit := run(t, nil, args...); exit != 0 {
 		t.Errorf("health check %q against the server: exit %d\n%s%s", args, exit, stdout, stderr)
 	}
-	args[slices.Index(args, "--addr")+1] = freeAddr(t)
-	if _, _, exit := run(t, nil, args...); exit == 0 {
-		t.Errorf("health check %q with no server: exit 0", args)
+	args[slices.Index(args, "--url")+1] = "http://" + freeAddr(t) + "/readyz"
+	if _, _, exit := run(t, nil, args...); exit != 1 {
+		t.Errorf("health check %q with no server: exit %d, want 1 (unhealthy)", args, exit)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/leasehold/leasehold/server"
 	"github.com/rs/zerolog"
@@ -45,42 +46,77 @@ func parseLogLevel(level string) (zerolog.Level, error) {
 }
 
 // reloadConfigFile is the SIGHUP reload of the --config file's settings
-// that can change while the server runs: log-level and max-clients, each
-// unless a flag or variable gave it (given). A key the file no longer has
-// goes back to its default. It logs each change at warn or above, so that
-// the line is seen at any level; a file that no longer reads, or a bad
-// value, keeps what is in force.
+// that can change while the server runs: log-level, max-clients,
+// idle-timeout and maxmemory, each unless a flag or variable gave it
+// (given). A key the file no longer has goes back to its default. It logs
+// each change at warn or above, so that the line is seen at any level. A
+// file that no longer reads, or a value that does not parse, keeps all that
+// is in force: the file is read whole before anything changes.
 func reloadConfigFile(file string, given func(name string) bool, lv *logLevel, srv *server.Server, log zerolog.Logger) reload {
 	return reload{"config file", func() error {
 		values, err := readConfigFile(file, configurable(serveFlags()))
 		if err != nil {
 			return err
 		}
-		if !given("log-level") {
-			name := "info"
-			if v, ok := values["log-level"]; ok {
-				name = fmt.Sprint(v)
-			}
-			lvl, err := parseLogLevel(name)
-			if err != nil {
-				return err
-			}
-			if old := lv.get(); old != lvl {
-				lv.set(lvl)
-				log.WithLevel(max(lvl, zerolog.WarnLevel)).Str("from", old.String()).Str("to", lvl.String()).Msg("SIGHUP: log level changed")
+		// What a flag or variable gave is not the file's: its value there is
+		// not read, as at start.
+		for name := range values {
+			if given(fmt.Sprint(name)) {
+				delete(values, name)
 			}
 		}
-		if !given("max-clients") {
-			n := server.DefaultConfig().MaxClients
-			if v, ok := values["max-clients"].(int); ok {
-				n = v
+		def := server.DefaultConfig()
+		level, maxClients, idle, maxMemory := "info", def.MaxClients, def.IdleTimeout, def.MaxMemory
+		if v, ok := values["log-level"]; ok {
+			level = fmt.Sprint(v)
+		}
+		lvl, err := parseLogLevel(level)
+		if err != nil {
+			return err
+		}
+		if v, ok := values["max-clients"].(int); ok {
+			maxClients = v
+		}
+		if v, ok := values["idle-timeout"]; ok {
+			if idle, err = time.ParseDuration(fmt.Sprint(v)); err != nil || idle < 0 {
+				return fmt.Errorf("config file %s: idle-timeout %q: want a duration of 0 or more (300s, 5m)", file, fmt.Sprint(v))
 			}
-			was, now, err := srv.SetMaxClients(n)
+		}
+		if v, ok := values["maxmemory"]; ok {
+			if maxMemory, err = server.ParseMemory(fmt.Sprint(v)); err != nil {
+				return fmt.Errorf("config file %s: maxmemory: %w", file, err)
+			}
+		}
+
+		if old := lv.get(); !given("log-level") && old != lvl {
+			lv.set(lvl)
+			log.WithLevel(max(lvl, zerolog.WarnLevel)).Str("from", old.String()).Str("to", lvl.String()).Msg("SIGHUP: log level changed")
+		}
+		if !given("max-clients") {
+			was, now, err := srv.SetMaxClients(maxClients)
 			if err != nil {
 				return err
 			}
 			if now != was {
 				log.Warn().Int("from", was).Int("to", now).Msg("SIGHUP: max clients changed")
+			}
+		}
+		if !given("idle-timeout") {
+			was, err := srv.SetIdleTimeout(idle)
+			if err != nil {
+				return err
+			}
+			if was != idle {
+				log.Warn().Stringer("from", was).Stringer("to", idle).Msg("SIGHUP: idle timeout changed")
+			}
+		}
+		if !given("maxmemory") {
+			was, err := srv.SetMaxMemory(maxMemory)
+			if err != nil {
+				return err
+			}
+			if was != maxMemory {
+				log.Warn().Int64("from", was).Int64("to", maxMemory).Msg("SIGHUP: maxmemory changed")
 			}
 		}
 		return nil

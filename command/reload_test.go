@@ -3,7 +3,10 @@
 package command
 
 import (
+	"bufio"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -183,6 +186,106 @@ func TestServeMaxClientsReloadOnSIGHUP(t *testing.T) {
 	defer second.Close()
 	if err := ping(second); err != nil {
 		t.Fatalf("a second client at max-clients 2: %v", err)
+	}
+	if exit := p.stop(syscall.SIGTERM); exit != 0 {
+		t.Fatalf("exit status %d\nstderr: %s", exit, p.stderr)
+	}
+}
+
+// TestServeIdleTimeoutReloadOnSIGHUP: with --config, SIGHUP puts the file's
+// idle-timeout in force: a connection open and silent since before the
+// reload, under no timeout, is closed once silent for the new one, counted
+// from the reload; the change is logged.
+func TestServeIdleTimeoutReloadOnSIGHUP(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	file := filepath.Join(t.TempDir(), "leasehold.toml")
+	write := func(d string) {
+		if err := os.WriteFile(file, []byte("idle-timeout = \""+d+"\"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("0s")
+	p, addr := serveBinary(t, func(addr string) ([]string, []string) {
+		return nil, []string{"serve", "--addr", addr, "--log-format", "json", "--config", file}
+	})
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(nc)
+	if _, err := nc.Write([]byte("PING\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := r.ReadString('\n'); line != "+PONG\r\n" {
+		t.Fatalf("PING: %q, %v", line, err)
+	}
+
+	write(idle.String())
+	sent := time.Now()
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	rest, err := io.ReadAll(r) // the deadline above bounds the wait
+	took := time.Since(sent)
+	if err != nil || len(rest) != 0 {
+		t.Fatalf("the silent connection: %v after %q, want it closed\nstderr: %s", err, rest, p.stderr)
+	}
+	if took < idle {
+		t.Fatalf("closed %v after the reload, before the new timeout of %v", took, idle)
+	}
+	changed := lineWith(p.logLines(), "SIGHUP: idle timeout changed")
+	if changed == nil || changed["from"] != "0s" || changed["to"] != "300ms" {
+		t.Fatalf("the change logged as %v\nstderr: %s", changed, p.stderr)
+	}
+	if exit := p.stop(syscall.SIGTERM); exit != 0 {
+		t.Fatalf("exit status %d\nstderr: %s", exit, p.stderr)
+	}
+}
+
+// TestServeMaxMemoryReloadOnSIGHUP: with --config, SIGHUP puts the file's
+// maxmemory in force: ACQUIRE gets -OOM once it is below the heap in use,
+// and is granted again once it is raised; each change is logged.
+func TestServeMaxMemoryReloadOnSIGHUP(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "leasehold.yaml")
+	write := func(v string) {
+		if err := os.WriteFile(file, []byte("maxmemory: "+v+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("0")
+	p, addr := serveBinary(t, func(addr string) ([]string, []string) {
+		return nil, []string{"serve", "--addr", addr, "--log-format", "json", "--config", file}
+	})
+	defer func() {
+		if t.Failed() {
+			t.Logf("stderr:\n%s", p.stderr)
+		}
+	}()
+	rdb := client(t, addr)
+	n := 0
+	acquire := func() error {
+		n++
+		return rdb.Do(testCtx(t), "ACQUIRE", fmt.Sprint("k", n), 10000).Err()
+	}
+	if err := acquire(); err != nil {
+		t.Fatal(err)
+	}
+	for i, step := range []struct {
+		value string
+		oom   bool
+	}{
+		{"1", true}, // an int in the file, a byte below any heap
+		{"1gb", false},
+	} {
+		write(step.value)
+		p.cmd.Process.Signal(syscall.SIGHUP)
+		testutil.Eventually(t, 10*time.Second, "the change logged", func() bool {
+			return strings.Count(p.stderr.String(), "SIGHUP: maxmemory changed") == i+1
+		})
+		testutil.Eventually(t, 10*time.Second, "maxmemory "+step.value+" in force", func() bool {
+			err := acquire()
+			return (err != nil && strings.HasPrefix(err.Error(), "OOM ")) == step.oom
+		})
 	}
 	if exit := p.stop(syscall.SIGTERM); exit != 0 {
 		t.Fatalf("exit status %d\nstderr: %s", exit, p.stderr)

@@ -13,18 +13,16 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// readyPoll is how often serve, under systemd, checks whether the server
-// answers yet, from its start until it does.
-const readyPoll = 10 * time.Millisecond
-
 // notifySystemd speaks systemd's notify protocol (Type=notify,
 // WatchdogSec; scripts/leasehold.service) for srv, and does nothing
-// when NOTIFY_SOCKET is unset. It sends READY=1 once the server answers a
-// PING on its own listener: recovery is done (server.New) and commands are
-// served. With the watchdog on (WATCHDOG_USEC), it sends WATCHDOG=1 every
-// half interval for as long as each PING is answered, so that systemd
-// restarts a server that hangs. It sends STOPPING=1 when ctx ends (SIGTERM:
-// the drain begins) or at stop.
+// when NOTIFY_SOCKET is unset. It sends READY=1 when the server begins to
+// serve (server.Server.Serving): recovery is done (server.New) and
+// connections are accepted. In cluster mode that may be before a leader is
+// known, which STATUS then says: a member that waited for one would hold
+// systemctl start until the others were up. With the watchdog on
+// (WATCHDOG_USEC), it sends WATCHDOG=1 every half interval for as long as
+// each PING is answered, so that systemd restarts a server that hangs. It
+// sends STOPPING=1 when ctx ends (SIGTERM: the drain begins) or at stop.
 //
 // Its goroutine is owned by the returned stop, which ends it and waits for
 // it; call stop once the server has shut down.
@@ -47,18 +45,18 @@ func notifySystemd(ctx context.Context, log zerolog.Logger, srv *server.Server) 
 	go func() {
 		defer close(doneC)
 		defer notify(daemon.SdNotifyStopping)
-		poll := time.NewTicker(readyPoll)
-		defer poll.Stop()
-		for !answers(srv, readyPoll*10) {
-			select {
-			case <-poll.C:
-			case <-ctx.Done():
-				return
-			case <-stopC:
-				return
-			}
+		select {
+		case <-srv.Serving():
+		case <-ctx.Done():
+			return
+		case <-stopC:
+			return
 		}
-		notify(daemon.SdNotifyReady + "\nSTATUS=serving")
+		status := "serving"
+		if ready, why := srv.Ready(); !ready {
+			status += " (" + why + ")"
+		}
+		notify(daemon.SdNotifyReady + "\nSTATUS=" + status)
 		log.Debug().Dur("watchdog", watchdog).Msg("systemd notified: ready")
 		if watchdog <= 0 {
 			select {

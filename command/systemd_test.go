@@ -1,6 +1,7 @@
 package command
 
 import (
+	"context"
 	"net"
 	"os"
 	"os/exec"
@@ -11,6 +12,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/servertest/lockserver"
+	"github.com/leasehold/leasehold/internal/testutil"
+	"github.com/leasehold/leasehold/server"
+	"github.com/rs/zerolog"
 )
 
 // notifySocket listens where NOTIFY_SOCKET will point, as systemd does.
@@ -175,4 +181,75 @@ func TestSystemdUnit(t *testing.T) {
 	if level, _ := strconv.ParseFloat(string(m[1]), 64); level > 2.0 {
 		t.Errorf("exposure level %s, want at most 2.0:\n%s", m[1], out)
 	}
+}
+
+// receive returns the next notify message within commandTimeout.
+func (n *notifySocket) receive() string {
+	n.t.Helper()
+	buf := make([]byte, 4096)
+	n.conn.SetReadDeadline(time.Now().Add(commandTimeout))
+	k, err := n.conn.Read(buf)
+	if err != nil {
+		n.t.Fatalf("no notify message: %v", err)
+	}
+	return string(buf[:k])
+}
+
+// TestNotifySystemdReadyOnServe runs notifySystemd in the test's process:
+// READY=1 goes out once the server serves (Server.Serving: recovery is
+// done, connections are accepted), and at that moment the server is ready;
+// stopped before it serves, it sends STOPPING=1 and no READY=1.
+func TestNotifySystemdReadyOnServe(t *testing.T) {
+	sock := listenNotify(t)
+	t.Setenv("NOTIFY_SOCKET", sock.path)
+	t.Setenv("WATCHDOG_USEC", "")
+	newServer := func() *server.Server {
+		cfg, err := lockserver.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Persist.Dir = t.TempDir()
+		srv, err := server.New(cfg, zerolog.New(testutil.NewTestLog(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return srv
+	}
+
+	t.Run("stopped before serving", func(t *testing.T) {
+		srv := newServer()
+		defer srv.Close()
+		stop := notifySystemd(context.Background(), zerolog.New(testutil.NewTestLog(t)), srv)
+		stop()
+		if msg := sock.receive(); msg != "STOPPING=1" {
+			t.Fatalf("message %q, want STOPPING=1 alone", msg)
+		}
+	})
+
+	t.Run("serving", func(t *testing.T) {
+		srv := newServer()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		stop := notifySystemd(ctx, zerolog.New(testutil.NewTestLog(t)), srv)
+		defer stop()
+		if ready, why := srv.Ready(); ready {
+			t.Fatalf("ready before Serve: %s", why)
+		}
+		served := make(chan error, 1)
+		go func() { served <- srv.ListenAndServe(ctx) }()
+		msg := sock.receive()
+		if !hasLine(msg, "READY=1") || !hasLine(msg, "STATUS=serving") {
+			t.Fatalf("first message %q, want READY=1 and STATUS=serving", msg)
+		}
+		if ready, why := srv.Ready(); !ready {
+			t.Fatalf("READY=1 sent, but the server is not ready: %s", why)
+		}
+		cancel()
+		if msg := sock.receive(); msg != "STOPPING=1" {
+			t.Fatalf("message %q after the context ended, want STOPPING=1", msg)
+		}
+		if err := <-served; err != nil {
+			t.Fatal(err)
+		}
+	})
 }

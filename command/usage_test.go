@@ -132,7 +132,7 @@ func TestCompletion(t *testing.T) {
 		t.Fatal(buildErr)
 	}
 	stdout, _, exit := run(t, nil, "--generate-bash-completion")
-	for _, name := range []string{"serve", "run", "acquire", "verify", "release", "extend", "status", "create", "delete", "locks", "info", "force-release", "completion"} {
+	for _, name := range []string{"serve", "run", "acquire", "verify", "release", "extend", "status", "create", "delete", "locks", "info", "force-release", "probe", "completion"} {
 		if exit != 0 || !strings.Contains("\n"+stdout, "\n"+name+"\n") {
 			t.Errorf("--generate-bash-completion: exit %d, lacks %s:\n%s", exit, name, stdout)
 		}

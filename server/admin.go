@@ -534,6 +534,9 @@ func (s *Server) infoLocks(b *strings.Builder) {
 	infoLine(b, "table_full_refusals", st.TableFullRefusals)
 	infoLine(b, "max_key_len", cfg.MaxKeyLen)
 	infoLine(b, "require_create", boolInt(cfg.RequireCreate))
+	tokens := s.tokenStats()
+	infoLine(b, "last_token", tokens.Highest)
+	infoLine(b, "token_headroom", tokens.Headroom)
 }
 
 // infoPersistence reports the data directory, in Redis's INFO persistence
@@ -600,11 +603,11 @@ func (s *Server) configParams() [][2]string {
 		{"databases", "1"},
 		{"maxclients", strconv.Itoa(s.maxClients())},
 		// Redis counts whole seconds; round up, as 0 would mean "never".
-		{"timeout", strconv.FormatInt(int64((cfg.IdleTimeout+time.Second-1)/time.Second), 10)},
+		{"timeout", strconv.FormatInt(int64((s.idleTimeout()+time.Second-1)/time.Second), 10)},
 		{"proto-max-bulk-len", strconv.FormatInt(cfg.Limits.MaxBulkLen, 10)},
 		{"client-query-buffer-limit", strconv.FormatInt(cfg.Limits.MaxQueryBuffer, 10)},
 		{"client-output-buffer-limit", cfg.OutputLimits.String()},
-		{"maxmemory", strconv.FormatUint(s.mem.limit, 10)},
+		{"maxmemory", strconv.FormatUint(s.mem.limit.Load(), 10)},
 		{"maxmemory-policy", "noeviction"},
 		{"protected-mode", yesNo(cfg.ProtectedMode)},
 		{"max-locks", strconv.Itoa(cfg.Locker.MaxLocks)},

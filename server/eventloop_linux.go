@@ -52,7 +52,8 @@ type ioLoop struct {
 	overSoft          []*conn // connections whose unsent output is above their soft limit
 
 	stopping  bool
-	deadline  time.Time // the shutdown's, once stopping
+	deadline  time.Time     // the shutdown's, once stopping
+	idle      time.Duration // the idle timeout as the loop applies it (takeIdleTimeout); 0 for none
 	lastSweep int64
 	done      chan struct{}
 }
@@ -170,15 +171,10 @@ func (l *ioLoop) run() {
 	defer close(l.done)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	sweep := -1
-	if idle := l.srv.cfg.IdleTimeout; idle > 0 {
-		// Wake often enough to close idle connections within a quarter
-		// of the timeout.
-		sweep = int(max(min(idle/4, time.Second), time.Millisecond) / time.Millisecond)
-	}
+	l.takeIdleTimeout()
 	for !l.stopping {
 		l.round++
-		timeout := sweep
+		timeout := l.sweepEvery()
 		wake := func(deadline int64) {
 			// Wake for deadline, rounded up to a whole ms.
 			ms := int(min((deadline-l.srv.monotonic()+int64(time.Millisecond)-1)/int64(time.Millisecond), maxEpollWaitMs))
@@ -221,7 +217,7 @@ func (l *ioLoop) run() {
 		if len(l.overSoft) > 0 {
 			l.checkSoftLimits()
 		}
-		if sweep > 0 {
+		if l.idle > 0 {
 			l.sweepIdle()
 		}
 	}
@@ -571,9 +567,34 @@ func (l *ioLoop) watch(c *conn, events uint32) {
 	c.watching = events
 }
 
+// takeIdleTimeout has the loop apply the server's idle timeout in force,
+// at its start and on SetIdleTimeout's wake-up. Reads record their time only
+// under a timeout (loopReader), so when one begins every connection's
+// silence counts from now, not from a read long past.
+func (l *ioLoop) takeIdleTimeout() {
+	idle := l.srv.idleTimeout()
+	if l.idle == 0 && idle > 0 {
+		now := l.srv.monotonic()
+		for _, c := range l.conns {
+			c.lastRead = now
+		}
+	}
+	l.idle = idle
+}
+
+// sweepEvery is epoll_wait's timeout for the idle sweep, in ms: often
+// enough to close idle connections within a quarter of the timeout, and -1
+// (no wake-up) without one.
+func (l *ioLoop) sweepEvery() int {
+	if l.idle <= 0 {
+		return -1
+	}
+	return int(max(min(l.idle/4, time.Second), time.Millisecond) / time.Millisecond)
+}
+
 func (l *ioLoop) sweepIdle() {
 	now := l.srv.monotonic()
-	idle := int64(l.srv.cfg.IdleTimeout)
+	idle := int64(l.idle)
 	if now-l.lastSweep < idle/4 {
 		return
 	}
@@ -697,7 +718,7 @@ func (r loopReader) Read(p []byte) (int, error) {
 		case n == 0:
 			return 0, io.EOF
 		}
-		if r.c.srv.cfg.IdleTimeout > 0 {
+		if r.c.loop.idle > 0 {
 			r.c.lastRead = r.c.srv.monotonic()
 		}
 		r.c.drained = n < len(p)

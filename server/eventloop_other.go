@@ -27,3 +27,4 @@ func (l *ioLoop) progressed(*conn, *blockState, uint64) {}
 func (l *ioLoop) unblock(*conn, *blockState, bool)      {}
 func (l *ioLoop) drainOutbox(*conn)                     {}
 func (l *ioLoop) closeConn(*conn)                       {}
+func (l *ioLoop) takeIdleTimeout()                      {}

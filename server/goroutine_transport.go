@@ -129,7 +129,7 @@ func (r blockingReader) Read(p []byte) (int, error) {
 	if c.unflushed {
 		return 0, protocol.ErrWouldBlock
 	}
-	if t := c.srv.cfg.IdleTimeout; t > 0 {
+	if t := c.srv.idleTimeout(); t > 0 {
 		if c.subscriptions() > 0 {
 			// As in Redis, a listening client has nothing to say: the idle
 			// timeout spares it.
@@ -316,7 +316,7 @@ func (c *conn) writeQueued() error {
 // idle as one that stops sending), whichever comes first.
 func (c *conn) armWriteDeadline(lim OutputLimit) {
 	var at time.Time
-	if idle := c.srv.cfg.IdleTimeout; idle > 0 {
+	if idle := c.srv.idleTimeout(); idle > 0 {
 		at = time.Now().Add(idle)
 	}
 	soft := false

@@ -17,7 +17,7 @@ func (s *Server) infoLimits(b *strings.Builder) {
 	lc := s.lockTable().Config()
 	// Connections and the wire.
 	infoLine(b, "maxclients", s.maxClients())
-	infoLine(b, "idle_timeout_ms", cfg.IdleTimeout.Milliseconds())
+	infoLine(b, "idle_timeout_ms", s.idleTimeout().Milliseconds())
 	infoLine(b, "max_inline_len", cfg.Limits.MaxInlineLen)
 	infoLine(b, "max_multibulk_len", cfg.Limits.MaxMultibulk)
 	infoLine(b, "proto_max_bulk_len", cfg.Limits.MaxBulkLen)
@@ -29,7 +29,7 @@ func (s *Server) infoLimits(b *strings.Builder) {
 	infoLine(b, "client_round_time_us", roundTime.Microseconds())
 	infoLine(b, "shutdown_timeout_ms", cfg.ShutdownTimeout.Milliseconds())
 	// The lock table.
-	infoLine(b, "maxmemory", s.mem.limit)
+	infoLine(b, "maxmemory", s.mem.limit.Load())
 	infoLine(b, "max_locks", lc.MaxLocks)
 	infoLine(b, "max_ttl_ms", lc.MaxTTL.Milliseconds())
 	infoLine(b, "max_key_len", lc.MaxKeyLen)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -11,10 +12,12 @@ import (
 )
 
 // The memory watch is a goroutine the Server owns (started by Serve, ended
-// by Close): every memorySampleEvery it reads the Go heap in use, publishes
-// whether it is over --maxmemory, and hands memory that the lock table gave
-// back to the OS. (INFO takes a reading of its own.) Commands only load an atomic; nothing on a command's
-// path reads the runtime's statistics, and nothing here holds a shard lock.
+// by Close), with or without a limit: every memorySampleEvery it reads the
+// Go heap in use, publishes whether it is over --maxmemory (as in force:
+// SetMaxMemory may change it), and hands memory that the lock table gave
+// back to the OS. (INFO takes a reading of its own.) Commands only load an
+// atomic; nothing on a command's path reads the runtime's statistics, and
+// nothing here holds a shard lock.
 const (
 	memorySampleEvery = 100 * time.Millisecond
 	// forcedGCEvery bounds the collections the watch forces: the heap in
@@ -37,7 +40,7 @@ const (
 // memoryGuard is the Server's side of --maxmemory and of returning memory to
 // the OS.
 type memoryGuard struct {
-	limit    uint64        // Config.MaxMemory; 0 for none
+	limit    atomic.Uint64 // Config.MaxMemory until SetMaxMemory; 0 for none
 	over     atomic.Bool   // used > limit > 0: commands that make locks or leases are refused
 	refusals atomic.Uint64 // commands refused with protocol.ErrMaxMemory
 	returns  atomic.Uint64 // times the heap's free pages were returned to the OS
@@ -69,12 +72,10 @@ func heapInUse() uint64 {
 // read go on, so that holders keep and end their leases.
 var denyOOM = map[string]bool{"acquire": true, "macquire": true, "create": true}
 
-// guardMemory wraps the handlers of denyOOM's commands with the check, when
-// the server has a limit; without one they run as they are.
+// guardMemory wraps the handlers of denyOOM's commands with the check. It
+// does so without a limit too, since SetMaxMemory may set one: the check is
+// a load of a flag that stays false.
 func (s *Server) guardMemory(hs []handler) {
-	if s.mem.limit == 0 {
-		return
-	}
 	for i, cmd := range protocol.Commands {
 		if !denyOOM[cmd.Name] {
 			continue
@@ -115,22 +116,35 @@ func (s *Server) startMemoryWatch() error {
 	return nil
 }
 
+// SetMaxMemory puts a new --maxmemory in force while the server runs (a
+// SIGHUP reload), in bytes, 0 for no bound, and returns the limit it
+// replaced. The watch, which runs with or without a limit, compares the
+// heap with it from its next sample (within memorySampleEvery): commands
+// are refused, or accepted again, from then on.
+func (s *Server) SetMaxMemory(n int64) (was int64, err error) {
+	if n < 0 {
+		return 0, fmt.Errorf("server: maxmemory must not be negative (0 for no bound), got %d", n)
+	}
+	return int64(s.mem.limit.Swap(uint64(n))), nil
+}
+
 // sampleMemory is one turn of the watch.
 func (s *Server) sampleMemory(now time.Time) {
 	m := &s.mem
+	limit := m.limit.Load()
 	used := m.read()
-	if m.limit > 0 && used > m.limit && now.Sub(m.lastGC) >= forcedGCEvery {
+	if limit > 0 && used > limit && now.Sub(m.lastGC) >= forcedGCEvery {
 		m.lastGC = now
 		runtime.GC()
 		used = m.read()
 	}
-	if over := m.limit > 0 && used > m.limit; over != m.over.Load() {
+	if over := limit > 0 && used > limit; over != m.over.Load() {
 		m.over.Store(over) // written on a change only: every command reads it
 		if over {
-			s.log.Warn().Uint64("used_memory", used).Uint64("maxmemory", m.limit).
+			s.log.Warn().Uint64("used_memory", used).Uint64("maxmemory", limit).
 				Msg("memory in use is over maxmemory: commands that make locks or leases get -OOM until it is back under")
 		} else {
-			s.log.Info().Uint64("used_memory", used).Uint64("maxmemory", m.limit).
+			s.log.Info().Uint64("used_memory", used).Uint64("maxmemory", limit).
 				Msg("memory in use is back under maxmemory")
 		}
 	}

@@ -23,3 +23,18 @@ func (s *Server) Ready() (ready bool, why string) {
 	}
 	return true, "ok"
 }
+
+// Serving returns a channel closed once Serve accepts connections: the data
+// directory is recovered (New did it) and commands are served, as systemd's
+// READY=1 means (Type=notify). Unlike Ready it does not wait for a cluster
+// leader, which a member started on its own would wait for in vain, and it
+// stays closed through Close.
+func (s *Server) Serving() <-chan struct{} { return s.servingC }
+
+// markServing is Serve's: from here on Ready may report ready, and Serving
+// is closed.
+func (s *Server) markServing() {
+	if !s.serving.Swap(true) {
+		close(s.servingC)
+	}
+}

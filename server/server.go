@@ -40,6 +40,7 @@ type Server struct {
 	started   time.Time
 	maxConns  int // cfg.MaxClients fitted to the open-file limit (fitMaxClients); guarded by mu (SetMaxClients)
 	mem       memoryGuard
+	idle      atomic.Int64 // the idle timeout in force, in ns: cfg.IdleTimeout until SetIdleTimeout
 	// afterSubscribeFlush, for tests only, runs on a SUBSCRIBE's connection
 	// once its confirmation is written: where an event once went missing.
 	afterSubscribeFlush atomic.Pointer[func()]
@@ -67,6 +68,7 @@ type Server struct {
 	tls        *tlsState     // nil without a TLS listener
 	closing    chan struct{} // closed by Close: waits in progress end
 	serving    atomic.Bool   // set once Serve accepts connections (Ready)
+	servingC   chan struct{} // closed when serving is set (Serving)
 
 	closeOnce sync.Once
 	closeErr  error // Close's result, for every call
@@ -210,12 +212,15 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		maxConns:  maxConns,
 		conns:     make(map[uint64]*conn),
 		closing:   make(chan struct{}),
-		mem:       memoryGuard{limit: uint64(cfg.MaxMemory), read: heapInUse},
+		servingC:  make(chan struct{}),
+		mem:       memoryGuard{read: heapInUse},
 	}
 	if rep != nil {
 		rep.leader.announcing = s.announceAddr
 	}
 	s.users.Store(users)
+	s.idle.Store(int64(cfg.IdleTimeout))
+	s.mem.limit.Store(uint64(cfg.MaxMemory))
 	s.guardMemory(s.handlers)
 	return s, nil
 }
@@ -308,7 +313,7 @@ func (s *Server) Serve() error {
 		return err
 	}
 	s.logStart(ln, tlsLn)
-	s.serving.Store(true)
+	s.markServing()
 	if tlsLn == nil {
 		return s.accept(ln, s.startConn)
 	}

@@ -23,6 +23,7 @@ type Stats struct {
 	Locks       LockStats
 	Persistence *PersistStats // nil without a data directory
 	Cluster     *ClusterStats // nil on a single node
+	Tokens      TokenStats    // INFO locks' last_token and token_headroom
 }
 
 // ClientStats is INFO's clients section.
@@ -139,6 +140,7 @@ func (s *Server) StatsSnapshot() Stats {
 		Locks:       s.lockStats(),
 		Persistence: s.persistStats(),
 		Cluster:     s.clusterStats(),
+		Tokens:      s.tokenStats(),
 	}
 }
 
@@ -158,7 +160,7 @@ func (s *Server) memoryStats() MemoryStats {
 		Used:         s.mem.read(),
 		Sys:          m.Sys,
 		HeapReleased: m.HeapReleased,
-		Max:          s.mem.limit,
+		Max:          s.mem.limit.Load(),
 		Refusals:     s.mem.refusals.Load(),
 		ReturnsToOS:  s.mem.returns.Load(),
 		GCCycles:     m.NumGC,

@@ -68,7 +68,7 @@ func (c *conn) tlsRead(p []byte) (int, error) {
 		default:
 			t.in = t.inBuf[:m]
 			c.drained = m < len(t.inBuf)
-			if c.srv.cfg.IdleTimeout > 0 {
+			if c.loop.idle > 0 {
 				c.lastRead = c.srv.monotonic()
 			}
 		}
