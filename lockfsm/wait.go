@@ -230,6 +230,22 @@ func (ws *waits) dropNotes(waiter []byte) {
 	ws.notes = slices.DeleteFunc(ws.notes, func(n note) bool { return bytes.Equal(n.waiter, waiter) })
 }
 
+// takeWaiterID checks the waiter id of a new wait: given, and not queued
+// already. A grant recorded under it is forgotten: the id is used again, so
+// its old grant was answered.
+func (ws *waits) takeWaiterID(waiter []byte) error {
+	if len(waiter) == 0 {
+		return fmt.Errorf("%w: a WAIT without a waiter id", ErrBadEntry)
+	}
+	if ws.queued[string(waiter)] != nil {
+		return ErrWaiterExists
+	}
+	if it := ws.grants.get(waiter); it != nil {
+		ws.removeGrant(it)
+	}
+	return nil
+}
+
 // applyWait applies an OpWait.
 func (f *FSM) applyWait(t *locker.Table, c *Command) (r Result) {
 	req := &locker.Request{Key: c.Key, TTL: c.TTL, Owner: c.Owner, Mode: modeOf(c.Shared), Priority: c.Priority, Wait: c.Wait}
@@ -240,15 +256,9 @@ func (f *FSM) applyWait(t *locker.Table, c *Command) (r Result) {
 		}
 		return r
 	}
-	if len(c.Waiter) == 0 {
-		return Result{Err: fmt.Errorf("%w: a WAIT without a waiter id", ErrBadEntry)}
-	}
 	ws := f.waits.Load()
-	if ws.queued[string(c.Waiter)] != nil {
-		return Result{Err: ErrWaiterExists}
-	}
-	if it := ws.grants.get(c.Waiter); it != nil {
-		ws.removeGrant(it) // the id is used again: its old grant was answered
+	if err := ws.takeWaiterID(c.Waiter); err != nil {
+		return Result{Err: err}
 	}
 	w := ws.newWait(c.Waiter, c.Key)
 	r.Token, r.Granted, r.Err = t.AcquireWait(req, w.handle)
@@ -277,14 +287,8 @@ func (f *FSM) applyWaitAll(t *locker.Table, c *Command) (r Result) {
 	if c.Wait <= 0 {
 		r.Tokens, r.Granted, r.Err = t.AcquireAll(req)
 	} else {
-		if len(c.Waiter) == 0 {
-			return Result{Err: fmt.Errorf("%w: a WAIT without a waiter id", ErrBadEntry)}
-		}
-		if ws.queued[string(c.Waiter)] != nil {
-			return Result{Err: ErrWaiterExists}
-		}
-		if it := ws.grants.get(c.Waiter); it != nil {
-			ws.removeGrant(it) // the id is used again: its old grant was answered
+		if err := ws.takeWaiterID(c.Waiter); err != nil {
+			return Result{Err: err}
 		}
 		w := ws.newMultiWait(c.Waiter, c.Keys)
 		r.Tokens, r.Granted, r.Err = t.AcquireAllWait(req, w.multi)

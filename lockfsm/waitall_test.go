@@ -3,7 +3,6 @@ package lockfsm
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"slices"
 	"testing"
 	"time"
@@ -24,18 +23,8 @@ func waitAllCmd(waiter string, keys ...string) Command {
 // shards and returns it.
 func snapshotInto(t *testing.T, from *replica, shards int) *replica {
 	t.Helper()
-	snap, err := from.fsm.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatal(err)
-	}
 	to := newReplica(t, shards)
-	if err := to.fsm.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
-		t.Fatal(err)
-	}
+	restore(t, to, snapshotBytes(t, from))
 	to.index = from.index
 	if !bytes.Equal(dump(t, to), dump(t, from)) {
 		t.Fatalf("restored:\n%s\nwant:\n%s", dump(t, to), dump(t, from))

@@ -57,6 +57,17 @@ func startClusterNodeAt(t *testing.T, id, dir, raftAddr string, bootstrap bool, 
 	return &clusterNode{testServer: ts, id: id}
 }
 
+// others is nodes but one.
+func others(nodes []*clusterNode, one *clusterNode) []*clusterNode {
+	var rest []*clusterNode
+	for _, n := range nodes {
+		if n != one {
+			rest = append(rest, n)
+		}
+	}
+	return rest
+}
+
 // clusterInfo is a node's CLUSTER INFO as a map.
 func clusterInfo(t *testing.T, rc *redis.Client) map[string]string {
 	t.Helper()
@@ -144,12 +155,7 @@ func TestClusterLeaseSurvivesLeaderLoss(t *testing.T) {
 		t.Fatalf("cluster_known_nodes %q, want 3", n)
 	}
 
-	var rest []*clusterNode
-	for _, n := range nodes {
-		if n != leader {
-			rest = append(rest, n)
-		}
-	}
+	rest := others(nodes, leader)
 	if err := leader.Close(); err != nil {
 		t.Logf("closing the leader: %v", err)
 	}
@@ -375,12 +381,7 @@ func TestClusterMutualTLS(t *testing.T) {
 func TestClusterWait(t *testing.T) {
 	nodes := startCluster(t, 3)
 	leader := waitLeader(t, nodes...)
-	var followers []*clusterNode
-	for _, n := range nodes {
-		if n != leader {
-			followers = append(followers, n)
-		}
-	}
+	followers := others(nodes, leader)
 	c := ctx(t)
 	token, err := leader.client().Do(c, "ACQUIRE", "job", 60000).Uint64()
 	if err != nil {
@@ -630,12 +631,7 @@ func TestClusterRedirect(t *testing.T) {
 func TestClusterWaitSurvivesLeaderLoss(t *testing.T) {
 	nodes := startCluster(t, 3)
 	leader := waitLeader(t, nodes...)
-	var followers []*clusterNode
-	for _, n := range nodes {
-		if n != leader {
-			followers = append(followers, n)
-		}
-	}
+	followers := others(nodes, leader)
 	c := ctx(t)
 	held, err := leader.client().Do(c, "ACQUIRE", "job", 1500).Uint64()
 	if err != nil {
@@ -773,12 +769,7 @@ func TestClusterRefusesDifferentSettings(t *testing.T) {
 func TestClusterMAcquireWait(t *testing.T) {
 	nodes := startCluster(t, 3)
 	leader := waitLeader(t, nodes...)
-	var followers []*clusterNode
-	for _, n := range nodes {
-		if n != leader {
-			followers = append(followers, n)
-		}
-	}
+	followers := others(nodes, leader)
 	c := ctx(t)
 	held, err := leader.client().Do(c, "ACQUIRE", "b", 60000).Uint64()
 	if err != nil {
@@ -836,10 +827,7 @@ func TestClusterMAcquireWait(t *testing.T) {
 func TestClusterForwardsManyClients(t *testing.T) {
 	nodes := startCluster(t, 3)
 	leader := waitLeader(t, nodes...)
-	follower := nodes[0]
-	if follower == leader {
-		follower = nodes[1]
-	}
+	follower := others(nodes, leader)[0]
 	c := ctx(t)
 	const clients, cycles = 16, 20
 	errs := make(chan error, clients)
@@ -885,12 +873,7 @@ func TestClusterRestartGrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rest []*clusterNode
-	for _, n := range nodes {
-		if n != leader {
-			rest = append(rest, n)
-		}
-	}
+	rest := others(nodes, leader)
 	if err := leader.Close(); err != nil {
 		t.Logf("closing the leader: %v", err)
 	}
