@@ -55,6 +55,7 @@ type ioLoop struct {
 	deadline  time.Time // the shutdown's, once stopping
 	lastSweep int64
 	done      chan struct{}
+	counters  *counterBlock // its connections' commands and bytes; only the loop writes it (cmdstats.go)
 }
 
 func newIOLoop(s *Server) (*ioLoop, error) {
@@ -72,14 +73,16 @@ func newIOLoop(s *Server) (*ioLoop, error) {
 		unix.Close(wakefd)
 		return nil, err
 	}
-	return &ioLoop{
+	l := &ioLoop{
 		srv:    s,
 		epfd:   epfd,
 		wakefd: wakefd,
 		conns:  make(map[int]*conn),
 		events: make([]unix.EpollEvent, 256),
 		done:   make(chan struct{}),
-	}, nil
+	}
+	l.counters = s.cmdStats.loopBlock()
+	return l, nil
 }
 
 // post runs fn on the loop's goroutine, soon, and reports false when the
@@ -135,7 +138,7 @@ func (l *ioLoop) adopt(nc net.Conn) (*conn, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	c.fd, c.loop = fd, l
+	c.fd, c.loop, c.counters = fd, l, l.counters
 	if tc != nil {
 		adoptTLS(c, tc)
 	}
@@ -582,6 +585,7 @@ func (l *ioLoop) sweepIdle() {
 		// As in Redis, the idle timeout spares waiting and listening clients.
 		if c.blocked == nil && c.subscriptions() == 0 && now-c.lastRead >= idle {
 			c.log.Debug().Msg("idle timeout")
+			l.srv.cmdStats.idleCloses.Add(1)
 			l.closeConn(c)
 		}
 	}
@@ -700,6 +704,7 @@ func (r loopReader) Read(p []byte) (int, error) {
 		if r.c.srv.cfg.IdleTimeout > 0 {
 			r.c.lastRead = r.c.srv.monotonic()
 		}
+		r.c.counters.add(&r.c.counters.netIn, uint64(n))
 		r.c.drained = n < len(p)
 		return n, nil
 	}
@@ -726,6 +731,7 @@ func (w loopWriter) writeRaw(p []byte) (int, error) {
 		return len(p), nil
 	}
 	n, err := writeNonblock(c.fd, p)
+	c.counters.add(&c.counters.netOut, uint64(n))
 	if err != nil {
 		c.sockErr = err
 		return 0, err
@@ -739,7 +745,11 @@ func (w loopWriter) writeRaw(p []byte) (int, error) {
 // writePending sends what it can of c.pending and reports false if the
 // socket failed.
 func (c *conn) writePending() bool {
-	if err := c.pending.WriteTo(func(p []byte) (int, error) { return writeNonblock(c.fd, p) }); err != nil {
+	if err := c.pending.WriteTo(func(p []byte) (int, error) {
+		n, err := writeNonblock(c.fd, p)
+		c.counters.add(&c.counters.netOut, uint64(n))
+		return n, err
+	}); err != nil {
 		c.sockErr = err
 		return false
 	}

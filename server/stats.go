@@ -23,6 +23,10 @@ type Stats struct {
 	Locks       LockStats
 	Persistence *PersistStats // nil without a data directory
 	Cluster     *ClusterStats // nil on a single node
+	// Commands has the commands called or rejected at least once, in the
+	// command table's order, then "unknown" (INFO commandstats and
+	// latencystats; see CommandStats).
+	Commands []CommandStats
 }
 
 // ClientStats is INFO's clients section.
@@ -66,6 +70,9 @@ type TrafficStats struct {
 	PubSubPatterns        int    // patterns with a subscriber
 	PubSubSlowClosed      uint64 // subscribers closed for not reading their events
 	OutputLimitCloses     uint64 // connections closed by their client output buffer limit
+	NetInputBytes         uint64 // read from client sockets (under TLS, the encrypted bytes after the handshake)
+	NetOutputBytes        uint64 // written to client sockets (likewise)
+	IdleCloses            uint64 // connections closed by the idle timeout (--idle-timeout)
 }
 
 // LockStats is the counters of INFO's locks section.
@@ -139,6 +146,7 @@ func (s *Server) StatsSnapshot() Stats {
 		Locks:       s.lockStats(),
 		Persistence: s.persistStats(),
 		Cluster:     s.clusterStats(),
+		Commands:    s.commandStats(),
 	}
 }
 
@@ -182,7 +190,9 @@ func (s *Server) trafficStats() TrafficStats {
 		HandlerPanics:         s.stats.panics.Load(),
 		PubSubSlowClosed:      s.hub.dropped.Load(),
 		OutputLimitCloses:     s.stats.outputLimitCloses.Load(),
+		IdleCloses:            s.cmdStats.idleCloses.Load(),
 	}
+	st.NetInputBytes, st.NetOutputBytes = s.netBytes()
 	if s.tls != nil {
 		st.TLS = true
 		st.TLSHandshakeFailures = s.tls.failures.Load()
