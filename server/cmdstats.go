@@ -66,10 +66,12 @@ const (
 	cmdRejected                // refused before it ran: unknown, arity, AUTH, ACL, a subscribed connection
 )
 
-// cmdCounters is one command's counters in one block.
+// cmdCounters is one command's counters in one block. Each outcome has its
+// own counter, so that each figure exported only grows, however a read
+// interleaves with the writes (calls minus failed, read apart, could not).
 type cmdCounters struct {
-	calls, failed, rejected, nanos atomic.Uint64
-	buckets                        [latencyBounds + 1]atomic.Uint64
+	ok, failed, rejected, nanos atomic.Uint64
+	buckets                     [latencyBounds + 1]atomic.Uint64
 }
 
 // counterBlock is one writer's counters (see the top of this file). shared
@@ -107,8 +109,9 @@ func (b *counterBlock) record(i int, out outcome, d int64) {
 		return
 	case cmdFailed:
 		b.add(&cc.failed, 1)
+	default:
+		b.add(&cc.ok, 1)
 	}
-	b.add(&cc.calls, 1)
 	b.add(&cc.nanos, uint64(max(d, 0)))
 	b.add(&cc.buckets[latencyBucket(d)], 1)
 }
@@ -161,7 +164,8 @@ func (cs *commandStats) blocks() []*counterBlock {
 // leasehold_command_duration_seconds.
 type CommandStats struct {
 	Name     string        // lower case, as in the command table; "unknown" for every name not in it
-	Calls    uint64        // commands that ran, Failed included
+	Calls    uint64        // commands that ran: OK and Failed
+	OK       uint64        // commands that ran and were not answered with an error
 	Failed   uint64        // commands that ran and were answered with an error
 	Rejected uint64        // commands refused before they ran (not in Calls)
 	Duration time.Duration // the time the Calls took
@@ -205,7 +209,7 @@ func (s *Server) commandStats() []CommandStats {
 		buckets := make([]uint64, latencyBounds+1)
 		for _, b := range blocks {
 			cc := &b.cmds[i]
-			st.Calls += cc.calls.Load()
+			st.OK += cc.ok.Load()
 			st.Failed += cc.failed.Load()
 			st.Rejected += cc.rejected.Load()
 			nanos += cc.nanos.Load()
@@ -213,6 +217,7 @@ func (s *Server) commandStats() []CommandStats {
 				buckets[k] += cc.buckets[k].Load()
 			}
 		}
+		st.Calls = st.OK + st.Failed
 		if st.Calls == 0 && st.Rejected == 0 {
 			continue
 		}
