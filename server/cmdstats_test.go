@@ -218,3 +218,26 @@ func TestIdleClosesCounted(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkCommandCounters measures counting one command, as dispatch does:
+// in an event loop's block (load and store) and in a goroutine-transport
+// stripe (atomic adds), against doing nothing.
+func BenchmarkCommandCounters(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		block *counterBlock
+	}{
+		{"none", nil},
+		{"loop", newCounterBlock(false)},
+		{"stripe", newCounterBlock(true)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if tc.block != nil {
+					tc.block.record(i&31, cmdRan, int64(i&4095))
+				}
+			}
+		})
+	}
+}
