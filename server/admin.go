@@ -420,6 +420,7 @@ var infoSections = []struct {
 }
 
 func handleInfo(c *conn, args [][]byte) error {
+	c.tally.flush(c.counters) // the commands before INFO in its round count too
 	want := map[string]bool{}
 	for _, a := range args[1:] {
 		want[strings.ToLower(string(a))] = true

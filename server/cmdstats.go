@@ -16,14 +16,22 @@ import (
 // histogram; per server, the bytes read and written on client sockets and
 // the connections the idle timeout closed.
 //
-// Counting must put neither a lock nor contention on the command path, so
-// the counters live in blocks that one writer owns, summed when read:
-//   - each event loop has a block that only its goroutine writes, with an
-//     atomic load and store (no locked instruction: nobody else writes it;
-//     the atomics are for the reader, which sums at any time);
-//   - the goroutine transport's connections share a few stripes, picked by
-//     connection id, written with atomic adds: the stripes make two
-//     connections running at once unlikely to share a block.
+// Counting must put neither a lock nor contention on the command path, nor
+// a locked instruction per command: an atomic add, or an atomic store (an
+// XCHG on amd64), waits for the stores before it to drain, which costs a
+// cheap command (a pipelined PING) tens of ns. So:
+//   - dispatch records a command in its connection's cmdTally, plain
+//     fields owned by whoever runs the connection's commands, which adds up
+//     runs of the same command, outcome and latency bucket;
+//   - the tally is added to a counterBlock with atomic adds at the end of
+//     each round of commands (runCommands), or when it is full: one add per
+//     distinct entry, a round's pipeline costing what one command does;
+//   - each event loop has a block of its own and the goroutine transport's
+//     connections share a few stripes, picked by connection id, so that
+//     connections running at once seldom add to the same cache lines;
+//   - readers sum every block.
+// Bytes are added to the block per read or write system call, which costs
+// far more than the add.
 //
 // Commands are counted by their index in protocol.Commands; a name not in
 // the table counts under "unknown", never under the client's text, which
@@ -61,59 +69,87 @@ const unknownCommand = "unknown"
 type outcome uint8
 
 const (
-	cmdRan      outcome = iota // ran, and answered as it does
-	cmdFailed                  // ran, and answered with an error
+	cmdOK       outcome = iota // ran, and was not answered with an error
+	cmdFailed                  // ran, and was answered with an error
 	cmdRejected                // refused before it ran: unknown, arity, AUTH, ACL, a subscribed connection
 )
 
-// cmdCounters is one command's counters in one block. Each outcome has its
-// own counter, so that each figure exported only grows, however a read
-// interleaves with the writes (calls minus failed, read apart, could not).
+// cmdCounters is one command's counters in one block. Calls are counted by
+// outcome and latency bucket together, each figure in a counter of its own,
+// so that every figure exported only grows however a read interleaves with
+// the adds (calls minus failed, read apart, could go down).
 type cmdCounters struct {
-	ok, failed, rejected, nanos atomic.Uint64
-	buckets                     [latencyBounds + 1]atomic.Uint64
+	rejected, nanos atomic.Uint64
+	buckets         [cmdFailed + 1][latencyBounds + 1]atomic.Uint64 // by outcome (OK, failed), then latency
 }
 
-// counterBlock is one writer's counters (see the top of this file). shared
-// says how it is written: with atomic adds (a stripe) or by its one owner
-// (an event loop's).
+// counterBlock is a set of counters that a few writers add to (see the top
+// of this file), summed by the readers.
 type counterBlock struct {
-	shared        bool
 	netIn, netOut atomic.Uint64
 	cmds          []cmdCounters // by index in protocol.Commands, then unknownCommand's
 }
 
-func newCounterBlock(shared bool) *counterBlock {
-	return &counterBlock{shared: shared, cmds: make([]cmdCounters, len(protocol.Commands)+1)}
+func newCounterBlock() *counterBlock {
+	return &counterBlock{cmds: make([]cmdCounters, len(protocol.Commands)+1)}
 }
 
-// add adds n to x, one of b's counters.
-func (b *counterBlock) add(x *atomic.Uint64, n uint64) {
-	if b.shared {
-		x.Add(n)
-		return
-	}
-	x.Store(x.Load() + n)
+// tallySize is the most distinct (command, outcome, bucket) entries a
+// cmdTally adds up before it must be flushed.
+const tallySize = 8
+
+// cmdTally is a connection's commands not yet added to its block: owned by
+// whoever runs its commands, so no field is atomic.
+type cmdTally struct {
+	n     int
+	keys  [tallySize]uint32 // command index+1 (0 for unknown) << 16 | outcome << 8 | bucket
+	calls [tallySize]uint32
+	nanos [tallySize]uint64
 }
 
 // record counts one command: i is its index in protocol.Commands, -1 for
-// one not there; d is the ns it took, unused for a rejected command.
-func (b *counterBlock) record(i int, out outcome, d int64) {
-	if i < 0 {
-		i = len(b.cmds) - 1
+// one not there; d is the ns it took, unused for a rejected command. It
+// flushes to b when the tally is full.
+func (t *cmdTally) record(b *counterBlock, i int, out outcome, d int64) {
+	bucket := 0
+	if out != cmdRejected {
+		bucket = latencyBucket(d)
+	} else {
+		d = 0
 	}
-	cc := &b.cmds[i]
-	switch out {
-	case cmdRejected:
-		b.add(&cc.rejected, 1)
-		return
-	case cmdFailed:
-		b.add(&cc.failed, 1)
-	default:
-		b.add(&cc.ok, 1)
+	key := uint32(i+1)<<16 | uint32(out)<<8 | uint32(bucket)
+	for j := t.n - 1; j >= 0; j-- {
+		if t.keys[j] == key {
+			t.calls[j]++
+			t.nanos[j] += uint64(max(d, 0))
+			return
+		}
 	}
-	b.add(&cc.nanos, uint64(max(d, 0)))
-	b.add(&cc.buckets[latencyBucket(d)], 1)
+	if t.n == tallySize {
+		t.flush(b)
+	}
+	t.keys[t.n], t.calls[t.n], t.nanos[t.n] = key, 1, uint64(max(d, 0))
+	t.n++
+}
+
+// flush adds the tally to b and empties it.
+func (t *cmdTally) flush(b *counterBlock) {
+	for j := range t.n {
+		key := t.keys[j]
+		i := int(key>>16) - 1
+		if i < 0 {
+			i = len(b.cmds) - 1
+		}
+		cc := &b.cmds[i]
+		out, n := outcome(key>>8), uint64(t.calls[j])
+		if out == cmdRejected {
+			cc.rejected.Add(n)
+			continue
+		}
+		cc.buckets[out][key&0xff].Add(n)
+		cc.nanos.Add(t.nanos[j])
+	}
+	t.n = 0
 }
 
 // commandStats is the server's blocks.
@@ -132,7 +168,7 @@ func newCommandStats() *commandStats {
 	}
 	cs := &commandStats{stripes: make([]*counterBlock, n)}
 	for i := range cs.stripes {
-		cs.stripes[i] = newCounterBlock(true)
+		cs.stripes[i] = newCounterBlock()
 	}
 	return cs
 }
@@ -142,10 +178,9 @@ func (cs *commandStats) stripe(id uint64) *counterBlock {
 	return cs.stripes[id&uint64(len(cs.stripes)-1)]
 }
 
-// loopBlock makes the block of a new event loop, which only the loop's
-// goroutine may write.
+// loopBlock makes the block of a new event loop.
 func (cs *commandStats) loopBlock() *counterBlock {
-	b := newCounterBlock(false)
+	b := newCounterBlock()
 	cs.mu.Lock()
 	cs.loops = append(cs.loops, b)
 	cs.mu.Unlock()
@@ -209,12 +244,13 @@ func (s *Server) commandStats() []CommandStats {
 		buckets := make([]uint64, latencyBounds+1)
 		for _, b := range blocks {
 			cc := &b.cmds[i]
-			st.OK += cc.ok.Load()
-			st.Failed += cc.failed.Load()
 			st.Rejected += cc.rejected.Load()
 			nanos += cc.nanos.Load()
 			for k := range buckets {
-				buckets[k] += cc.buckets[k].Load()
+				ok, failed := cc.buckets[cmdOK][k].Load(), cc.buckets[cmdFailed][k].Load()
+				st.OK += ok
+				st.Failed += failed
+				buckets[k] += ok + failed
 			}
 		}
 		st.Calls = st.OK + st.Failed

@@ -219,25 +219,32 @@ func TestIdleClosesCounted(t *testing.T) {
 	})
 }
 
-// BenchmarkCommandCounters measures counting one command, as dispatch does:
-// in an event loop's block (load and store) and in a goroutine-transport
-// stripe (atomic adds), against doing nothing.
+// BenchmarkCommandCounters measures counting a command as dispatch and
+// flush do, in rounds of 1 and of 64 commands, two distinct commands
+// alternating (ACQUIRE and RELEASE), against counting nothing. The block is
+// added to with atomic adds once per round and entry.
 func BenchmarkCommandCounters(b *testing.B) {
-	for _, tc := range []struct {
-		name  string
-		block *counterBlock
-	}{
-		{"none", nil},
-		{"loop", newCounterBlock(false)},
-		{"stripe", newCounterBlock(true)},
-	} {
-		b.Run(tc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				if tc.block != nil {
-					tc.block.record(i&31, cmdRan, int64(i&4095))
-				}
+	for _, round := range []int{1, 64} {
+		for _, count := range []bool{false, true} {
+			name := fmt.Sprintf("round=%d/none", round)
+			if count {
+				name = fmt.Sprintf("round=%d/tally", round)
 			}
-		})
+			b.Run(name, func(b *testing.B) {
+				block := newCounterBlock()
+				var t cmdTally
+				left := round
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					if count {
+						t.record(block, 2+i&1, cmdOK, int64(1500+i&511))
+						if left--; left == 0 {
+							t.flush(block)
+							left = round
+						}
+					}
+				}
+			})
+		}
 	}
 }

@@ -30,6 +30,7 @@ type conn struct {
 	srv           *Server
 	id            uint64
 	counters      *counterBlock // the block its commands and bytes count in (cmdstats.go)
+	tally         cmdTally      // its commands not yet added to counters; owned by whoever runs them
 	remote, local string
 	rd            *protocol.Reader
 	wr            *redcon.Writer
@@ -137,6 +138,8 @@ func newConn(s *Server, remote, local string) *conn {
 // nothing is written on c again; a data directory that cannot be written is
 // not such a failure (see misconf.go).
 func (c *conn) flush() error {
+	// The round's commands are counted before a client can read their replies.
+	c.tally.flush(c.counters)
 	c.runProposals() // cluster mode: the round's changes, then their replies
 	c.linearized = false
 	c.unflushed = false
@@ -305,7 +308,7 @@ func (c *conn) dispatch(args [][]byte) {
 		c.clockAt = 0 // the wait is no command's
 	}
 	d := end - start
-	c.counters.record(i, out, d)
+	c.tally.record(c.counters, i, out, d)
 	if sl := &c.srv.slowlog; sl.slowerThan >= 0 && d >= sl.slowerThan {
 		sl.add(c, args, d)
 		c.clockAt = 0 // logging is no command's either
@@ -364,7 +367,7 @@ func (c *conn) execute(args [][]byte) (int, outcome) {
 		c.writeErr(err)
 		return i, cmdFailed
 	}
-	return i, cmdRan
+	return i, cmdOK
 }
 
 // errCrossProtocol is c.sockErr once a connection spoke HTTP: nothing more

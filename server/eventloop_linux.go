@@ -704,7 +704,7 @@ func (r loopReader) Read(p []byte) (int, error) {
 		if r.c.srv.cfg.IdleTimeout > 0 {
 			r.c.lastRead = r.c.srv.monotonic()
 		}
-		r.c.counters.add(&r.c.counters.netIn, uint64(n))
+		r.c.counters.netIn.Add(uint64(n))
 		r.c.drained = n < len(p)
 		return n, nil
 	}
@@ -731,7 +731,7 @@ func (w loopWriter) writeRaw(p []byte) (int, error) {
 		return len(p), nil
 	}
 	n, err := writeNonblock(c.fd, p)
-	c.counters.add(&c.counters.netOut, uint64(n))
+	c.counters.netOut.Add(uint64(n))
 	if err != nil {
 		c.sockErr = err
 		return 0, err
@@ -747,7 +747,7 @@ func (w loopWriter) writeRaw(p []byte) (int, error) {
 func (c *conn) writePending() bool {
 	if err := c.pending.WriteTo(func(p []byte) (int, error) {
 		n, err := writeNonblock(c.fd, p)
-		c.counters.add(&c.counters.netOut, uint64(n))
+		c.counters.netOut.Add(uint64(n))
 		return n, err
 	}); err != nil {
 		c.sockErr = err

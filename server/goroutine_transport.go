@@ -159,7 +159,7 @@ func (r blockingReader) Read(p []byte) (int, error) {
 	}
 	n, err := c.nc.Read(p)
 	if c.tlsConn == nil { // a TLS connection's socket reads count in tlsTransport.Read
-		c.counters.add(&c.counters.netIn, uint64(n))
+		c.counters.netIn.Add(uint64(n))
 	}
 	if c.readingAhead {
 		c.wmu.Lock()
@@ -247,7 +247,7 @@ func (c *conn) writeSocketRaw(p []byte, pubsub bool) error {
 	}
 	if unsent == 0 && c.raw != nil {
 		n, err := writeNow(c.raw, p)
-		c.counters.add(&c.counters.netOut, uint64(n))
+		c.counters.netOut.Add(uint64(n))
 		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 			c.outErr = err
 			c.outDrained.Broadcast()
@@ -294,7 +294,7 @@ func (c *conn) writeQueued() error {
 			return err
 		}
 		n, err := c.socket().Write(out)
-		c.counters.add(&c.counters.netOut, uint64(n))
+		c.counters.netOut.Add(uint64(n))
 		c.wmu.Lock()
 		left := c.unsent.Add(-int64(n))
 		if c.wakeReader && left < outputPause {

@@ -388,7 +388,7 @@ func (t *tlsTransport) Read(p []byte) (int, error) {
 	if !t.memory {
 		n, err := t.Conn.Read(p)
 		if t.readCount != nil {
-			t.readCount.add(&t.readCount.netIn, uint64(n))
+			t.readCount.netIn.Add(uint64(n))
 		}
 		return n, err
 	}

@@ -67,7 +67,7 @@ func (c *conn) tlsRead(p []byte) (int, error) {
 			t.readErr = io.EOF
 		default:
 			t.in = t.inBuf[:m]
-			c.counters.add(&c.counters.netIn, uint64(m))
+			c.counters.netIn.Add(uint64(m))
 			c.drained = m < len(t.inBuf)
 			if c.srv.cfg.IdleTimeout > 0 {
 				c.lastRead = c.srv.monotonic()
