@@ -23,9 +23,10 @@ import (
 //   - dispatch records a command in its connection's cmdTally, plain
 //     fields owned by whoever runs the connection's commands, which adds up
 //     runs of the same command, outcome and latency bucket;
-//   - the tally is added to a counterBlock with atomic adds at the end of
-//     each round of commands (runCommands), or when it is full: one add per
-//     distinct entry, a round's pipeline costing what one command does;
+//   - the tally is added to a counterBlock with atomic adds when the
+//     round's replies are flushed (conn.flush), before they are written,
+//     or when it is full: an add or two per distinct entry, so a round's
+//     pipeline costs the adds one command does;
 //   - each event loop has a block of its own and the goroutine transport's
 //     connections share a few stripes, picked by connection id, so that
 //     connections running at once seldom add to the same cache lines;

@@ -1,12 +1,16 @@
 package server
 
 import (
+	"bufio"
+	"crypto/tls"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/testutil"
+	"github.com/leasehold/leasehold/internal/tlstest"
 )
 
 func TestLatencyBucket(t *testing.T) {
@@ -247,4 +251,62 @@ func BenchmarkCommandCounters(b *testing.B) {
 			})
 		}
 	}
+}
+
+// TestNetBytesTLS: under TLS the bytes counted are the socket's, the
+// records with their overhead, not the plaintext, on either transport.
+func TestNetBytesTLS(t *testing.T) {
+	transports(t, func(t *testing.T, opts ...option) {
+		f := tlstest.New(t, t.TempDir())
+		ts := startServer(t, append(opts, withTLS(f, "yes"))...)
+		tc, err := tls.Dial("tcp", ts.TLSAddr().String(), f.ClientConfig(t, "alice"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tc.Close()
+		if err := tc.Handshake(); err != nil {
+			t.Fatal(err)
+		}
+		in0 := ts.StatsSnapshot().Traffic.NetInputBytes
+		rd := bufio.NewReader(tc)
+		const pings = 10
+		for range pings {
+			if _, err := tc.Write([]byte("PING\r\n")); err != nil { // a record each
+				t.Fatal(err)
+			}
+			if l, err := rd.ReadString('\n'); err != nil || l != "+PONG\r\n" {
+				t.Fatalf("PING over TLS: %q, %v", l, err)
+			}
+		}
+		// Each record carries at least a 16-byte tag besides its 6 bytes.
+		if in := ts.StatsSnapshot().Traffic.NetInputBytes - in0; in < pings*(6+16) {
+			t.Errorf("%d bytes in counted for %d PINGs in records of their own", in, pings)
+		}
+	})
+}
+
+// TestInfoCountsItsRound: INFO commandstats counts the commands pipelined
+// before it, though their round has not ended.
+func TestInfoCountsItsRound(t *testing.T) {
+	transports(t, func(t *testing.T, opts ...option) {
+		ts := startServer(t, opts...)
+		rc := ts.dial()
+		rc.send("PING\r\nPING\r\nINFO commandstats\r\n")
+		for range 2 {
+			if l := rc.line(); l != "+PONG" {
+				t.Fatalf("PING: %q", l)
+			}
+		}
+		var n int
+		if _, err := fmt.Sscanf(rc.line(), "$%d", &n); err != nil {
+			t.Fatal(err)
+		}
+		body := make([]byte, n+2)
+		if _, err := io.ReadFull(rc.r, body); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(body), "cmdstat_ping:calls=2,") {
+			t.Errorf("INFO commandstats after two pipelined PINGs:\n%s", body)
+		}
+	})
 }
