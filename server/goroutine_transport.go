@@ -173,9 +173,11 @@ func (r blockingReader) Read(p []byte) (int, error) {
 			return 0, protocol.ErrWouldBlock
 		}
 	}
-	if c.srv.cfg.IdleTimeout > 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// The idle timeout's deadline, or stopReading's (the writer's
+		// wake-up returned above).
 		select {
-		case <-c.srv.closing: // stopReading's deadline
+		case <-c.srv.closing:
 		default:
 			c.srv.cmdStats.idleCloses.Add(1)
 		}
