@@ -21,12 +21,12 @@ type Stats struct {
 	Memory      MemoryStats
 	Traffic     TrafficStats
 	Locks       LockStats
-	Persistence *PersistStats // nil without a data directory
-	Cluster     *ClusterStats // nil on a single node
 	// Commands has the commands called or rejected at least once, in the
 	// command table's order, then "unknown" (INFO commandstats and
 	// latencystats; see CommandStats).
-	Commands []CommandStats
+	Commands    []CommandStats
+	Persistence *PersistStats // nil without a data directory
+	Cluster     *ClusterStats // nil on a single node
 }
 
 // ClientStats is INFO's clients section.
@@ -144,9 +144,9 @@ func (s *Server) StatsSnapshot() Stats {
 		Memory:      s.memoryStats(),
 		Traffic:     s.trafficStats(),
 		Locks:       s.lockStats(),
+		Commands:    s.commandStats(),
 		Persistence: s.persistStats(),
 		Cluster:     s.clusterStats(),
-		Commands:    s.commandStats(),
 	}
 }
 
