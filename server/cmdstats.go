@@ -197,7 +197,10 @@ func (cs *commandStats) blocks() []*counterBlock {
 
 // CommandStats is one command's figures: INFO commandstats' and
 // latencystats' line, and the metrics leasehold_commands_total and
-// leasehold_command_duration_seconds.
+// leasehold_command_duration_seconds. Stats.Commands has those of the
+// commands called or rejected at least once, in the command table's order,
+// then "unknown". A connection's commands count once its round of commands
+// ends (or INFO runs in it).
 type CommandStats struct {
 	Name     string        // lower case, as in the command table; "unknown" for every name not in it
 	Calls    uint64        // commands that ran: OK and Failed

@@ -15,15 +15,12 @@ import (
 // open connections' command counts are summed under the server's mutex,
 // as INFO does.
 type Stats struct {
-	Version string
-	Uptime  time.Duration
-	Clients ClientStats
-	Memory  MemoryStats
-	Traffic TrafficStats
-	Locks   LockStats
-	// Commands has the commands called or rejected at least once, in the
-	// command table's order, then "unknown" (INFO commandstats and
-	// latencystats; see CommandStats).
+	Version     string
+	Uptime      time.Duration
+	Clients     ClientStats
+	Memory      MemoryStats
+	Traffic     TrafficStats
+	Locks       LockStats
 	Commands    []CommandStats
 	Persistence *PersistStats // nil without a data directory
 	Cluster     *ClusterStats // nil on a single node
