@@ -215,6 +215,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 			ch <- d
 		}
 	}
+	describeCommandMetrics(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -229,4 +230,5 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.descs[i][j], m.kind, m.value(&st))
 		}
 	}
+	collectCommandMetrics(ch, &st)
 }

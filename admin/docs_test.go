@@ -3,6 +3,7 @@ package admin
 import (
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -10,8 +11,12 @@ import (
 )
 
 // metricRowRE is a row of docs/operations.md's metric tables: the name, with
-// its label in braces if it has one, and the type.
-var metricRowRE = regexp.MustCompile("(?m)^\\| `(leasehold_[a-z_]+)(?:\\{([a-z]+)\\})?` \\| (counter|gauge) \\|")
+// its labels in braces if it has any, and the type.
+var metricRowRE = regexp.MustCompile("(?m)^\\| `(leasehold_[a-z_]+)(?:\\{([a-z,]+)\\})?` \\| (counter|gauge|histogram) \\|")
+
+// allGroups is groups and the command path's metrics of one series
+// (commandmetrics.go).
+func allGroups() []group { return append(slices.Clip(groups), group{always, trafficMetrics}) }
 
 // TestDocsListEveryMetric: docs/operations.md lists every metric the
 // collector exports, with its type and label, and no other.
@@ -24,8 +29,12 @@ func TestDocsListEveryMetric(t *testing.T) {
 	for _, m := range metricRowRE.FindAllStringSubmatch(string(md), -1) {
 		documented[seriesName(m[1], m[2])] = m[3]
 	}
-	exported := map[string]string{seriesName(namespace+"_build_info", "version"): "gauge"}
-	for _, g := range groups {
+	exported := map[string]string{
+		seriesName(namespace+"_build_info", "version"):               "gauge",
+		seriesName(namespace+"_commands_total", "command,result"):    "counter",
+		seriesName(namespace+"_command_duration_seconds", "command"): "histogram",
+	}
+	for _, g := range allGroups() {
 		for _, m := range g.metrics {
 			label := ""
 			for l := range m.labels {
@@ -63,7 +72,7 @@ func seriesName(name, label string) string {
 // TestMetricNames: leasehold's names follow Prometheus's conventions:
 // counters, and only they, end in _total; sizes are in _bytes.
 func TestMetricNames(t *testing.T) {
-	for _, g := range groups {
+	for _, g := range allGroups() {
 		for _, m := range g.metrics {
 			if isCounter := m.kind == prometheus.CounterValue; isCounter != strings.HasSuffix(m.name, "_total") {
 				t.Errorf("%s: counter %v, but counters and only they end in _total", m.name, isCounter)

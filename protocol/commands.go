@@ -184,7 +184,7 @@ var Commands = []Command{
 	{Name: "command", Arity: -1, Flags: []string{}, Group: GroupServer, Category: CategoryConnection,
 		Args: []Arg{oneof("subcommand", token("COUNT"), block("docs", str("name").many().opt()).after("DOCS"), block("info", str("name").many().opt()).after("INFO"), token("LIST")).opt()}, Summary: "Describes the commands, from this table."},
 	{Name: "info", Arity: -1, Flags: []string{}, Group: GroupServer, Category: CategoryAdmin,
-		Args: []Arg{str("section").many().opt()}, Summary: "Server, clients, memory, stats, locks, persistence, limits and cluster sections, as Redis's INFO."},
+		Args: []Arg{str("section").many().opt()}, Summary: "Server, clients, memory, stats, locks, persistence, limits and cluster sections, as Redis's INFO; commandstats and latencystats by name or with all."},
 	{Name: "config", Arity: -2, Flags: []string{}, Group: GroupServer, Category: CategoryAdmin,
 		Args: []Arg{str("parameter").many().after("GET")}, Summary: "Reads settings; answers what redis-benchmark asks."},
 	{Name: "acl", Arity: -2, Flags: []string{}, Group: GroupServer, Category: CategoryAdmin,

@@ -400,29 +400,36 @@ func writeCommandInfo(c *conn, cmd *protocol.Command) {
 }
 
 // infoSections lists INFO's sections in order, each rendering its lines.
+// As in Redis, the sections marked extra (a line per command) are left out
+// of INFO and INFO default, and given by name, all or everything.
 var infoSections = []struct {
 	name   string
 	render func(s *Server, b *strings.Builder)
+	extra  bool
 }{
-	{"server", (*Server).infoServer},
-	{"clients", (*Server).infoClients},
-	{"memory", (*Server).infoMemory},
-	{"stats", (*Server).infoStats},
-	{"locks", (*Server).infoLocks},
-	{"persistence", (*Server).infoPersistence},
-	{"limits", (*Server).infoLimits},
-	{"cluster", (*Server).infoCluster},
+	{"server", (*Server).infoServer, false},
+	{"clients", (*Server).infoClients, false},
+	{"memory", (*Server).infoMemory, false},
+	{"stats", (*Server).infoStats, false},
+	{"locks", (*Server).infoLocks, false},
+	{"persistence", (*Server).infoPersistence, false},
+	{"limits", (*Server).infoLimits, false},
+	{"cluster", (*Server).infoCluster, false},
+	{"commandstats", (*Server).infoCommandStats, true},
+	{"latencystats", (*Server).infoLatencyStats, true},
 }
 
 func handleInfo(c *conn, args [][]byte) error {
+	c.tally.flush(c.counters) // the commands before INFO in its round count too
 	want := map[string]bool{}
 	for _, a := range args[1:] {
 		want[strings.ToLower(string(a))] = true
 	}
-	all := len(want) == 0 || want["all"] || want["default"] || want["everything"]
+	all := want["all"] || want["everything"]
+	byDefault := len(want) == 0 || want["default"]
 	var b strings.Builder
 	for _, sec := range infoSections {
-		if !all && !want[sec.name] {
+		if !all && !want[sec.name] && (sec.extra || !byDefault) {
 			continue
 		}
 		if b.Len() > 0 {
@@ -507,6 +514,34 @@ func (s *Server) infoStats(b *strings.Builder) {
 	infoLine(b, "pubsub_patterns", st.PubSubPatterns)
 	infoLine(b, "pubsub_slow_subscribers_closed", st.PubSubSlowClosed)
 	infoLine(b, "client_output_buffer_limit_disconnections", st.OutputLimitCloses)
+	infoLine(b, "total_net_input_bytes", st.NetInputBytes)
+	infoLine(b, "total_net_output_bytes", st.NetOutputBytes)
+	infoLine(b, "idle_timeout_disconnections", st.IdleCloses)
+}
+
+// infoCommandStats is Redis's INFO commandstats: a line per command called
+// or rejected at least once.
+func (s *Server) infoCommandStats(b *strings.Builder) {
+	for _, st := range s.commandStats() {
+		perCall := 0.0
+		if st.Calls > 0 {
+			perCall = float64(st.Duration) / float64(time.Microsecond) / float64(st.Calls)
+		}
+		fmt.Fprintf(b, "cmdstat_%s:calls=%d,usec=%d,usec_per_call=%.2f,rejected_calls=%d,failed_calls=%d\r\n",
+			st.Name, st.Calls, st.Duration.Microseconds(), perCall, st.Rejected, st.Failed)
+	}
+}
+
+// infoLatencyStats is Redis's INFO latencystats, from the histograms: each
+// percentile is the upper bound of its bucket (see CommandStats.Percentile).
+func (s *Server) infoLatencyStats(b *strings.Builder) {
+	for _, st := range s.commandStats() {
+		if st.Calls == 0 {
+			continue
+		}
+		us := func(q float64) float64 { return float64(st.Percentile(q)) / float64(time.Microsecond) }
+		fmt.Fprintf(b, "latency_percentiles_usec_%s:p50=%.3f,p99=%.3f,p99.9=%.3f\r\n", st.Name, us(0.5), us(0.99), us(0.999))
+	}
 }
 
 func (s *Server) infoLocks(b *strings.Builder) {

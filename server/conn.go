@@ -29,6 +29,8 @@ import (
 type conn struct {
 	srv           *Server
 	id            uint64
+	counters      *counterBlock // the block its commands and bytes count in (cmdstats.go)
+	tally         cmdTally      // its commands not yet added to counters; owned by whoever runs them
 	remote, local string
 	rd            *protocol.Reader
 	wr            *redcon.Writer
@@ -119,6 +121,7 @@ type conn struct {
 
 func newConn(s *Server, remote, local string) *conn {
 	c := &conn{srv: s, id: s.nextConnID.Add(1), remote: remote, local: local}
+	c.counters = s.cmdStats.stripe(c.id) // an event loop's adopt gives it the loop's
 	c.log = s.log.With().Uint64("conn", c.id).Str("remote", remote).Logger()
 	st := s.users.Load()
 	if u := openDefault(st); u != nil {
@@ -135,6 +138,8 @@ func newConn(s *Server, remote, local string) *conn {
 // nothing is written on c again; a data directory that cannot be written is
 // not such a failure (see misconf.go).
 func (c *conn) flush() error {
+	// The round's commands are counted before a client can read their replies.
+	c.tally.flush(c.counters)
 	c.runProposals() // cluster mode: the round's changes, then their replies
 	c.linearized = false
 	c.unflushed = false
@@ -279,25 +284,22 @@ func commandsFlagged(flag string) []bool {
 	return has
 }
 
-// dispatch runs one command and buffers its reply, and logs it in the
-// SLOWLOG if it took long enough: the one place every command passes on
-// either transport. Timing costs one monotonic clock read a command (none
-// with the slowlog off): a command's end is the next one's start, within a
-// round of runCommands, which reads nothing but buffered or available
-// input between them (so a command's time includes parsing it); the
-// round's first command reads the clock before it too.
+// dispatch runs one command and buffers its reply, counts it (cmdstats.go)
+// and logs it in the SLOWLOG if it took long enough: the one place every
+// command passes on either transport. Timing costs one monotonic clock read
+// a command, which the latency histograms need whether the slowlog is on or
+// off: a command's end is the next one's start, within a round of
+// runCommands, which reads nothing but buffered or available input between
+// them (so a command's time includes parsing it); the round's first command
+// reads the clock before it too. A command that parks (ACQUIRE ... WAIT) is
+// timed until it parked: the wait is no command's.
 func (c *conn) dispatch(args [][]byte) {
-	sl := &c.srv.slowlog
-	if sl.slowerThan < 0 {
-		c.execute(args)
-		return
-	}
 	start := c.clockAt
 	if start == 0 {
 		start = c.srv.monotonic()
 	}
 	c.parkedAt = 0
-	c.execute(args)
+	i, out := c.execute(args)
 	end := c.parkedAt // a command that parked ran until it parked
 	if end == 0 {
 		end = c.srv.monotonic()
@@ -305,14 +307,20 @@ func (c *conn) dispatch(args [][]byte) {
 	} else {
 		c.clockAt = 0 // the wait is no command's
 	}
-	if d := end - start; d >= sl.slowerThan {
+	d := end - start
+	c.tally.record(c.counters, i, out, d)
+	if sl := &c.srv.slowlog; sl.slowerThan >= 0 && d >= sl.slowerThan {
 		sl.add(c, args, d)
 		c.clockAt = 0 // logging is no command's either
 	}
 }
 
-// execute runs one command and buffers its reply.
-func (c *conn) execute(args [][]byte) {
+// execute runs one command and buffers its reply. It returns the command's
+// index in protocol.Commands (-1 for a name not there) and how it ended, for
+// its counters: refused before it ran (rejected: unknown, arity, before
+// AUTH, by ACL, on a subscribed connection), or ran, failing if its reply is
+// an error.
+func (c *conn) execute(args [][]byte) (int, outcome) {
 	i := protocol.LookupIndex(args[0])
 	if i >= 0 && !fastCommand[i] {
 		c.ranSlow = true
@@ -323,41 +331,43 @@ func (c *conn) execute(args [][]byte) {
 	if i < 0 {
 		if protocol.IsCrossProtocol(args[0]) {
 			c.abortCrossProtocol(args[0])
-			return
+			return i, cmdRejected
 		}
 		c.writeErr(protocol.UnknownCommandError(args))
-		return
+		return i, cmdRejected
 	}
 	cmd := &protocol.Commands[i]
 	if c.subscriptions() > 0 && !allowedWhileSubscribed[cmd.Name] {
 		c.writeErr(protocol.SubscribedOnlyError(cmd.Name))
-		return
+		return i, cmdRejected
 	}
 	if err := cmd.CheckArity(len(args)); err != nil {
 		c.writeErr(err)
-		return
+		return i, cmdRejected
 	}
 	if c.user == nil && c.refuseBeforeAuth(i) {
-		return
+		return i, cmdRejected
 	}
 	if c.user != nil {
 		if c.usersSeen != c.srv.users.Load() && !c.reloadUser() {
-			return
+			return i, cmdRejected
 		}
 		if !c.user.Unrestricted() {
 			if err := c.checkACL(i, cmd, args); err != nil {
 				c.writeErr(err)
-				return
+				return i, cmdRejected
 			}
 		}
 	}
 	if err := c.checkKeys(cmd, args); err != nil {
-		c.writeErr(err)
-		return
+		c.writeErr(err) // the command's own rule on its arguments: a failure, as in Redis
+		return i, cmdFailed
 	}
 	if err := c.handle(i, args); err != nil {
 		c.writeErr(err)
+		return i, cmdFailed
 	}
+	return i, cmdOK
 }
 
 // errCrossProtocol is c.sockErr once a connection spoke HTTP: nothing more

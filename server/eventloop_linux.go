@@ -56,6 +56,7 @@ type ioLoop struct {
 	idle      time.Duration // the idle timeout as the loop applies it (takeIdleTimeout); 0 for none
 	lastSweep int64
 	done      chan struct{}
+	counters  *counterBlock // its connections' commands and bytes; only the loop writes it (cmdstats.go)
 }
 
 func newIOLoop(s *Server) (*ioLoop, error) {
@@ -73,14 +74,16 @@ func newIOLoop(s *Server) (*ioLoop, error) {
 		unix.Close(wakefd)
 		return nil, err
 	}
-	return &ioLoop{
+	l := &ioLoop{
 		srv:    s,
 		epfd:   epfd,
 		wakefd: wakefd,
 		conns:  make(map[int]*conn),
 		events: make([]unix.EpollEvent, 256),
 		done:   make(chan struct{}),
-	}, nil
+	}
+	l.counters = s.cmdStats.loopBlock()
+	return l, nil
 }
 
 // post runs fn on the loop's goroutine, soon, and reports false when the
@@ -136,7 +139,7 @@ func (l *ioLoop) adopt(nc net.Conn) (*conn, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	c.fd, c.loop = fd, l
+	c.fd, c.loop, c.counters = fd, l, l.counters
 	if tc != nil {
 		adoptTLS(c, tc)
 	}
@@ -603,6 +606,7 @@ func (l *ioLoop) sweepIdle() {
 		// As in Redis, the idle timeout spares waiting and listening clients.
 		if c.blocked == nil && c.subscriptions() == 0 && now-c.lastRead >= idle {
 			c.log.Debug().Msg("idle timeout")
+			l.srv.cmdStats.idleCloses.Add(1)
 			l.closeConn(c)
 		}
 	}
@@ -721,6 +725,7 @@ func (r loopReader) Read(p []byte) (int, error) {
 		if r.c.loop.idle > 0 {
 			r.c.lastRead = r.c.srv.monotonic()
 		}
+		r.c.counters.netIn.Add(uint64(n))
 		r.c.drained = n < len(p)
 		return n, nil
 	}
@@ -747,6 +752,7 @@ func (w loopWriter) writeRaw(p []byte) (int, error) {
 		return len(p), nil
 	}
 	n, err := writeNonblock(c.fd, p)
+	c.counters.netOut.Add(uint64(n))
 	if err != nil {
 		c.sockErr = err
 		return 0, err
@@ -760,7 +766,11 @@ func (w loopWriter) writeRaw(p []byte) (int, error) {
 // writePending sends what it can of c.pending and reports false if the
 // socket failed.
 func (c *conn) writePending() bool {
-	if err := c.pending.WriteTo(func(p []byte) (int, error) { return writeNonblock(c.fd, p) }); err != nil {
+	if err := c.pending.WriteTo(func(p []byte) (int, error) {
+		n, err := writeNonblock(c.fd, p)
+		c.counters.netOut.Add(uint64(n))
+		return n, err
+	}); err != nil {
 		c.sockErr = err
 		return false
 	}

@@ -158,6 +158,9 @@ func (r blockingReader) Read(p []byte) (int, error) {
 	default:
 	}
 	n, err := c.nc.Read(p)
+	if c.tlsConn == nil { // a TLS connection's socket reads count in tlsTransport.Read
+		c.counters.netIn.Add(uint64(n))
+	}
 	if c.readingAhead {
 		c.wmu.Lock()
 		c.readWoken = !c.wakeReader // the writer took the wake-up: it set a deadline
@@ -168,6 +171,15 @@ func (r blockingReader) Read(p []byte) (int, error) {
 				return n, nil
 			}
 			return 0, protocol.ErrWouldBlock
+		}
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// The idle timeout's deadline, or stopReading's (the writer's
+		// wake-up returned above).
+		select {
+		case <-c.srv.closing:
+		default:
+			c.srv.cmdStats.idleCloses.Add(1)
 		}
 	}
 	return n, err
@@ -237,6 +249,7 @@ func (c *conn) writeSocketRaw(p []byte, pubsub bool) error {
 	}
 	if unsent == 0 && c.raw != nil {
 		n, err := writeNow(c.raw, p)
+		c.counters.netOut.Add(uint64(n))
 		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 			c.outErr = err
 			c.outDrained.Broadcast()
@@ -283,6 +296,7 @@ func (c *conn) writeQueued() error {
 			return err
 		}
 		n, err := c.socket().Write(out)
+		c.counters.netOut.Add(uint64(n))
 		c.wmu.Lock()
 		left := c.unsent.Add(-int64(n))
 		if c.wakeReader && left < outputPause {

@@ -60,6 +60,7 @@ type Server struct {
 
 	nextConnID atomic.Uint64
 	stats      serverStats
+	cmdStats   *commandStats // per command, and bytes in and out (cmdstats.go)
 	auth       *authState
 	owners     *ownerNumbers             // owner ids of scoped users' anonymous leases (ownership.go)
 	users      atomic.Pointer[acl.Store] // swapped whole by ReloadACL; dispatch reads it lock-free
@@ -208,6 +209,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		batchable: batchableCommands(rep != nil),
 		started:   started,
 		slowlog:   newSlowlog(cfg.SlowlogSlowerThan, cfg.SlowlogMaxLen),
+		cmdStats:  newCommandStats(),
 		hot:       lockStats,
 		maxConns:  maxConns,
 		conns:     make(map[uint64]*conn),

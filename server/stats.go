@@ -21,6 +21,7 @@ type Stats struct {
 	Memory      MemoryStats
 	Traffic     TrafficStats
 	Locks       LockStats
+	Commands    []CommandStats
 	Persistence *PersistStats // nil without a data directory
 	Cluster     *ClusterStats // nil on a single node
 	Tokens      TokenStats    // INFO locks' last_token and token_headroom
@@ -67,6 +68,9 @@ type TrafficStats struct {
 	PubSubPatterns        int    // patterns with a subscriber
 	PubSubSlowClosed      uint64 // subscribers closed for not reading their events
 	OutputLimitCloses     uint64 // connections closed by their client output buffer limit
+	NetInputBytes         uint64 // read from client sockets (under TLS, the encrypted bytes after the handshake)
+	NetOutputBytes        uint64 // written to client sockets (likewise)
+	IdleCloses            uint64 // connections closed by the idle timeout (--idle-timeout)
 }
 
 // LockStats is the counters of INFO's locks section.
@@ -138,6 +142,7 @@ func (s *Server) StatsSnapshot() Stats {
 		Memory:      s.memoryStats(),
 		Traffic:     s.trafficStats(),
 		Locks:       s.lockStats(),
+		Commands:    s.commandStats(),
 		Persistence: s.persistStats(),
 		Cluster:     s.clusterStats(),
 		Tokens:      s.tokenStats(),
@@ -184,7 +189,9 @@ func (s *Server) trafficStats() TrafficStats {
 		HandlerPanics:         s.stats.panics.Load(),
 		PubSubSlowClosed:      s.hub.dropped.Load(),
 		OutputLimitCloses:     s.stats.outputLimitCloses.Load(),
+		IdleCloses:            s.cmdStats.idleCloses.Load(),
 	}
+	st.NetInputBytes, st.NetOutputBytes = s.netBytes()
 	if s.tls != nil {
 		st.TLS = true
 		st.TLSHandshakeFailures = s.tls.failures.Load()

@@ -380,11 +380,17 @@ type tlsTransport struct {
 	// connection's replies are sealed under its wmu.
 	mu  sync.Mutex
 	out []byte // records crypto/tls wrote, for the socket
+
+	readCount *counterBlock // goroutine transport: counts the socket bytes read (cmdstats.go)
 }
 
 func (t *tlsTransport) Read(p []byte) (int, error) {
 	if !t.memory {
-		return t.Conn.Read(p)
+		n, err := t.Conn.Read(p)
+		if t.readCount != nil {
+			t.readCount.netIn.Add(uint64(n))
+		}
+		return n, err
 	}
 	if len(t.in) == 0 {
 		if t.readErr != nil {
@@ -432,6 +438,7 @@ func (c *conn) sealWithTLS(tc *tlsConn) {
 	c.tlsCN = peerCN(tc)
 	c.authenticateByCertificate()
 	tc.tr.writeMemory = true
+	tc.tr.readCount = c.counters
 	if sc, ok := tc.tr.Conn.(syscall.Conn); ok {
 		c.raw, _ = sc.SyscallConn()
 	}
