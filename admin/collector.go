@@ -172,6 +172,7 @@ var groups = []group{
 		{"cluster_settings_mismatch", "1 if this node's lock-table settings differ from its leader's (it refuses lock commands), else 0.", gauge, nil,
 			func(st *server.Stats) float64 { return boolFloat(st.Cluster.SettingsMismatch) }},
 	}},
+	lockGroup, // lockmetrics.go
 }
 
 func boolFloat(b bool) float64 {
@@ -189,6 +190,7 @@ var buildInfo = prometheus.NewDesc(namespace+"_build_info", "Always 1; the versi
 type collector struct {
 	src   Source
 	descs [][]*prometheus.Desc // by group, then metric
+	hists []*prometheus.Desc   // by histograms (lockmetrics.go)
 }
 
 func newCollector(src Source) *collector {
@@ -200,6 +202,9 @@ func newCollector(src Source) *collector {
 		}
 		c.descs = append(c.descs, ds)
 	}
+	for _, h := range histograms {
+		c.hists = append(c.hists, h.desc())
+	}
 	return c
 }
 
@@ -210,6 +215,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		for _, d := range ds {
 			ch <- d
 		}
+	}
+	for _, d := range c.hists {
+		ch <- d
 	}
 }
 
@@ -224,5 +232,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for j, m := range g.metrics {
 			ch <- prometheus.MustNewConstMetric(c.descs[i][j], m.kind, m.value(&st))
 		}
+	}
+	for i, h := range histograms {
+		ch <- constHistogram(c.hists[i], h.value(&st))
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 // metricRowRE is a row of docs/operations.md's metric tables: the name, with
 // its label in braces if it has one, and the type.
-var metricRowRE = regexp.MustCompile("(?m)^\\| `(leasehold_[a-z_]+)(?:\\{([a-z]+)\\})?` \\| (counter|gauge) \\|")
+var metricRowRE = regexp.MustCompile("(?m)^\\| `(leasehold_[a-z_]+)(?:\\{([a-z]+)\\})?` \\| (counter|gauge|histogram) \\|")
 
 // TestDocsListEveryMetric: docs/operations.md lists every metric the
 // collector exports, with its type and label, and no other.
@@ -37,6 +37,9 @@ func TestDocsListEveryMetric(t *testing.T) {
 			}
 			exported[seriesName(namespace+"_"+m.name, label)] = kind
 		}
+	}
+	for _, h := range histograms {
+		exported[namespace+"_"+h.name] = "histogram"
 	}
 	for name, kind := range exported {
 		if documented[name] != kind {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/glob"
+	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/protocol"
 )
 
@@ -507,6 +508,8 @@ func (s *Server) infoStats(b *strings.Builder) {
 	infoLine(b, "pubsub_patterns", st.PubSubPatterns)
 	infoLine(b, "pubsub_slow_subscribers_closed", st.PubSubSlowClosed)
 	infoLine(b, "client_output_buffer_limit_disconnections", st.OutputLimitCloses)
+	infoLine(b, "pubsub_events_published", st.EventsPublished)
+	infoLine(b, "pubsub_events_dropped", st.EventsDropped)
 }
 
 func (s *Server) infoLocks(b *strings.Builder) {
@@ -534,6 +537,18 @@ func (s *Server) infoLocks(b *strings.Builder) {
 	infoLine(b, "table_full_refusals", st.TableFullRefusals)
 	infoLine(b, "max_key_len", cfg.MaxKeyLen)
 	infoLine(b, "require_create", boolInt(cfg.RequireCreate))
+	infoLine(b, "leases_held_exclusive", st.HeldExclusive)
+	infoLine(b, "leases_held_shared", st.HeldShared)
+	infoLine(b, "leases_held_permits", st.HeldPermits)
+	infoLine(b, "hand_offs", st.HandOffs)
+	infoLine(b, "lock_delay_refusals", st.LockDelayRefusals)
+	for _, h := range [...]struct {
+		name string
+		h    *locker.Histogram
+	}{{"wait_time", &st.WaitTime}, {"hold_time", &st.HoldTime}, {"reaper_lateness", &st.ReaperLateness}} {
+		infoLine(b, h.name+"_count", h.h.Count)
+		infoLine(b, h.name+"_total_ms", h.h.Sum.Milliseconds())
+	}
 }
 
 // infoPersistence reports the data directory, in Redis's INFO persistence

@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"strconv"
 	"time"
+
+	"github.com/leasehold/leasehold/locker"
 )
 
 // Stats is a snapshot of the figures INFO reports, for an exporter of
@@ -66,6 +68,11 @@ type TrafficStats struct {
 	PubSubPatterns        int    // patterns with a subscriber
 	PubSubSlowClosed      uint64 // subscribers closed for not reading their events
 	OutputLimitCloses     uint64 // connections closed by their client output buffer limit
+	// EventsPublished counts the lock events routed to subscribers (while
+	// anyone subscribes; events nobody listens to are not made at all);
+	// EventsDropped the messages of them a subscriber did not get, its
+	// output being past its limit.
+	EventsPublished, EventsDropped uint64
 }
 
 // LockStats is the counters of INFO's locks section.
@@ -86,6 +93,15 @@ type LockStats struct {
 	TableBytes        int    // memory the table's structures hold
 	MaxLocks          int    // --max-locks; 0 for no bound
 	TableFullRefusals uint64 // new locks refused by --max-locks
+	// HeldExclusive, HeldShared and HeldPermits split Held by mode: plain
+	// leases, readers' (SHARED) and semaphore permits.
+	HeldExclusive, HeldShared, HeldPermits int
+	HandOffs                               uint64 // leases passed to a waiter as the lock freed
+	LockDelayRefusals                      uint64 // ACQUIREs refused for a lock-delay
+	// WaitTime, HoldTime and ReaperLateness are the lock table's
+	// histograms (locker.Stats): queued to granted or given up, granted to
+	// released or expired, and a lease's deadline to the reaper expiring it.
+	WaitTime, HoldTime, ReaperLateness locker.Histogram
 }
 
 // PersistStats is INFO's persistence section, with a data directory.
@@ -182,6 +198,8 @@ func (s *Server) trafficStats() TrafficStats {
 		HandlerPanics:         s.stats.panics.Load(),
 		PubSubSlowClosed:      s.hub.dropped.Load(),
 		OutputLimitCloses:     s.stats.outputLimitCloses.Load(),
+		EventsPublished:       s.hub.published.Load(),
+		EventsDropped:         s.hub.eventsDropped.Load(),
 	}
 	if s.tls != nil {
 		st.TLS = true
@@ -213,6 +231,14 @@ func (s *Server) lockStats() LockStats {
 		TableBytes:        st.TableBytes,
 		MaxLocks:          s.lockTable().Config().MaxLocks,
 		TableFullRefusals: st.TableFullRefusals,
+		HeldExclusive:     st.Held - st.HeldShared - st.HeldPermits,
+		HeldShared:        st.HeldShared,
+		HeldPermits:       st.HeldPermits,
+		HandOffs:          st.HandOffs,
+		LockDelayRefusals: st.LockDelayRefusals,
+		WaitTime:          st.WaitTime,
+		HoldTime:          st.HoldTime,
+		ReaperLateness:    st.ReaperLateness,
 	}
 }
 
