@@ -244,7 +244,7 @@ func (s *Stats) shardOf(key string) *shard {
 func (sh *shard) observe(key string, capacity int) *entry {
 	if e, ok := sh.byKey[key]; ok {
 		e.count++
-		heap.Fix(&sh.minHeap, e.index)
+		sh.minHeap.down(e.index) // a count only grows: the entry can only sink
 		return e
 	}
 	if len(sh.minHeap) < capacity {
@@ -259,7 +259,7 @@ func (sh *shard) observe(key string, capacity int) *entry {
 	*e = entry{keyBuf: e.keyBuf, count: e.count + 1, overcount: e.count}
 	e.setKey(key)
 	sh.byKey[e.key] = e
-	heap.Fix(&sh.minHeap, 0)
+	sh.minHeap.down(0)
 	return e
 }
 
@@ -271,6 +271,27 @@ func (e *entry) setKey(key string) {
 
 // entryHeap orders entries by count, lightest first (container/heap).
 type entryHeap []*entry
+
+// down is container/heap's down without its interface calls, which every
+// event pays: it sinks the entry at i below the lighter of its children
+// while one is lighter.
+func (h entryHeap) down(i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		c := l
+		if r := l + 1; r < len(h) && h[r].count < h[l].count {
+			c = r
+		}
+		if h[c].count >= h[i].count {
+			return
+		}
+		h.Swap(i, c)
+		i = c
+	}
+}
 
 func (h entryHeap) Len() int           { return len(h) }
 func (h entryHeap) Less(i, j int) bool { return h[i].count < h[j].count }
