@@ -136,6 +136,14 @@ func (s *shard) emit(kind EventKind, i uint32, held time.Duration) {
 	b.add(kind, e.token, s.key(e), owner, "", held)
 }
 
+// emitEnd is emit for an event that ends entry i's exclusive lease at end,
+// with its hold time, which it works out only when anyone listens.
+func (s *shard) emitEnd(kind EventKind, i uint32, end int64) {
+	if s.sink != nil && s.sink.Active() {
+		s.emit(kind, i, s.heldFor(i, end))
+	}
+}
+
 // emitHolder records an event about one lease of entry i's holder set.
 func (s *shard) emitHolder(kind EventKind, i uint32, h *holder, held time.Duration) {
 	if b := s.eventsOn(); b != nil {

@@ -351,7 +351,7 @@ func (s *shard) fireItem(i uint32, d *Due, now int64) bool {
 		}
 		deadline := e.deadline
 		s.counts.expired.Add(1)
-		s.emit(EventExpired, i, s.heldFor(i, deadline))
+		s.emitEnd(EventExpired, i, deadline)
 		s.endLease(i, deadline)
 		if delay := s.lockDelay(i); delay > 0 {
 			e.flags |= flagDelayed

@@ -406,7 +406,7 @@ func (s *shard) settle(i uint32, now int64) uint32 {
 	e := s.at(i)
 	if e.flags&flagHeld != 0 && e.deadline <= expiry {
 		s.counts.expired.Add(1)
-		s.emit(EventExpired, i, s.heldFor(i, e.deadline))
+		s.emitEnd(EventExpired, i, e.deadline)
 		s.endLease(i, e.deadline)
 		if d := s.lockDelay(i); d > 0 {
 			// The delay runs from the deadline, not from whenever this

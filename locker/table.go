@@ -431,7 +431,7 @@ func (t *Table) ReleaseScoped(key []byte, token uint64, scope []byte) bool {
 	case s.heldBy(i, token) && s.inScope(s.at(i), scope):
 		s.counts.released.Add(1)
 		s.journal(ChangeRelease, i, token, 0, nil, false)
-		s.emit(EventReleased, i, s.heldFor(i, now))
+		s.emitEnd(EventReleased, i, now)
 		s.endLease(i, now) // released, not expired: no lock-delay
 	case i == 0:
 		return false
@@ -473,7 +473,7 @@ func (t *Table) ForceRelease(key []byte, token uint64) int {
 	if e.flags&(flagHeld|flagDelayed) != 0 && (token == AllLeases || e.token == token) {
 		s.journal(ChangeRelease, i, e.token, 0, nil, false)
 		if e.flags&flagHeld != 0 {
-			s.emit(EventForced, i, s.heldFor(i, now))
+			s.emitEnd(EventForced, i, now)
 			s.endLease(i, now)
 		} else {
 			s.emit(EventForced, i, 0)
