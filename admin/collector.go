@@ -176,6 +176,7 @@ var groups = []group{
 		{"token_headroom", "Fencing tokens left below 2^53 after the highest issued or reserved.", gauge, nil,
 			func(st *server.Stats) float64 { return float64(st.Tokens.Headroom) }},
 	}},
+	lockGroup, // lockmetrics.go
 }
 
 func boolFloat(b bool) float64 {
@@ -193,6 +194,7 @@ var buildInfo = prometheus.NewDesc(namespace+"_build_info", "Always 1; the versi
 type collector struct {
 	src   Source
 	descs [][]*prometheus.Desc // by group, then metric
+	hists []*prometheus.Desc   // by histograms (lockmetrics.go)
 }
 
 func newCollector(src Source) *collector {
@@ -203,6 +205,9 @@ func newCollector(src Source) *collector {
 			ds = append(ds, prometheus.NewDesc(namespace+"_"+m.name, m.help, nil, m.labels))
 		}
 		c.descs = append(c.descs, ds)
+	}
+	for _, h := range histograms {
+		c.hists = append(c.hists, h.desc())
 	}
 	return c
 }
@@ -216,6 +221,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		}
 	}
 	describeCommandMetrics(ch)
+	for _, d := range c.hists {
+		ch <- d
+	}
 }
 
 // Collect implements prometheus.Collector.
@@ -231,4 +239,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	collectCommandMetrics(ch, &st)
+	for i, h := range histograms {
+		ch <- constHistogram(c.hists[i], h.value(&st))
+	}
 }

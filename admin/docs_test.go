@@ -47,6 +47,9 @@ func TestDocsListEveryMetric(t *testing.T) {
 			exported[seriesName(namespace+"_"+m.name, label)] = kind
 		}
 	}
+	for _, h := range histograms {
+		exported[namespace+"_"+h.name] = "histogram"
+	}
 	for name, kind := range exported {
 		if documented[name] != kind {
 			t.Errorf("%s: a %s, documented as %q", name, kind, documented[name])

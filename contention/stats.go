@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"hash/maphash"
 	"slices"
+	"strings"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // Config configures Stats.
@@ -21,15 +23,12 @@ type Config struct {
 	// sketches, by a hash of the key, so that events on different locks
 	// seldom wait for each other. A power of two is not required.
 	Shards int
-	// Now is the clock: monotonic nanoseconds. Durations are differences of
-	// its readings.
-	Now func() int64
 }
 
 // DefaultTop is the number of locks tracked by default.
 const DefaultTop = 100
 
-// DefaultConfig returns a Config with every default set but the clock.
+// DefaultConfig returns a Config with every default set.
 func DefaultConfig() Config {
 	return Config{Top: DefaultTop, Shards: 8}
 }
@@ -41,9 +40,6 @@ func (c Config) Validate() error {
 	}
 	if c.Shards < 1 || c.Shards > 1024 {
 		return fmt.Errorf("contention: shards must be between 1 and 1024, got %d", c.Shards)
-	}
-	if c.Now == nil {
-		return errors.New("contention: no clock")
 	}
 	return nil
 }
@@ -101,24 +97,16 @@ type shard struct {
 
 // entry is one tracked lock.
 type entry struct {
+	// key is the lock's name, in keyBuf's bytes: the entry owns them, and
+	// reuses them for the key that displaces this one (observe), so that a
+	// sketch busy displacing keys allocates nothing once its buffers fit
+	// the keys. A stat copies it out.
 	key                                     string
+	keyBuf                                  []byte
 	count, overcount                        uint64
 	index                                   int // in the shard's heap
 	acquisitions, waits, timeouts, expiries uint64
 	wait, hold                              histogram
-	// holders are the grant times of the lock's latest leases, for their
-	// hold time at release: a fixed ring, so a semaphore with many permits
-	// gives hold times for its latest holdersKept leases only.
-	holders [holdersKept]holder
-	next    int
-}
-
-const holdersKept = 8
-
-type holder struct {
-	token uint64
-	since int64
-	set   bool
 }
 
 // New validates cfg and returns empty Stats.
@@ -133,34 +121,32 @@ func New(cfg Config) (*Stats, error) {
 	return s, nil
 }
 
-// Acquired records a lease granted on key with token.
-func (s *Stats) Acquired(key string, token uint64) {
-	now := s.cfg.Now()
+// The keys passed to Acquired, Ended and Waited may be borrowed (a lock
+// table's event, say): Stats copies what it keeps and retains none of them.
+// Durations come from the caller, who has the clock readings already (the
+// lock table times every lease), so recording an event reads no clock.
+
+// Acquired records a lease granted on key.
+func (s *Stats) Acquired(key string) {
 	sh := s.shardOf(key)
 	sh.mu.Lock()
 	e := sh.observe(key, s.cfg.Top)
 	e.acquisitions++
-	e.holders[e.next] = holder{token: token, since: now, set: true}
-	e.next = (e.next + 1) % holdersKept
 	sh.mu.Unlock()
 }
 
-// Ended records the end of the lease token held on key: expired when it
+// Ended records the end of a lease on key that was held for held (0 when
+// the caller does not know: no hold time is counted): expired when it
 // reached its deadline, else released (by its holder or by force).
-func (s *Stats) Ended(key string, token uint64, expired bool) {
-	now := s.cfg.Now()
+func (s *Stats) Ended(key string, held time.Duration, expired bool) {
 	sh := s.shardOf(key)
 	sh.mu.Lock()
 	e := sh.observe(key, s.cfg.Top)
 	if expired {
 		e.expiries++
 	}
-	for i := range e.holders {
-		if h := &e.holders[i]; h.set && h.token == token {
-			e.hold.add(time.Duration(now - h.since))
-			*h = holder{}
-			break
-		}
+	if held > 0 {
+		e.hold.add(held)
 	}
 	sh.mu.Unlock()
 }
@@ -236,7 +222,7 @@ var orders = map[string]func(a, b LockStat) int{
 
 func (e *entry) stat() LockStat {
 	return LockStat{
-		Key: e.key, Acquisitions: e.acquisitions, Waits: e.waits, Timeouts: e.timeouts, Expiries: e.expiries,
+		Key: strings.Clone(e.key), Acquisitions: e.acquisitions, Waits: e.waits, Timeouts: e.timeouts, Expiries: e.expiries,
 		WaitP50: e.wait.quantile(0.5), WaitP99: e.wait.quantile(0.99),
 		HoldP50: e.hold.quantile(0.5), HoldP99: e.hold.quantile(0.99),
 		Count: e.count, Error: e.overcount,
@@ -258,25 +244,54 @@ func (s *Stats) shardOf(key string) *shard {
 func (sh *shard) observe(key string, capacity int) *entry {
 	if e, ok := sh.byKey[key]; ok {
 		e.count++
-		heap.Fix(&sh.minHeap, e.index)
+		sh.minHeap.down(e.index) // a count only grows: the entry can only sink
 		return e
 	}
 	if len(sh.minHeap) < capacity {
-		e := &entry{key: key, count: 1}
-		sh.byKey[key] = e
+		e := &entry{count: 1}
+		e.setKey(key)
+		sh.byKey[e.key] = e
 		heap.Push(&sh.minHeap, e)
 		return e
 	}
 	e := sh.minHeap[0]
-	delete(sh.byKey, e.key)
-	*e = entry{key: key, count: e.count + 1, overcount: e.count}
-	sh.byKey[key] = e
-	heap.Fix(&sh.minHeap, 0)
+	delete(sh.byKey, e.key) // before its bytes change: a map key must not
+	*e = entry{keyBuf: e.keyBuf, count: e.count + 1, overcount: e.count}
+	e.setKey(key)
+	sh.byKey[e.key] = e
+	sh.minHeap.down(0)
 	return e
+}
+
+// setKey copies key into e's buffer, which grows only for a longer key.
+func (e *entry) setKey(key string) {
+	e.keyBuf = append(e.keyBuf[:0], key...)
+	e.key = unsafe.String(unsafe.SliceData(e.keyBuf), len(e.keyBuf))
 }
 
 // entryHeap orders entries by count, lightest first (container/heap).
 type entryHeap []*entry
+
+// down is container/heap's down without its interface calls, which every
+// event pays: it sinks the entry at i below the lighter of its children
+// while one is lighter.
+func (h entryHeap) down(i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		c := l
+		if r := l + 1; r < len(h) && h[r].count < h[l].count {
+			c = r
+		}
+		if h[c].count >= h[i].count {
+			return
+		}
+		h.Swap(i, c)
+		i = c
+	}
+}
 
 func (h entryHeap) Len() int           { return len(h) }
 func (h entryHeap) Less(i, j int) bool { return h[i].count < h[j].count }

@@ -1,5 +1,10 @@
 package locker
 
+import (
+	"time"
+	"unsafe"
+)
+
 // EventKind names what happened to a lock.
 type EventKind string
 
@@ -16,31 +21,132 @@ const (
 )
 
 // Event is one thing that happened to a lock.
+//
+// The Key and Owner of an Event handed to EventSink.Publish are borrowed:
+// they point into a buffer the table reuses once Publish returns, so that
+// reporting an event allocates nothing. A sink that keeps either past the
+// call copies it (strings.Clone); one that only reads them, or builds
+// something new from them, need not.
 type Event struct {
 	Kind  EventKind
 	Key   string
 	Token uint64 // the lease's token; the last token granted for deleted
 	Owner string // the lease's owner, if it named one
+	// Held is how long the lease had been held when it was released,
+	// expired (up to its deadline) or forced; 0 for the other kinds, for
+	// the end of a lock-delay, and for a lease restored from a snapshot or
+	// a journal, whose grant the table did not see.
+	Held time.Duration
 }
 
 // EventSink receives a Table's events. Active is asked before every event is
 // built and must be cheap (an atomic load): when it says false, the table
 // does no work for events at all. Publish is called after the shard lock is
-// released, on the goroutine that caused the event; it must not block.
+// released, on the goroutine that caused the event; it must not block, and
+// must copy the event's Key and Owner to keep them (see Event).
 type EventSink interface {
 	Active() bool
 	Publish(Event)
 }
 
-// emit records an event about entry i, to publish once the shard is unlocked.
-func (s *shard) emit(kind EventKind, i uint32) {
+// eventBatch is the events of one hold of a shard's lock, published once it
+// is unlocked. The keys and owners are copied into text under the lock, since
+// the entry they live in may change as soon as it is released; the batch is
+// then kept as the shard's spare for the next hold, so that a lock cycle with
+// a sink allocates nothing once the buffers have grown to fit. (Two holds of
+// one shard publishing at once need two batches: the later one is then
+// made, and the one returned last stays the spare.)
+type eventBatch struct {
+	pending []pendingEvent
+	text    []byte // the keys and owners of pending, end to end
+}
+
+// pendingEvent is an Event whose key and owner are spans of eventBatch.text,
+// made strings only once text has stopped growing. An owner that is already
+// a string (a holder set's) is kept as it is.
+type pendingEvent struct {
+	kind              EventKind
+	token             uint64
+	keyAt, keyLen     int
+	ownerAt, ownerLen int
+	owner             string
+	held              time.Duration
+}
+
+// add records an event whose key and owner bytes are copied now.
+func (b *eventBatch) add(kind EventKind, token uint64, key, owner []byte, ownerStr string, held time.Duration) {
+	p := pendingEvent{kind: kind, token: token, keyAt: len(b.text), keyLen: len(key), owner: ownerStr, held: held}
+	b.text = append(b.text, key...)
+	if len(owner) > 0 {
+		p.ownerAt, p.ownerLen = len(b.text), len(owner)
+		b.text = append(b.text, owner...)
+	}
+	b.pending = append(b.pending, p)
+}
+
+// publish hands every event to sink, in order, and empties the batch.
+func (b *eventBatch) publish(sink EventSink) {
+	for i := range b.pending {
+		p := &b.pending[i]
+		ev := Event{Kind: p.kind, Key: b.span(p.keyAt, p.keyLen), Token: p.token, Owner: p.owner, Held: p.held}
+		if p.ownerLen > 0 {
+			ev.Owner = b.span(p.ownerAt, p.ownerLen)
+		}
+		sink.Publish(ev)
+	}
+	clear(b.pending) // the owners of holder sets must not be pinned
+	b.pending, b.text = b.pending[:0], b.text[:0]
+}
+
+// span is the string of n bytes of text from at, without a copy: valid
+// until the batch is reused (see Event).
+func (b *eventBatch) span(at, n int) string {
+	if n == 0 {
+		return ""
+	}
+	return unsafe.String(&b.text[at], n)
+}
+
+// eventsOn returns the batch to record an event in, taking one when the shard
+// has none under this hold, or nil when nobody listens.
+func (s *shard) eventsOn() *eventBatch {
 	if s.sink == nil || !s.sink.Active() {
+		return nil
+	}
+	if s.events == nil {
+		if s.events = s.spareEvents.Swap(nil); s.events == nil {
+			s.events = new(eventBatch)
+		}
+	}
+	return s.events
+}
+
+// emit records an event about entry i, to publish once the shard is
+// unlocked; held is the lease's hold time for an event that ends it.
+func (s *shard) emit(kind EventKind, i uint32, held time.Duration) {
+	b := s.eventsOn()
+	if b == nil {
 		return
 	}
 	e := s.at(i)
-	ev := Event{Kind: kind, Key: string(s.key(e)), Token: e.token}
+	var owner []byte
 	if e.ownerLen > 0 {
-		ev.Owner = string(s.strings.get(e.ownerRef, int(e.ownerLen)))
+		owner = s.strings.get(e.ownerRef, int(e.ownerLen))
 	}
-	s.events = append(s.events, ev)
+	b.add(kind, e.token, s.key(e), owner, "", held)
+}
+
+// emitEnd is emit for an event that ends entry i's exclusive lease at end,
+// with its hold time, which it works out only when anyone listens.
+func (s *shard) emitEnd(kind EventKind, i uint32, end int64) {
+	if s.sink != nil && s.sink.Active() {
+		s.emit(kind, i, s.heldFor(i, end))
+	}
+}
+
+// emitHolder records an event about one lease of entry i's holder set.
+func (s *shard) emitHolder(kind EventKind, i uint32, h *holder, held time.Duration) {
+	if b := s.eventsOn(); b != nil {
+		b.add(kind, h.token, s.key(s.at(i)), nil, h.owner, held)
+	}
 }

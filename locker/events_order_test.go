@@ -27,10 +27,10 @@ func TestEventsOrderAcrossHandOff(t *testing.T) {
 	}
 	tb.Release(k, t1)
 	want := []Event{
-		{EventAcquired, "e", t1, "alice"},
-		{EventReleased, "e", t1, "alice"},
-		{EventAcquired, "e", t2, "bob"},
-		{EventReleased, "e", t2, "bob"},
+		{EventAcquired, "e", t1, "alice", 0},
+		{EventReleased, "e", t1, "alice", 0},
+		{EventAcquired, "e", t2, "bob", 0},
+		{EventReleased, "e", t2, "bob", 0},
 	}
 	if got := sink.take(); !slices.Equal(got, want) {
 		t.Fatalf("events out of order\n got %+v\nwant %+v", got, want)

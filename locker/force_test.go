@@ -150,7 +150,7 @@ func TestForceReleaseEventsAndJournal(t *testing.T) {
 	if n := tb.ForceRelease([]byte("rw"), AllLeases); n != 2 {
 		t.Fatalf("ForceRelease = %d, want 2", n)
 	}
-	wantEvents := []Event{{EventForced, "rw", r1, "a"}, {EventForced, "rw", r2, ""}}
+	wantEvents := []Event{{EventForced, "rw", r1, "a", 0}, {EventForced, "rw", r2, "", 0}}
 	if got := sink.take(); !slices.Equal(got, wantEvents) {
 		t.Fatalf("events = %v, want %v", got, wantEvents)
 	}

@@ -3,6 +3,7 @@ package locker
 import (
 	"cmp"
 	"slices"
+	"time"
 )
 
 // A lock that may have more than one holder at a time keeps its leases in a
@@ -36,6 +37,7 @@ type holder struct {
 	delayed bool
 	// renewals counts the lease's renewals (replicated mode's Due.Renewals).
 	renewals uint32
+	since    int64 // the grant's stamp (metrics.go), for the hold time
 }
 
 // holderSet is the leases of one lock, in grant order.
@@ -109,16 +111,16 @@ func (s *shard) grantHolder(i uint32, now, ttl int64, owner []byte) uint64 {
 		e.flags |= flagMulti
 	}
 	e.token = s.nextToken(i)
-	h := holder{token: e.token, deadline: now + ttl, owner: string(owner)}
+	h := holder{token: e.token, deadline: now + ttl, owner: string(owner), since: stamp(now)}
 	s.journal(ChangeGrant, i, h.token, h.deadline, owner, e.flags&flagSemaphore == 0)
 	hs.items = append(hs.items, h)
 	hs.live++
 	if hs.byOwner != nil && h.owner != "" {
 		hs.byOwner[h.owner] = h.token
 	}
-	s.counts.held.Add(1)
+	s.countHolder(i, 1)
 	s.counts.granted.Add(1)
-	s.emitHolder(EventAcquired, i, &h)
+	s.emitHolder(EventAcquired, i, &h, 0)
 	if len(hs.items) == 1 {
 		s.scheduleHolders(i) // a new set: the entry's deadline is stale
 	} else {
@@ -175,19 +177,19 @@ func (s *shard) renewHolder(i uint32, n int, now, ttl int64) {
 	h.renewals++
 	s.journal(ChangeExtend, i, h.token, h.deadline, nil, false)
 	s.counts.renewed.Add(1)
-	s.emitHolder(EventExtended, i, h)
+	s.emitHolder(EventExtended, i, h, 0)
 	s.lowerHoldersDeadline(i, h.deadline)
 }
 
-// releaseHolder ends the n-th lease of entry i, as its holder asked.
-func (s *shard) releaseHolder(i uint32, n int) {
+// releaseHolder ends the n-th lease of entry i, as its holder asked at now.
+func (s *shard) releaseHolder(i uint32, n int, now int64) {
 	hs := s.holders(i)
 	s.counts.released.Add(1)
 	s.journal(ChangeRelease, i, hs.items[n].token, 0, nil, false)
-	s.emitHolder(EventReleased, i, &hs.items[n])
+	s.emitHolder(EventReleased, i, &hs.items[n], s.leaseEnded(hs.items[n].since, now))
 	hs.forget(&hs.items[n])
+	s.countHolder(i, -1)
 	s.dropHolder(i, n)
-	s.counts.held.Add(-1)
 	hs.live--
 	if len(hs.items) == 0 {
 		s.scheduleHolders(i) // forgets the set
@@ -220,9 +222,9 @@ func (s *shard) settleHolders(i uint32, now int64) {
 		h := hs.items[n]
 		if !h.delayed && h.deadline <= now {
 			s.counts.expired.Add(1)
-			s.emitHolder(EventExpired, i, &h)
+			s.emitHolder(EventExpired, i, &h, s.leaseEnded(h.since, h.deadline))
 			hs.forget(&h)
-			s.counts.held.Add(-1)
+			s.countHolder(i, -1)
 			hs.live--
 			if delay > 0 {
 				h.delayed = true
@@ -268,18 +270,10 @@ func (s *shard) lowerHoldersDeadline(i uint32, d int64) {
 	}
 }
 
-// emitHolder records an event about one lease of entry i's holder set.
-func (s *shard) emitHolder(kind EventKind, i uint32, h *holder) {
-	if s.sink == nil || !s.sink.Active() {
-		return
-	}
-	s.events = append(s.events, Event{Kind: kind, Key: string(s.key(s.at(i))), Token: h.token, Owner: h.owner})
-}
-
 // forceHolders ends the lease token of entry i's holder set, or every lease
-// with AllLeases, live or serving a lock-delay, for ForceRelease. It returns
-// how many it ended.
-func (s *shard) forceHolders(i uint32, token uint64) int {
+// with AllLeases, live or serving a lock-delay, for ForceRelease at now. It
+// returns how many it ended.
+func (s *shard) forceHolders(i uint32, token uint64, now int64) int {
 	hs := s.holders(i)
 	ended := 0
 	kept := hs.items[:0] // compacted in place, in one pass
@@ -290,10 +284,14 @@ func (s *shard) forceHolders(i uint32, token uint64) int {
 			continue
 		}
 		s.journal(ChangeRelease, i, h.token, 0, nil, false)
-		s.emitHolder(EventForced, i, &h)
+		var held time.Duration
+		if !h.delayed {
+			held = s.leaseEnded(h.since, now)
+		}
+		s.emitHolder(EventForced, i, &h, held)
 		if !h.delayed {
 			hs.forget(&h)
-			s.counts.held.Add(-1)
+			s.countHolder(i, -1)
 			hs.live--
 		}
 		ended++

@@ -271,8 +271,8 @@ func TestHolderEvents(t *testing.T) {
 	clock.Advance(3 * time.Second)
 	tb.ExpireDue()
 	want := []Event{
-		{EventAcquired, "rw", a, "a"}, {EventAcquired, "rw", b, "b"}, {EventExtended, "rw", b, "b"},
-		{EventReleased, "rw", a, "a"}, {EventExpired, "rw", b, "b"},
+		{EventAcquired, "rw", a, "a", 0}, {EventAcquired, "rw", b, "b", 0}, {EventExtended, "rw", b, "b", 0},
+		{EventReleased, "rw", a, "a", 0}, {EventExpired, "rw", b, "b", 3 * time.Second},
 	}
 	got := sink.take()
 	if len(got) != len(want) {

@@ -267,7 +267,7 @@ func (t *Table) Restore(st *LockState) error {
 				h = holder{token: l.Token, deadline: l.DelayedUntil, delayed: true}
 			} else {
 				hs.live++
-				s.counts.held.Add(1)
+				s.countHolder(i, 1)
 			}
 			hs.items = append(hs.items, h)
 			continue

@@ -351,8 +351,8 @@ func (s *shard) fireItem(i uint32, d *Due, now int64) bool {
 		}
 		deadline := e.deadline
 		s.counts.expired.Add(1)
-		s.emit(EventExpired, i)
-		s.endLease(i)
+		s.emitEnd(EventExpired, i, deadline)
+		s.endLease(i, deadline)
 		if delay := s.lockDelay(i); delay > 0 {
 			e.flags |= flagDelayed
 			e.deadline = max(deadline, now) + delay
@@ -377,9 +377,9 @@ func (s *shard) fireItem(i uint32, d *Due, now int64) bool {
 	switch {
 	case d.Kind == DueLease && !h.delayed && h.renewals == d.Renewals:
 		s.counts.expired.Add(1)
-		s.emitHolder(EventExpired, i, h)
+		s.emitHolder(EventExpired, i, h, s.leaseEnded(h.since, h.deadline))
 		hs.forget(h)
-		s.counts.held.Add(-1)
+		s.countHolder(i, -1)
 		hs.live--
 		if delay := s.lockDelay(i); delay > 0 {
 			h.delayed = true

@@ -35,7 +35,8 @@ func (k *keyedSink) Active() bool { return true }
 func (k *keyedSink) Publish(ev Event) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.got[ev.Key] = append(k.got[ev.Key], fmt.Sprintf("%s %d %q", ev.Kind, ev.Token, ev.Owner))
+	key := strings.Clone(ev.Key) // borrowed (see Event)
+	k.got[key] = append(k.got[key], fmt.Sprintf("%s %d %q", ev.Kind, ev.Token, ev.Owner))
 }
 
 func newReplica(t testing.TB, name string, shards int, origin time.Duration) *replica {

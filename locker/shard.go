@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -95,9 +96,9 @@ type shard struct {
 	waiters    map[uint32]*waitQueue   // locks with requests waiting for them
 	// holderSets has the leases of read-held locks and semaphores.
 	holderSets map[uint32]*holderSet
-	waitSeq    uint64  // arrival order of waiters
-	granted    []*Wait // handed a lease under this lock hold; notified by Table.unlock
-	events     []Event // to publish once unlocked; collected only while sink is active
+	waitSeq    uint64      // arrival order of waiters
+	granted    []*Wait     // handed a lease under this lock hold; notified by Table.unlock
+	events     *eventBatch // to publish once unlocked; nil until an event happens while the sink is active
 	sink       EventSink
 	delay      int64        // the table's default lock-delay, ns
 	num        int          // this shard's index in the table
@@ -116,9 +117,18 @@ type shard struct {
 	nextSweep  int64                // when CollectDue next forgets collected items past their retry
 	backlog    []uint32             // entries with due items CollectDue had no room for; the leader's only
 
+	// spareEvents is the batch the last publisher gave back, taken under
+	// mu and given back after it (Table.unlock); nil while in use.
+	spareEvents atomic.Pointer[eventBatch]
+
 	// counts are written under mu but read without it, so that INFO never
 	// waits behind the reaper or a long Scan.
-	counts shardCounts
+	counts  shardCounts
+	metrics shardMetrics // see metrics.go
+	// grantedAt has the stamp (metrics.go) of each entry's exclusive lease's
+	// grant, for its hold time: beside entries, which have no room for it,
+	// and paged along with them.
+	grantedAt paged[int64]
 
 	_ [64]byte // keep the next shard's mutex off this shard's last cache line
 }
@@ -144,6 +154,7 @@ func newShard(seed maphash.Seed, firstToken uint64, now, tick, lockDelay int64, 
 	}
 	s.wheel = newTimerWheel(now/tick, s)
 	s.entries.grow(0)
+	s.grantedAt.grow(0)
 	s.pageLive = []uint32{1} // entry 0
 	return s
 }
@@ -240,6 +251,7 @@ func (s *shard) newEntry() uint32 {
 		p := s.holes[n-1]
 		s.holes = s.holes[:n-1]
 		s.entries.restore(p)
+		s.grantedAt.restore(p)
 		s.pageLive[p] = 0
 		i = p << pageBits
 		for j := i + 1<<pageBits - 1; j > i; j-- { // the lowest is reused first
@@ -254,6 +266,7 @@ func (s *shard) newEntry() uint32 {
 		}
 		s.top++
 		s.entries.grow(i)
+		s.grantedAt.grow(i)
 		if int(i>>pageBits) == len(s.pageLive) {
 			s.pageLive = append(s.pageLive, 0)
 		} else {
@@ -313,6 +326,7 @@ func (s *shard) grant(i uint32, now, ttl int64, owner []byte) uint64 {
 	e.token = s.nextToken(i)
 	e.flags = e.flags&^flagRenewed | flagHeld
 	e.deadline = now + ttl
+	*s.grantedAt.at(i) = stamp(now)
 	if len(owner) > 0 {
 		e.ownerRef = s.putString(owner)
 		e.ownerLen = uint16(len(owner))
@@ -321,7 +335,7 @@ func (s *shard) grant(i uint32, now, ttl int64, owner []byte) uint64 {
 	s.wheel.schedule(i, s.wheelDue(i))
 	s.counts.held.Add(1)
 	s.counts.granted.Add(1)
-	s.emit(EventAcquired, i)
+	s.emit(EventAcquired, i, 0)
 	return e.token
 }
 
@@ -336,11 +350,24 @@ func (s *shard) renew(i uint32, now, ttl int64) {
 	s.wheel.schedule(i, s.wheelDue(i))
 	s.journal(ChangeExtend, i, e.token, e.deadline, nil, false)
 	s.counts.renewed.Add(1)
-	s.emit(EventExtended, i)
+	s.emit(EventExtended, i, 0)
 }
 
-// endLease frees entry i's lease.
-func (s *shard) endLease(i uint32) {
+// heldFor is how long entry i's exclusive lease has been held at end, 0
+// when its grant is unknown.
+func (s *shard) heldFor(i uint32, end int64) time.Duration {
+	d, ok := since(*s.grantedAt.at(i), end)
+	if !ok {
+		return 0
+	}
+	return time.Duration(max(d, 0))
+}
+
+// endLease frees entry i's lease, which ended at end: now for a release,
+// the deadline for an expiry.
+func (s *shard) endLease(i uint32, end int64) {
+	s.leaseEnded(*s.grantedAt.at(i), end)
+	*s.grantedAt.at(i) = 0
 	e := s.at(i)
 	if e.ownerLen > 0 {
 		s.strings.release(e.ownerRef, int(e.ownerLen))
@@ -381,8 +408,8 @@ func (s *shard) settle(i uint32, now int64) uint32 {
 	e := s.at(i)
 	if e.flags&flagHeld != 0 && e.deadline <= expiry {
 		s.counts.expired.Add(1)
-		s.emit(EventExpired, i)
-		s.endLease(i)
+		s.emitEnd(EventExpired, i, e.deadline)
+		s.endLease(i, e.deadline)
 		if d := s.lockDelay(i); d > 0 {
 			// The delay runs from the deadline, not from whenever this
 			// check happens to run.
@@ -453,7 +480,13 @@ func (s *shard) expireDue(upTo, now int64) (expired int, done bool) {
 			s.wheel.schedule(i, s.wheelDue(i))
 			return
 		}
+		// How late the reaper is: from the deadline (a holder set's
+		// earliest) to now, once per lease it expires.
+		late, before := now-e.deadline, s.counts.expired.Load()
 		s.settle(i, now)
+		if n := s.counts.expired.Load() - before; n > 0 {
+			s.metrics.lateness.observe(late, n)
+		}
 	})
 	return int(s.counts.expired.Load() - before), done
 }
@@ -465,6 +498,9 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 // it: only live entries are written, and no index of a page given back is
 // handed out before newEntry restores the page.
 var vacantEntries = make([]entry, 1<<pageBits)
+
+// vacantStamps is vacantEntries for grantedAt.
+var vacantStamps = make([]int64, 1<<pageBits)
 
 // tidy is the reaper's housekeeping for the shard, after each expiry pass
 // that reached the present: it carries a pending index move on, and gives
@@ -526,6 +562,7 @@ func (s *shard) giveBackPages(settled bool) bool {
 	for p, n := range s.pageLive {
 		if n == 0 {
 			s.entries.drop(uint32(p), vacantEntries)
+			s.grantedAt.drop(uint32(p), vacantStamps)
 			s.pageLive[p] = pageGone
 			s.holes = append(s.holes, uint32(p))
 		}
@@ -537,6 +574,7 @@ func (s *shard) giveBackPages(settled bool) bool {
 	}
 	if int(last) < len(s.pageLive) {
 		s.entries.truncate(last)
+		s.grantedAt.truncate(last)
 		s.pageLive = s.pageLive[:last]
 		s.top = min(s.top, last<<pageBits)
 		s.holes = keepIf(s.holes, func(p uint32) bool { return p < last })
@@ -552,6 +590,6 @@ func (s *shard) entryPagesHeld() int { return len(s.entries.pages) - len(s.holes
 // footprint is the bytes the shard's own structures hold from the heap:
 // entries, free list, index and arena.
 func (s *shard) footprint() int {
-	return s.entryPagesHeld()<<pageBits*int(unsafe.Sizeof(entry{})) + cap(s.free)*4 +
+	return s.entryPagesHeld()<<pageBits*int(unsafe.Sizeof(entry{})+8) + cap(s.free)*4 +
 		s.index.bytes() + s.strings.footprint() + s.strings.listBytes()
 }

@@ -345,15 +345,20 @@ func (t *Table) take(key []byte, ttl time.Duration, owner []byte, mode Mode, w *
 		// Nobody queued ahead, and no holder in the way.
 		return s.grantMode(i, now, int64(ttl), owner, mode), true, nil
 	case w == nil:
+		if s.waiterCount(i) == 0 && s.delayInTheWay(i, mode) {
+			bump(&s.metrics.delayRefusals, 1)
+		}
 		return 0, false, nil
 	}
 	w.owner = append([]byte(nil), owner...) // owner may alias a network buffer
+	w.since = stamp(now)
 	if len(w.owner) == 0 || !s.takeOwnersPlace(i, w) {
 		s.enqueue(i, w)
 	}
 	// A request queued by its priority ahead of one that cannot be granted
-	// (a reader ahead of a writer, say) may be grantable itself.
-	s.handOff(i, now)
+	// (a reader ahead of a writer, say) may be grantable itself: granted on
+	// arrival, which is no hand-off.
+	s.grantQueue(i, now, w)
 	if w.state == waitGranted {
 		s.keepGrant(w) // granted here and now: no Notify
 		return w.token, true, nil
@@ -435,8 +440,8 @@ func (t *Table) release(key []byte, token uint64, scope []byte, unrenewed bool) 
 		}
 		s.counts.released.Add(1)
 		s.journal(ChangeRelease, i, token, 0, nil, false)
-		s.emit(EventReleased, i)
-		s.endLease(i) // released, not expired: no lock-delay
+		s.emitEnd(EventReleased, i, now)
+		s.endLease(i, now) // released, not expired: no lock-delay
 	case i == 0:
 		return false
 	default:
@@ -447,7 +452,7 @@ func (t *Table) release(key []byte, token uint64, scope []byte, unrenewed bool) 
 		if unrenewed && s.holders(i).items[n].renewals != 0 {
 			return false
 		}
-		s.releaseHolder(i, n)
+		s.releaseHolder(i, n, now)
 	}
 	s.handOff(i, now)
 	s.removeIfUnused(i)
@@ -490,17 +495,18 @@ func (t *Table) ForceRelease(key []byte, token uint64) int {
 	e := s.at(i)
 	if e.flags&(flagHeld|flagDelayed) != 0 && (token == AllLeases || e.token == token) {
 		s.journal(ChangeRelease, i, e.token, 0, nil, false)
-		s.emit(EventForced, i)
 		if e.flags&flagHeld != 0 {
-			s.endLease(i)
+			s.emitEnd(EventForced, i, now)
+			s.endLease(i, now)
 		} else {
+			s.emit(EventForced, i, 0)
 			e.flags &^= flagDelayed
 			s.wheel.cancel(i)
 		}
 		ended++
 	}
 	if s.holders(i) != nil {
-		ended += s.forceHolders(i, token)
+		ended += s.forceHolders(i, token, now)
 	}
 	s.handOff(i, now)
 	s.removeIfUnused(i)
@@ -743,7 +749,7 @@ func (t *Table) Delete(key []byte) (bool, error) {
 		// there to stop exactly that.
 		return false, &KeyError{Key: string(key), Err: ErrInLockDelay}
 	}
-	s.emit(EventDeleted, i)
+	s.emit(EventDeleted, i, 0)
 	s.journal(ChangeDelete, i, 0, 0, nil, false)
 	s.remove(i)
 	return true, nil
@@ -820,6 +826,23 @@ type Stats struct {
 	TableBytes int
 	// TableFullRefusals counts calls refused with ErrTableFull.
 	TableFullRefusals uint64
+	// HeldShared and HeldPermits count the leases of Held that are
+	// readers' (Mode Shared) and semaphore permits; the rest are exclusive.
+	HeldShared, HeldPermits int
+	// HandOffs counts leases granted to a waiter when the lock passed to it:
+	// a lease released, expired or forced, a lock-delay or a wait ahead that
+	// ended. A wait granted on its arrival is none.
+	HandOffs uint64
+	// LockDelayRefusals counts Acquires (not waits) refused because a
+	// lock-delay was in the way, with nobody queued.
+	LockDelayRefusals uint64
+	// WaitTime is the time waits spent queued, until granted or cancelled;
+	// HoldTime the time leases were held, from grant to release, forced
+	// release or deadline (an expired lease counts up to its deadline);
+	// ReaperLateness how long after a lease's deadline the reaper expired
+	// it (a lease expired when a command touched it first counts in none).
+	// A wait or lease restored from a snapshot or journal counts in none.
+	WaitTime, HoldTime, ReaperLateness Histogram
 }
 
 // Stats sums the shards' counters. It takes no lock: each counter is read
@@ -840,6 +863,14 @@ func (t *Table) Stats() Stats {
 		st.Waits += c.waits.Load()
 		st.WaitGrants += c.waitGrants.Load()
 		st.WaitCancels += c.waitCancels.Load()
+		m := &s.metrics
+		st.HeldShared += int(m.heldShared.Load())
+		st.HeldPermits += int(m.heldPermits.Load())
+		st.HandOffs += m.handOffs.Load()
+		st.LockDelayRefusals += m.delayRefusals.Load()
+		m.wait.addTo(&st.WaitTime)
+		m.hold.addTo(&st.HoldTime)
+		m.lateness.addTo(&st.ReaperLateness)
 	}
 	if t.bound != nil {
 		st.TableFullRefusals = t.bound.refusals.Load()

@@ -33,6 +33,7 @@ type Wait struct {
 	seq   uint64
 	entry uint32
 	shard *shard
+	since int64 // when it queued, a stamp (metrics.go), for the wait time
 }
 
 type waitState uint8
@@ -89,7 +90,12 @@ func (s *shard) enqueue(i uint32, w *Wait) {
 // a semaphore has them. A writer at the head stops readers behind it, so a
 // stream of readers cannot starve it. Waiters are notified once the shard is
 // unlocked.
-func (s *shard) handOff(i uint32, now int64) {
+func (s *shard) handOff(i uint32, now int64) { s.grantQueue(i, now, nil) }
+
+// grantQueue is handOff for a call that has just queued arriving (nil for
+// none): the grants to the others are hand-offs, the lock passing from a
+// lease that ended (or a lock-delay, or a wait given up) to a waiter.
+func (s *shard) grantQueue(i uint32, now int64, arriving *Wait) {
 	for s.at(i).flags&flagWaiters != 0 {
 		q := s.waiters[i]
 		w := q.items[0]
@@ -109,6 +115,10 @@ func (s *shard) handOff(i uint32, now int64) {
 		w.state = waitGranted
 		s.granted = append(s.granted, w)
 		s.counts.waitGrants.Add(1)
+		s.waitEnded(w, now)
+		if w != arriving {
+			bump(&s.metrics.handOffs, 1)
+		}
 	}
 }
 
@@ -142,7 +152,7 @@ func (s *shard) waiterCount(i uint32) int {
 // Every Table method unlocks a shard through it, since any of them may expire
 // a lease on the way and hand the lock to a waiter.
 func (t *Table) unlock(s *shard) {
-	if len(s.granted) == 0 && len(s.events) == 0 {
+	if len(s.granted) == 0 && s.events == nil {
 		s.mu.Unlock()
 		return
 	}
@@ -151,8 +161,9 @@ func (t *Table) unlock(s *shard) {
 	s.mu.Unlock()
 	// Events first: a waiter may act on its grant at once (release it, say),
 	// and its own events must not overtake the ones that led to the grant.
-	for _, ev := range events {
-		s.sink.Publish(ev)
+	if events != nil {
+		events.publish(s.sink)
+		s.spareEvents.Store(events)
 	}
 	for _, w := range granted {
 		w.Notify(w.token)
@@ -225,6 +236,7 @@ func (t *Table) CancelWait(w *Wait) (token uint64, granted bool) {
 		}
 		w.state = waitCancelled
 		s.counts.waitCancels.Add(1)
+		s.waitEnded(w, now)
 		// The request behind it may fit now (readers behind a writer
 		// that gave up).
 		s.handOff(w.entry, now)

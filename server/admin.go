@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/glob"
+	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/protocol"
 )
 
@@ -517,6 +518,8 @@ func (s *Server) infoStats(b *strings.Builder) {
 	infoLine(b, "total_net_input_bytes", st.NetInputBytes)
 	infoLine(b, "total_net_output_bytes", st.NetOutputBytes)
 	infoLine(b, "idle_timeout_disconnections", st.IdleCloses)
+	infoLine(b, "pubsub_events_published", st.EventsPublished)
+	infoLine(b, "pubsub_events_dropped", st.EventsDropped)
 }
 
 // infoCommandStats is Redis's INFO commandstats: a line per command called
@@ -572,6 +575,18 @@ func (s *Server) infoLocks(b *strings.Builder) {
 	tokens := s.tokenStats()
 	infoLine(b, "last_token", tokens.Highest)
 	infoLine(b, "token_headroom", tokens.Headroom)
+	infoLine(b, "leases_held_exclusive", st.HeldExclusive)
+	infoLine(b, "leases_held_shared", st.HeldShared)
+	infoLine(b, "leases_held_permits", st.HeldPermits)
+	infoLine(b, "hand_offs", st.HandOffs)
+	infoLine(b, "lock_delay_refusals", st.LockDelayRefusals)
+	for _, h := range [...]struct {
+		name string
+		h    *locker.Histogram
+	}{{"wait_time", &st.WaitTime}, {"hold_time", &st.HoldTime}, {"reaper_lateness", &st.ReaperLateness}} {
+		infoLine(b, h.name+"_count", h.h.Count)
+		infoLine(b, h.name+"_total_ms", h.h.Sum.Milliseconds())
+	}
 }
 
 // infoPersistence reports the data directory, in Redis's INFO persistence

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bytes"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +12,8 @@ import (
 	"github.com/leasehold/leasehold/contention"
 	"github.com/leasehold/leasehold/protocol"
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+	"github.com/tidwall/redcon"
 )
 
 func withLockStatsTop(n int) option { return func(c *Config) { c.LockStatsTop = n } }
@@ -233,5 +237,58 @@ func TestLockStatsCluster(t *testing.T) {
 	got, err := nodes[1].LockStats(0, "waits")
 	if err != nil || len(got) == 0 || got[0].Key != "busy" || got[0].Waits != 1 || got[0].Timeouts != 1 || got[0].WaitP99 < 50*time.Millisecond {
 		t.Fatalf("n2's LockStats = %+v, %v; want busy with 1 wait of about 100ms (less the commit that queued it), timed out", got, err)
+	}
+}
+
+// TestLockCycleAllocatesNothing: a granted ACQUIRE and the RELEASE of its
+// token allocate nothing, with lock statistics off and on, on locks the
+// sketch tracks and on more locks than it holds (each displacing another).
+func TestLockCycleAllocatesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		top, keys int
+	}{{"off", 0, 1024}, {"on, tracked", 100, 64}, {"on, displacing", 100, 1024}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.LockStatsTop = tc.top
+			srv, err := New(cfg, zerolog.Nop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			var out bytes.Buffer
+			c := newConn(srv, "test", "test")
+			c.wr = redcon.NewWriter(&out)
+			keys := make([][]byte, tc.keys)
+			for i := range keys {
+				keys[i] = []byte(fmt.Sprintf("lock:%07d", i))
+			}
+			acquire := [][]byte{[]byte("ACQUIRE"), nil, []byte("30000")}
+			release := [][]byte{[]byte("RELEASE"), nil, nil}
+			var tok []byte
+			n := 0
+			cycle := func() {
+				k := keys[n%len(keys)]
+				n++
+				acquire[1] = k
+				c.dispatch(acquire)
+				c.flush()
+				tok = append(tok[:0], out.Bytes()[1:out.Len()-2]...)
+				out.Reset()
+				release[1], release[2] = k, tok
+				c.dispatch(release)
+				c.flush()
+				if out.String() != ":1\r\n" {
+					t.Fatalf("RELEASE answered %q", out.String())
+				}
+				out.Reset()
+			}
+			for range 2 * len(keys) { // every buffer grown to fit
+				cycle()
+			}
+			if allocs := testing.AllocsPerRun(2*len(keys), cycle); allocs != 0 {
+				t.Fatalf("%v allocations per lock cycle, want 0", allocs)
+			}
+		})
 	}
 }

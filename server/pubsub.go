@@ -36,6 +36,11 @@ type hub struct {
 	lenUses    map[anchorLen]int
 	subs       atomic.Int64 // subscriptions, channels and patterns together
 	dropped    atomic.Uint64
+	// published counts the lock events routed while anyone subscribed;
+	// eventsDropped the messages of them not queued for a subscriber whose
+	// output passed its limit (it is then closed). Atomics: the publish
+	// path takes no lock for them.
+	published, eventsDropped atomic.Uint64
 	// patternTries counts patterns matched against an event's channel.
 	patternTries atomic.Uint64
 }
@@ -95,6 +100,7 @@ func (h *hub) Active() bool { return h.subs.Load() > 0 }
 // Publish sends ev to the subscribers of its lock's channel and of every
 // matching pattern. It never blocks on a subscriber.
 func (h *hub) Publish(ev locker.Event) {
+	h.published.Add(1)
 	channel := EventChannelPrefix + ev.Key
 	h.mu.RLock()
 	defer h.mu.RUnlock()
@@ -486,6 +492,7 @@ func (c *conn) deliver(name string, pattern bool, frame []byte) {
 		overflow := !c.outDropped
 		c.outDropped = true
 		c.outMu.Unlock()
+		c.srv.hub.eventsDropped.Add(1)
 		if overflow {
 			c.outputLimitReached(bound, size, lim, true)
 			if l := c.loop; l != nil {

@@ -113,7 +113,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	}
 	hub := newHub()
 	started := time.Now()
-	lockStats, err := newLockStats(cfg, func() int64 { return int64(time.Since(started)) })
+	lockStats, err := newLockStats(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"strconv"
 	"time"
+
+	"github.com/leasehold/leasehold/locker"
 )
 
 // Stats is a snapshot of the figures INFO reports, for an exporter of
@@ -71,6 +73,11 @@ type TrafficStats struct {
 	NetInputBytes         uint64 // read from client sockets (under TLS, the encrypted bytes after the handshake)
 	NetOutputBytes        uint64 // written to client sockets (likewise)
 	IdleCloses            uint64 // connections closed by the idle timeout (--idle-timeout)
+	// EventsPublished counts the lock events routed to subscribers (while
+	// anyone subscribes; events nobody listens to are not made at all);
+	// EventsDropped the messages of them a subscriber did not get, its
+	// output being past its limit.
+	EventsPublished, EventsDropped uint64
 }
 
 // LockStats is the counters of INFO's locks section.
@@ -91,6 +98,15 @@ type LockStats struct {
 	TableBytes        int    // memory the table's structures hold
 	MaxLocks          int    // --max-locks; 0 for no bound
 	TableFullRefusals uint64 // new locks refused by --max-locks
+	// HeldExclusive, HeldShared and HeldPermits split Held by mode: plain
+	// leases, readers' (SHARED) and semaphore permits.
+	HeldExclusive, HeldShared, HeldPermits int
+	HandOffs                               uint64 // leases passed to a waiter as the lock freed
+	LockDelayRefusals                      uint64 // ACQUIREs refused for a lock-delay
+	// WaitTime, HoldTime and ReaperLateness are the lock table's
+	// histograms (locker.Stats): queued to granted or given up, granted to
+	// released or expired, and a lease's deadline to the reaper expiring it.
+	WaitTime, HoldTime, ReaperLateness locker.Histogram
 }
 
 // PersistStats is INFO's persistence section, with a data directory.
@@ -190,6 +206,8 @@ func (s *Server) trafficStats() TrafficStats {
 		PubSubSlowClosed:      s.hub.dropped.Load(),
 		OutputLimitCloses:     s.stats.outputLimitCloses.Load(),
 		IdleCloses:            s.cmdStats.idleCloses.Load(),
+		EventsPublished:       s.hub.published.Load(),
+		EventsDropped:         s.hub.eventsDropped.Load(),
 	}
 	st.NetInputBytes, st.NetOutputBytes = s.netBytes()
 	if s.tls != nil {
@@ -222,6 +240,14 @@ func (s *Server) lockStats() LockStats {
 		TableBytes:        st.TableBytes,
 		MaxLocks:          s.lockTable().Config().MaxLocks,
 		TableFullRefusals: st.TableFullRefusals,
+		HeldExclusive:     st.Held - st.HeldShared - st.HeldPermits,
+		HeldShared:        st.HeldShared,
+		HeldPermits:       st.HeldPermits,
+		HandOffs:          st.HandOffs,
+		LockDelayRefusals: st.LockDelayRefusals,
+		WaitTime:          st.WaitTime,
+		HoldTime:          st.HoldTime,
+		ReaperLateness:    st.ReaperLateness,
 	}
 }
 
