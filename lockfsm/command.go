@@ -126,7 +126,7 @@ func appendCommand(dst []byte, c *Command) []byte {
 		dst = binary.AppendVarint(dst, int64(c.TTL))
 		dst = appendBytes(dst, c.Owner)
 		dst = appendBool(dst, c.Shared)
-	case OpAcquireAll:
+	case OpAcquireAll, OpWaitAll:
 		dst = binary.AppendUvarint(dst, uint64(len(c.Keys)))
 		for _, k := range c.Keys {
 			dst = appendBytes(dst, k)
@@ -134,6 +134,11 @@ func appendCommand(dst []byte, c *Command) []byte {
 		dst = binary.AppendVarint(dst, int64(c.TTL))
 		dst = appendBytes(dst, c.Owner)
 		dst = appendBool(dst, c.Shared)
+		if c.Op == OpWaitAll {
+			dst = binary.AppendVarint(dst, int64(c.Priority))
+			dst = appendBytes(dst, c.Waiter)
+			dst = binary.AppendVarint(dst, int64(c.Wait))
+		}
 	case OpRelease:
 		dst = appendBytes(dst, c.Key)
 		dst = binary.AppendUvarint(dst, c.Token)
@@ -173,17 +178,6 @@ func appendCommand(dst []byte, c *Command) []byte {
 		dst = appendBytes(dst, c.Settings)
 	case OpGrace:
 		dst = binary.AppendVarint(dst, int64(c.TTL))
-	case OpWaitAll:
-		dst = binary.AppendUvarint(dst, uint64(len(c.Keys)))
-		for _, k := range c.Keys {
-			dst = appendBytes(dst, k)
-		}
-		dst = binary.AppendVarint(dst, int64(c.TTL))
-		dst = appendBytes(dst, c.Owner)
-		dst = appendBool(dst, c.Shared)
-		dst = binary.AppendVarint(dst, int64(c.Priority))
-		dst = appendBytes(dst, c.Waiter)
-		dst = binary.AppendVarint(dst, int64(c.Wait))
 	default:
 		panic(fmt.Sprintf("lockfsm: encoding unknown op %d", c.Op))
 	}

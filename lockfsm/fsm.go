@@ -186,12 +186,7 @@ func (f *FSM) apply(t *locker.Table, c *Command) (r Result) {
 			f.waits.Load().claim(c.Key, r.Token)
 		}
 	case OpAcquireAll:
-		r.Tokens, r.Granted, r.Err = t.AcquireAll(&locker.Request{Keys: c.Keys, TTL: c.TTL, Owner: c.Owner, Mode: modeOf(c.Shared)})
-		if r.Granted {
-			for i, k := range c.Keys {
-				f.waits.Load().claim(k, r.Tokens[i])
-			}
-		}
+		r = f.acquireAll(t, &locker.Request{Keys: c.Keys, TTL: c.TTL, Owner: c.Owner, Mode: modeOf(c.Shared)})
 	case OpRelease:
 		r.Granted = t.ReleaseScoped(c.Key, c.Token, c.Scope)
 	case OpExtend:

@@ -344,7 +344,7 @@ func (d *decoder) waits(t *locker.Table, ws *waits, now int64, version int) erro
 		if ws.grants.get(waiter) != nil {
 			return fmt.Errorf("%w: a repeated grant", ErrBadEntry)
 		}
-		ws.putGrant(waiter, grant{keys: g.keys, tokens: g.tokens})
+		ws.putGrant(waiter, g)
 	}
 	return d.Err
 }

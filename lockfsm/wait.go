@@ -225,6 +225,13 @@ func (ws *waits) claim(key []byte, token uint64) {
 	}
 }
 
+// claimAll claims the leases of keys with tokens, a MACQUIRE's (claim).
+func (ws *waits) claimAll(keys [][]byte, tokens []uint64) {
+	for j, k := range keys {
+		ws.claim(k, tokens[j])
+	}
+}
+
 // dropNotes forgets the notes of waiter not yet made.
 func (ws *waits) dropNotes(waiter []byte) {
 	ws.notes = slices.DeleteFunc(ws.notes, func(n note) bool { return bytes.Equal(n.waiter, waiter) })
@@ -268,11 +275,27 @@ func (f *FSM) applyWait(t *locker.Table, c *Command) (r Result) {
 	if r.Err != nil || r.Granted {
 		return r
 	}
+	ws.queue(w, int64(t.Config().Clock.Now())+int64(min(c.Wait, maxWait)))
+	r.Queued = true
+	return r
+}
+
+// queue registers w, which the table left waiting, as the latest wait,
+// with its deadline.
+func (ws *waits) queue(w *wait, deadline int64) {
 	ws.number++
 	w.number = ws.number
-	w.deadline = int64(t.Config().Clock.Now()) + int64(min(c.Wait, maxWait))
+	w.deadline = deadline
 	ws.add(w)
-	r.Queued = true
+}
+
+// acquireAll applies a MACQUIRE that does not wait (OpAcquireAll, or an
+// OpWaitAll without a Wait).
+func (f *FSM) acquireAll(t *locker.Table, req *locker.Request) (r Result) {
+	r.Tokens, r.Granted, r.Err = t.AcquireAll(req)
+	if r.Granted {
+		f.waits.Load().claimAll(req.Keys, r.Tokens)
+	}
 	return r
 }
 
@@ -283,29 +306,22 @@ func (f *FSM) applyWait(t *locker.Table, c *Command) (r Result) {
 // reported to OnGrant as an OpWait's is.
 func (f *FSM) applyWaitAll(t *locker.Table, c *Command) (r Result) {
 	req := &locker.Request{Keys: c.Keys, TTL: c.TTL, Owner: c.Owner, Mode: modeOf(c.Shared), Priority: c.Priority, Wait: min(c.Wait, maxWait)}
-	ws := f.waits.Load()
 	if c.Wait <= 0 {
-		r.Tokens, r.Granted, r.Err = t.AcquireAll(req)
-	} else {
-		if err := ws.takeWaiterID(c.Waiter); err != nil {
-			return Result{Err: err}
-		}
-		w := ws.newMultiWait(c.Waiter, c.Keys)
-		r.Tokens, r.Granted, r.Err = t.AcquireAllWait(req, w.multi)
-		if r.Err == nil && !r.Granted && w.multi.Waiting() {
-			ws.number++
-			w.number = ws.number
-			w.deadline = int64(t.Config().Clock.Now()) + int64(req.Wait)
-			w.queuedAt()
-			ws.add(w)
-			r.Queued = true
-			return r
-		}
+		return f.acquireAll(t, req)
 	}
-	if r.Granted {
-		for j, k := range c.Keys {
-			ws.claim(k, r.Tokens[j])
-		}
+	ws := f.waits.Load()
+	if err := ws.takeWaiterID(c.Waiter); err != nil {
+		return Result{Err: err}
+	}
+	w := ws.newMultiWait(c.Waiter, c.Keys)
+	r.Tokens, r.Granted, r.Err = t.AcquireAllWait(req, w.multi)
+	switch {
+	case r.Granted:
+		ws.claimAll(c.Keys, r.Tokens)
+	case r.Err == nil && w.multi.Waiting():
+		w.queuedAt()
+		ws.queue(w, int64(t.Config().Clock.Now())+int64(req.Wait))
+		r.Queued = true
 	}
 	return r
 }
