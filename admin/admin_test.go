@@ -3,7 +3,6 @@ package admin_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -46,16 +45,7 @@ var httpClient = &http.Client{Timeout: 10 * time.Second}
 // get fetches url and returns its status and body.
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := httpClient.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(body)
+	return testutil.HTTPGet(t, url)
 }
 
 // expect fetches url and fails the test unless it answers status with a

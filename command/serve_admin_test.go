@@ -1,12 +1,13 @@
 package command
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 // TestServeAdminListener runs serve with --http-addr, with and without
@@ -43,7 +44,7 @@ func TestServeAdminListener(t *testing.T) {
 			{"/metrics", http.StatusOK, "leasehold_commands_processed_total"},
 			{"/debug/pprof/", pprofStatus, ""},
 		} {
-			code, body := httpGet(t, base+c.path)
+			code, body := testutil.HTTPGet(t, base+c.path)
 			if code != c.status || !strings.Contains(body, c.want) {
 				t.Errorf("--pprof=%v: GET %s: %d, want %d with %q", pprof, c.path, code, c.status, c.want)
 			}
@@ -81,18 +82,4 @@ func TestServeAdminFlagsRefused(t *testing.T) {
 			t.Errorf("leasehold %q: exit %d, want %d with %q in\n%s", args, exit, exitFailure, c.want, stderr)
 		}
 	}
-}
-
-func httpGet(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(body)
 }

@@ -1,13 +1,16 @@
 // Package testutil holds the small helpers that tests in several packages
 // of this module share: a buffer a test can read while a process or a
 // logger writes to it, an environment free of leasehold's settings, a
-// damaged byte in a data file, a missing tool. Only tests import it.
+// damaged byte in a data file, a missing tool, an HTTP GET. Only tests
+// import it.
 // Starting a server is servertest's.
 package testutil
 
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -88,4 +91,20 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// HTTPGet fetches url, within 10 seconds, and returns its status and body;
+// it fails t if the request does.
+func HTTPGet(t testing.TB, url string) (int, string) {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
 }
