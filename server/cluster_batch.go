@@ -77,13 +77,19 @@ func cloneCommand(cmd lockfsm.Command) lockfsm.Command {
 	cmd.Owner = cloneBytes(cmd.Owner)
 	cmd.Scope = cloneBytes(cmd.Scope)
 	if cmd.Keys != nil {
-		keys := make([][]byte, len(cmd.Keys))
-		for i, k := range cmd.Keys {
-			keys[i] = cloneBytes(k)
-		}
-		cmd.Keys = keys
+		cmd.Keys = cloneKeys(cmd.Keys)
 	}
 	return cmd
+}
+
+// cloneKeys copies keys and their bytes, which may alias the reader's
+// buffer.
+func cloneKeys(keys [][]byte) [][]byte {
+	out := make([][]byte, len(keys))
+	for j, k := range keys {
+		out[j] = cloneBytes(k)
+	}
+	return out
 }
 
 func cloneBytes(b []byte) []byte {

@@ -225,15 +225,6 @@ func (c *conn) clusterWaiting(w clusterWait) error {
 	}
 }
 
-// cloneKeys copies keys, which may alias the reader's buffer.
-func cloneKeys(keys [][]byte) [][]byte {
-	out := make([][]byte, len(keys))
-	for j, k := range keys {
-		out[j] = cloneBytes(k)
-	}
-	return out
-}
-
 // cancelClusterWait proposes the end of waiter's wait, which also gives
 // back a lease handed to it meanwhile (a MACQUIRE's: every lease, and the
 // keys it took on its way). If the proposal fails, the wait ends at its

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"container/heap"
 	"time"
 
@@ -86,10 +85,7 @@ func macquireWaiting(c *conn, req protocol.MAcquireRequest) error {
 		protocol.WriteTokens(c.wr, tokens)
 		return nil
 	}
-	b.keys = make([][]byte, len(req.Keys)) // req's alias the reader's buffer
-	for j, k := range req.Keys {
-		b.keys[j] = bytes.Clone(k)
-	}
+	b.keys = cloneKeys(req.Keys) // req's alias the reader's buffer
 	c.park(b, progress)
 	return nil
 }
