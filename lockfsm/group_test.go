@@ -3,6 +3,7 @@ package lockfsm
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -140,7 +141,7 @@ func (*gateProposer) Barrier(_ time.Duration) error { return nil }
 // when it is answered; each gets its own member's answer.
 func TestCombinerGroupsWhatWaits(t *testing.T) {
 	p := newGateProposer()
-	c := NewCombiner(p, 1, time.Second)
+	c := NewCombiner(p, 1, time.Second, 0)
 	defer func() {
 		stopped := make(chan struct{})
 		go func() { // lets Stop wait for what a failed test left in flight
@@ -207,7 +208,7 @@ func TestCombinerSharesTheGroupsError(t *testing.T) {
 	p := newGateProposer()
 	p.err = errors.New("outcome unknown")
 	close(p.release)
-	c := NewCombiner(p, 1, time.Second)
+	c := NewCombiner(p, 1, time.Second, 0)
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)
@@ -223,4 +224,144 @@ func TestCombinerSharesTheGroupsError(t *testing.T) {
 	if _, err := c.Apply(AppendEntry(nil, nil)); err != ErrCombinerStopped {
 		t.Fatalf("Apply after Stop: %v, want ErrCombinerStopped", err)
 	}
+}
+
+// stopCombiner stops c, letting through whatever a failed test left in
+// flight at p.
+func stopCombiner(c *Combiner, p *gateProposer) {
+	stopped := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case p.release <- struct{}{}:
+			case <-stopped:
+				return
+			}
+		}
+	}()
+	c.Stop()
+	close(stopped)
+}
+
+// recv is the next value from ch, or a fatal error after 10 s: a combiner
+// that holds a proposal back fails the test rather than hanging it.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("still waiting for %s after 10 s", what)
+		panic("unreachable")
+	}
+}
+
+// groupSizes is the members of each entry p was given (1 for a lone one).
+func (p *gateProposer) groupSizes(t *testing.T) []int {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var sizes []int
+	for _, e := range p.entries {
+		if !isGroupEntry(e) {
+			sizes = append(sizes, 1)
+			continue
+		}
+		members, err := decodeGroupEntry(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, len(members))
+	}
+	return sizes
+}
+
+// TestCombinerLingersForTheLastGroup: clients that each send again as soon
+// as they are answered go in one entry, not in two cohorts taking turns.
+// One client is in flight alone while two more queue; once it is
+// answered, the combiner waits for it to come back before it proposes the
+// two, and then for all three to come back.
+func TestCombinerLingersForTheLastGroup(t *testing.T) {
+	p := newGateProposer()
+	c := newCombiner(p, 1, time.Second, func(time.Duration) time.Duration { return time.Hour })
+	defer stopCombiner(c, p)
+	client := func(rounds int, done chan<- error) {
+		for range rounds {
+			if _, err := c.Apply(AppendEntry(nil, []Command{{Op: OpAcquire, Key: []byte("k")}})); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}
+	done := make(chan error, 3)
+	go client(3, done)
+	recv(t, p.started, "the first client's first proposal") // alone
+	go client(2, done)
+	go client(2, done)
+	testutil.Eventually(t, 5*time.Second, "two proposals queued", func() bool { return len(c.reqs) >= 1 })
+	for range 2 { // its answer, then the group of three's
+		p.release <- struct{}{}
+		recv(t, p.started, "the next group")
+	}
+	p.release <- struct{}{}
+	for range 3 {
+		if err := recv(t, done, "the clients' last answers"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := p.groupSizes(t); !slices.Equal(got, []int{1, 3, 3}) {
+		t.Fatalf("entries of %v members, want [1 3 3]", got)
+	}
+}
+
+// TestCombinerLingerIsBounded: a client alone is never held back, and a
+// member of the last group that does not come back holds the next group
+// back no longer than the limit.
+func TestCombinerLingerIsBounded(t *testing.T) {
+	t.Run("alone", func(t *testing.T) {
+		p := newGateProposer()
+		close(p.release)
+		c := newCombiner(p, 1, time.Second, func(time.Duration) time.Duration { return time.Hour })
+		defer c.Stop()
+		for range 3 {
+			applied := make(chan error, 1)
+			go func() {
+				_, err := c.Apply(AppendEntry(nil, nil))
+				applied <- err
+			}()
+			if err := recv(t, applied, "a lone client's answer"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	t.Run("one does not come back", func(t *testing.T) {
+		p := newGateProposer()
+		c := newCombiner(p, 1, time.Second, func(time.Duration) time.Duration { return 20 * time.Millisecond })
+		defer stopCombiner(c, p)
+		apply := func(done chan<- error) {
+			_, err := c.Apply(AppendEntry(nil, nil))
+			done <- err
+		}
+		done := make(chan error, 4)
+		go apply(done)
+		recv(t, p.started, "the first proposal")
+		go apply(done)
+		go apply(done)
+		testutil.Eventually(t, 5*time.Second, "two proposals queued", func() bool { return len(c.reqs) >= 1 })
+		p.release <- struct{}{}                                  // the first, alone: it does not come back
+		recv(t, p.started, "the two, once the limit has passed") // proposed without it
+		p.release <- struct{}{}
+		go apply(done) // one of the two comes back; the other does not
+		recv(t, p.started, "the one that came back, once the limit has passed")
+		p.release <- struct{}{}
+		for range 4 {
+			if err := recv(t, done, "an answer"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := p.groupSizes(t); !slices.Equal(got, []int{1, 2, 1}) {
+			t.Fatalf("entries of %v members, want [1 2 1]", got)
+		}
+	})
 }
