@@ -151,7 +151,7 @@ func (c *Combiner) run() {
 				break gather
 			}
 		}
-		group, size = c.linger(group, size, timer)
+		group = c.linger(group, size, timer)
 		c.wg.Add(1)
 		go c.propose(group)
 	}
@@ -169,13 +169,13 @@ func (c *Combiner) run() {
 // docs/benchmarks-log.md, 2026-11-25). A client alone, or a group whose
 // members all came back, waits for nothing; a member that does not come
 // back costs the group at most maxLinger, and never more than a commit.
-func (c *Combiner) linger(group []*combined, size int, timer *time.Timer) ([]*combined, int) {
+func (c *Combiner) linger(group []*combined, size int, timer *time.Timer) []*combined {
 	c.mu.Lock()
 	last := c.last
 	c.mu.Unlock()
 	limit := c.lingerLimit(last.took)
 	if limit <= 0 {
-		return group, size
+		return group
 	}
 	back := 0
 	for _, r := range group {
@@ -199,13 +199,13 @@ func (c *Combiner) linger(group []*combined, size int, timer *time.Timer) ([]*co
 				back++
 			}
 		case <-timer.C:
-			return group, size
+			return group
 		case <-c.stop:
 			timer.Stop()
-			return group, size
+			return group
 		}
 	}
-	return group, size
+	return group
 }
 
 // answer records a group of members, proposed at start, as answered: it
