@@ -2,6 +2,7 @@ package lockfsm
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -85,6 +86,16 @@ func (w *waiterIDs) any(rng *rand.Rand) []byte {
 // randomCommand is one command of a random workload over a few keys, so
 // that locks are contended, shared, semaphores, renewed and fired, and
 // waited for.
+// sortedDue puts due in a fixed order: CollectDue's follows the table's
+// map iteration, and the random workload built from it must be the same in
+// every run for a failure to be replayable.
+func sortedDue(due []locker.Due) []locker.Due {
+	slices.SortFunc(due, func(a, b locker.Due) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Key, b.Key), cmp.Compare(a.Token, b.Token))
+	})
+	return due
+}
+
 func randomCommand(rng *rand.Rand, term uint64, due []locker.Due, tokens []uint64, waiters *waiterIDs) Command {
 	token := uint64(1)
 	if len(tokens) > 0 {
@@ -168,7 +179,7 @@ func TestReplicasAgree(t *testing.T) {
 			fallthrough
 		default:
 			for range 1 + rng.IntN(8) {
-				entry = append(entry, randomCommand(rng, term, leader.fsm.CollectDue(16), tokens, waiters))
+				entry = append(entry, randomCommand(rng, term, sortedDue(leader.fsm.CollectDue(1<<20)), tokens, waiters))
 			}
 			if rng.IntN(50) == 0 {
 				entry = append(entry, Command{Op: OpEndSession, Client: clients[rng.IntN(len(clients))]})
@@ -260,7 +271,7 @@ func TestReplicasAgree(t *testing.T) {
 	if !bytes.Equal(dump(t, leader), dump(t, follower)) {
 		t.Fatal("the replicas hold different locks")
 	}
-	if granted < 100 || fired < 50 || retried < 50 || stale < 50 || handedOff < 50 || waitsEnded < 20 || multiHandedOff < 3 {
+	if granted < 100 || fired < 50 || retried < 50 || stale < 50 || handedOff < 50 || waitsEnded < 20 || multiHandedOff < 10 {
 		t.Fatalf("the workload granted %d leases, fired %d expiries, answered %d retries and %d stale batches, handed %d locks to waiters (%d MACQUIRE waits) and ended %d waits ungranted: too few to show anything",
 			granted, fired, retried, stale, handedOff, multiHandedOff, waitsEnded)
 	}
