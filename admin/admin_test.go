@@ -108,6 +108,11 @@ func TestReadyCluster(t *testing.T) {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
 	}
+	for _, name := range []string{"leasehold_cluster_proposed_entries_total", "leasehold_cluster_proposed_batches_total"} {
+		if fams[name] == nil {
+			t.Errorf("%s is missing from /metrics", name)
+		}
+	}
 }
 
 // scrape fetches /metrics and parses it as Prometheus's text format.

@@ -171,6 +171,10 @@ var groups = []group{
 			func(st *server.Stats) float64 { return float64(st.Cluster.KnownNodes) }},
 		{"cluster_settings_mismatch", "1 if this node's lock-table settings differ from its leader's (it refuses lock commands), else 0.", gauge, nil,
 			func(st *server.Stats) float64 { return boolFloat(st.Cluster.SettingsMismatch) }},
+		{"cluster_proposed_entries_total", "Log entries this node proposed as leader, each carrying one or more connections' batches.", counter, nil,
+			func(st *server.Stats) float64 { return float64(st.Cluster.ProposedEntries) }},
+		{"cluster_proposed_batches_total", "Connections' batches (this node's and those followers forwarded) those entries carried; over cluster_proposed_entries_total, the batches an entry.", counter, nil,
+			func(st *server.Stats) float64 { return float64(st.Cluster.ProposedBatches) }},
 	}},
 	{always, []metric{
 		{"token_headroom", "Fencing tokens left below 2^53 after the highest issued or reserved.", gauge, nil,

@@ -41,6 +41,8 @@ type Combiner struct {
 	// arrives, so the members that came back since the last answer are
 	// known.
 	answered atomic.Uint64
+	proposed atomic.Uint64 // entries proposed
+	members  atomic.Uint64 // proposals they carried
 	mu       sync.Mutex
 	last     lastAnswer // under mu
 }
@@ -111,6 +113,18 @@ func (c *Combiner) Apply(entry []byte) (any, error) {
 	return r.out, r.err
 }
 
+// CombinerStats counts what a Combiner proposed: Members over Entries is
+// how many proposals an entry carried on average.
+type CombinerStats struct {
+	Entries uint64 // entries proposed (a group, or a proposal alone)
+	Members uint64 // the proposals they carried
+}
+
+// Stats reads the combiner's counts so far.
+func (c *Combiner) Stats() CombinerStats {
+	return CombinerStats{Entries: c.proposed.Load(), Members: c.members.Load()}
+}
+
 // Stop ends the combiner once the proposals in flight are answered; a
 // proposal queued and not yet proposed gets ErrCombinerStopped.
 func (c *Combiner) Stop() {
@@ -152,6 +166,8 @@ func (c *Combiner) run() {
 			}
 		}
 		group = c.linger(group, size, timer)
+		c.proposed.Add(1)
+		c.members.Add(uint64(len(group)))
 		c.wg.Add(1)
 		go c.propose(group)
 	}

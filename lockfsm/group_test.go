@@ -313,6 +313,9 @@ func TestCombinerLingersForTheLastGroup(t *testing.T) {
 	if got := p.groupSizes(t); !slices.Equal(got, []int{1, 3, 3}) {
 		t.Fatalf("entries of %v members, want [1 3 3]", got)
 	}
+	if st := c.Stats(); st != (CombinerStats{Entries: 3, Members: 7}) {
+		t.Fatalf("Stats %+v, want 3 entries carrying 7 proposals", st)
+	}
 }
 
 // TestCombinerLingerIsBounded: a client alone is never held back, and a

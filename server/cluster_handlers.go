@@ -334,6 +334,9 @@ func (r *replica) info() string {
 	line("cluster_last_contact", st["last_contact"])
 	line("cluster_known_nodes", strconv.Itoa(atoiOr(st["num_peers"], 0)+1))
 	line("cluster_heartbeat_fast_path", st["heartbeat_fast_path"])
+	combined := r.combiner.Stats()
+	line("cluster_proposed_entries", strconv.FormatUint(combined.Entries, 10))
+	line("cluster_proposed_batches", strconv.FormatUint(combined.Members, 10))
 	line("cluster_settings", r.fsm.Settings())
 	if leader := r.fsm.SettingsMismatch(); leader != "" {
 		line("cluster_settings_leader", leader) // differs: lock commands are refused

@@ -151,8 +151,17 @@ func TestClusterLeaseSurvivesLeaderLoss(t *testing.T) {
 	if err := lc.Do(c, "EXTEND", "job", token, 60000).Err(); err != nil {
 		t.Fatalf("EXTEND: %v", err)
 	}
-	if n, _ := clusterInfo(t, lc)["cluster_known_nodes"]; n != "3" {
+	info := clusterInfo(t, lc)
+	if n := info["cluster_known_nodes"]; n != "3" {
 		t.Fatalf("cluster_known_nodes %q, want 3", n)
+	}
+	// The ACQUIRE and the EXTEND, each a round of its own, went in an
+	// entry each.
+	entries, _ := strconv.Atoi(info["cluster_proposed_entries"])
+	batches, _ := strconv.Atoi(info["cluster_proposed_batches"])
+	if entries < 2 || batches < entries {
+		t.Fatalf("cluster_proposed_entries %q and _batches %q, want at least 2, and batches at least entries",
+			info["cluster_proposed_entries"], info["cluster_proposed_batches"])
 	}
 
 	rest := others(nodes, leader)

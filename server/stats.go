@@ -145,6 +145,10 @@ type ClusterStats struct {
 	// SettingsMismatch: this node's lock-table settings differ from its
 	// leader's, so it refuses lock commands (lockfsm.FSM.SettingsMismatch).
 	SettingsMismatch bool
+	// ProposedEntries counts the log entries this node proposed as leader
+	// through its combiner, and ProposedBatches the connections' batches
+	// (its own and those followers forwarded) they carried.
+	ProposedEntries, ProposedBatches uint64
 }
 
 // StatsSnapshot reads every section of Stats. It reads the Go runtime's
@@ -303,6 +307,8 @@ func (s *Server) clusterStats() *ClusterStats {
 		KnownNodes:        atoiOr(st["num_peers"], 0) + 1,
 		SettingsMismatch:  r.fsm.SettingsMismatch() != "",
 	}
+	combined := r.combiner.Stats()
+	cs.ProposedEntries, cs.ProposedBatches = combined.Entries, combined.Members
 	cs.Role = r.role(st)
 	return cs
 }
