@@ -1,6 +1,11 @@
 package server
 
-import "github.com/leasehold/leasehold/lockfsm"
+import (
+	"errors"
+
+	"github.com/leasehold/leasehold/lockfsm"
+	"github.com/leasehold/leasehold/protocol"
+)
 
 // A connection's changes in cluster mode are proposed one log entry per
 // round, not one per command: the handlers of the commands that change the
@@ -21,6 +26,32 @@ type proposalBatch struct {
 type pendingReply struct {
 	n      int
 	finish func(cmds []lockfsm.Command, res []lockfsm.Result) error
+	// The command that queued it, counted (cmdstats.go) once its outcome
+	// is known: its index in protocol.Commands (counted is false when it
+	// was queued outside a dispatch), when it began, and how long it ran
+	// until it was queued (-1 until its dispatch ends). As for a WAIT, the
+	// commit is no command's time: Redis's latencystats leave out an
+	// fsync of appendfsync always alike.
+	counted  bool
+	cmd      int
+	start, d int64
+}
+
+// dispatchNote is what dispatch tells a proposal its command queues.
+type dispatchNote struct {
+	active bool  // a command is being dispatched
+	cmd    int   // its index in protocol.Commands
+	start  int64 // monotonic ns it began at
+	queued bool  // it queued a proposal: its count waits for the answer
+}
+
+// timed sets how long the command that queued the last reply ran; if the
+// reply was already written (a full batch ran at once), it was counted
+// then.
+func (b *proposalBatch) timed(d int64) {
+	if n := len(b.replies); n > 0 && b.replies[n-1].counted && b.replies[n-1].d < 0 {
+		b.replies[n-1].d = d
+	}
 }
 
 // maxBatchCommands bounds one entry: a pipeline longer than this takes
@@ -36,7 +67,12 @@ func (c *conn) queueProposal(finish func(cmds []lockfsm.Command, res []lockfsm.R
 	for _, cmd := range cmds {
 		b.cmds = append(b.cmds, cloneCommand(cmd))
 	}
-	b.replies = append(b.replies, pendingReply{n: len(cmds), finish: finish})
+	p := pendingReply{n: len(cmds), finish: finish}
+	if dn := &c.dispatching; dn.active && !dn.queued {
+		dn.queued = true
+		p.counted, p.cmd, p.start, p.d = true, dn.cmd, dn.start, -1
+	}
+	b.replies = append(b.replies, p)
 	if len(b.cmds) >= maxBatchCommands {
 		c.runProposals()
 	}
@@ -67,8 +103,30 @@ func (c *conn) runProposals() {
 		if ferr != nil {
 			c.writeReplyErr(ferr)
 		}
+		if p.counted {
+			c.countAnswered(p, ferr)
+		}
 		at += p.n
 	}
+}
+
+// countAnswered counts the command that queued p, now that its reply is
+// known: refused if it was answered TRYAGAIN (nothing ran, as Redis counts
+// a cluster redirection), failed for any other error (UNCERTAIN, or its
+// own error from the state machine).
+func (c *conn) countAnswered(p pendingReply, err error) {
+	out := cmdOK
+	switch {
+	case errors.Is(err, protocol.ErrTryAgain):
+		out = cmdRejected
+	case err != nil:
+		out = cmdFailed
+	}
+	d := p.d
+	if d < 0 { // answered within its own dispatch: a full batch
+		d = c.srv.monotonic() - p.start
+	}
+	c.tally.record(c.counters, p.cmd, out, d)
 }
 
 // cloneCommand copies cmd's byte slices.

@@ -896,3 +896,46 @@ func TestClusterRestartGrace(t *testing.T) {
 		t.Fatalf("STATUS after the failover: %v; want the lease %d with about %s left", st, token, grace)
 	}
 }
+
+// TestClusterCommandStats: a change proposed through Raft is counted once
+// its answer is known: failed when the state machine refuses it,
+// rejected when it is answered TRYAGAIN (nothing ran), and once either
+// way, whether it went alone or in a pipeline.
+func TestClusterCommandStats(t *testing.T) {
+	leader := waitLeader(t, startCluster(t, 1)...)
+	lc := leader.client()
+	c := ctx(t)
+	if err := lc.Do(c, "ACQUIRE", "held", 60000).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The table refuses it when the entry applies: the lock is held.
+	if err := lc.Do(c, "CREATE", "held", "LIMIT", 3).Err(); err == nil || !strings.HasPrefix(err.Error(), "INUSE") {
+		t.Fatalf("CREATE of a held lock: %v, want INUSE", err)
+	}
+	pipe := lc.Pipeline()
+	for i := range 3 {
+		pipe.Do(c, "ACQUIRE", fmt.Sprintf("p%d", i), 60000)
+	}
+	pipe.Do(c, "CREATE", "held", "LIMIT", 3)
+	if _, err := pipe.Exec(c); err == nil {
+		t.Fatal("the pipeline's CREATE of a held lock did not fail")
+	}
+	if st := commandStatsOf(leader.Server, "create"); st.Calls != 2 || st.Failed != 2 || st.Rejected != 0 {
+		t.Errorf("create: %+v, want 2 calls, both failed", st)
+	}
+	if st := commandStatsOf(leader.Server, "acquire"); st.Calls != 4 || st.Failed != 0 || st.Rejected != 0 {
+		t.Errorf("acquire: %+v, want 4 calls, none failed", st)
+	}
+
+	// A node that knows no leader answers TRYAGAIN once its retry budget
+	// is spent.
+	alone := startClusterNode(t, "alone", t.TempDir(), false)
+	rc := alone.dial() // not go-redis, which tries TRYAGAIN again
+	rc.send("ACQUIRE k 60000\r\n")
+	if l := rc.line(); !strings.HasPrefix(l, "-TRYAGAIN") {
+		t.Fatalf("ACQUIRE without a leader: %q, want TRYAGAIN", l)
+	}
+	if st := commandStatsOf(alone.Server, "acquire"); st.Calls != 0 || st.Rejected != 1 {
+		t.Errorf("acquire without a leader: %+v, want 1 rejected", st)
+	}
+}

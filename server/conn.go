@@ -81,6 +81,7 @@ type conn struct {
 	blocked               *blockState                // parked in ACQUIRE ... WAIT
 	parkedAt              int64                      // monotonic ns the command being dispatched parked at; 0 if it did not (slowlog.go)
 	clockAt               int64                      // monotonic ns the last command of this round ended at, 0 for none (dispatch)
+	dispatching           dispatchNote               // the command being dispatched, for a proposal it queues (cluster_batch.go)
 	parked                atomic.Pointer[blockState] // blocked, for CLIENT UNBLOCK on other goroutines
 	prefetchedTo          int64                      // stream offset up to which pipelined commands' keys were prefetched
 	ephemeral             map[lease]struct{}         // the EPHEMERAL leases tied to this connection (see ephemeralTies)
@@ -138,9 +139,10 @@ func newConn(s *Server, remote, local string) *conn {
 // nothing is written on c again; a data directory that cannot be written is
 // not such a failure (see misconf.go).
 func (c *conn) flush() error {
-	// The round's commands are counted before a client can read their replies.
-	c.tally.flush(c.counters)
 	c.runProposals() // cluster mode: the round's changes, then their replies
+	// The round's commands (those proposed included, counted once
+	// answered) are counted before a client can read their replies.
+	c.tally.flush(c.counters)
 	c.linearized = false
 	c.unflushed = false
 	if c.sockErr != nil {
@@ -299,7 +301,10 @@ func (c *conn) dispatch(args [][]byte) {
 		start = c.srv.monotonic()
 	}
 	c.parkedAt = 0
+	c.dispatching = dispatchNote{active: true, start: start}
 	i, out := c.execute(args)
+	queued := c.dispatching.queued
+	c.dispatching = dispatchNote{}
 	end := c.parkedAt // a command that parked ran until it parked
 	if end == 0 {
 		end = c.srv.monotonic()
@@ -308,7 +313,11 @@ func (c *conn) dispatch(args [][]byte) {
 		c.clockAt = 0 // the wait is no command's
 	}
 	d := end - start
-	c.tally.record(c.counters, i, out, d)
+	if queued {
+		c.proposals.timed(d) // counted once its proposal is answered
+	} else {
+		c.tally.record(c.counters, i, out, d)
+	}
 	if sl := &c.srv.slowlog; sl.slowerThan >= 0 && d >= sl.slowerThan {
 		sl.add(c, args, d)
 		c.clockAt = 0 // logging is no command's either
@@ -322,6 +331,7 @@ func (c *conn) dispatch(args [][]byte) {
 // an error.
 func (c *conn) execute(args [][]byte) (int, outcome) {
 	i := protocol.LookupIndex(args[0])
+	c.dispatching.cmd = i
 	if i >= 0 && !fastCommand[i] {
 		c.ranSlow = true
 	}
