@@ -27,7 +27,6 @@ import (
 	"os"
 	"runtime/pprof"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -139,16 +138,6 @@ func emit(v any, errs uint64) error {
 }
 
 type cpuTimes struct{ user, sys float64 }
-
-// rusage returns this process's user and system CPU seconds.
-func rusage() cpuTimes {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return cpuTimes{}
-	}
-	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
-	return cpuTimes{tv(ru.Utime), tv(ru.Stime)}
-}
 
 // freeportMain prints a loopback TCP port that was free a moment ago.
 func freeportMain(args []string) error {
