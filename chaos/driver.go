@@ -69,6 +69,7 @@ type DriverStats struct {
 	Ops        int            // operations sent
 	ByKind     map[string]int // by command
 	Granted    int
+	MGranted   int               // of them, MACQUIREs (each counted once, not per key)
 	Unknown    int               // writes of unknown outcome
 	Refused    int               // not executed: TRYAGAIN, SHUTDOWN, a dial failure
 	Unexpected map[string]int    // error replies the workload should not get, by first word
@@ -171,7 +172,11 @@ func Drive(ctx context.Context, t Target, w Workload, h *History) DriverStats {
 	record := func(o Op, oc outcome, why string) {
 		mu.Lock()
 		stats.Ops++
-		stats.ByKind[o.Kind.String()]++
+		if len(o.With) > 0 {
+			stats.ByKind["MACQUIRE"]++
+		} else {
+			stats.ByKind[o.Kind.String()]++
+		}
 		switch {
 		case oc == refused:
 			stats.Refused++
@@ -179,6 +184,9 @@ func Drive(ctx context.Context, t Target, w Workload, h *History) DriverStats {
 			stats.Unknown++
 		case o.granted():
 			stats.Granted++
+			if len(o.With) > 0 {
+				stats.MGranted++
+			}
 		}
 		if word, ok := strings.CutPrefix(why, "unexpected "); ok {
 			stats.Unexpected[word]++
@@ -294,6 +302,8 @@ func (c *client) next(ctx context.Context) (Op, outcome, string) {
 	case r < 0.6:
 		k := c.w.Keys[c.rng.Intn(len(c.w.Keys))]
 		o = Op{Kind: Status, Key: k.Name, Limit: k.Limit, Created: k.Created}
+	case len(c.w.Keys) > 1 && r < 0.65:
+		return c.macquire(ctx)
 	default:
 		k := c.w.Keys[c.rng.Intn(len(c.w.Keys))]
 		o = Op{Kind: Acquire, Key: k.Name, Limit: k.Limit, Created: k.Created, TTL: c.ttl()}
@@ -319,6 +329,69 @@ func (c *client) next(ctx context.Context) (Op, outcome, string) {
 		c.node = (c.node + 1) % c.t.Nodes() // try another node next
 	}
 	return o, oc, why
+}
+
+// macquire sends a MACQUIRE of two keys in a random order, SHARED when both
+// are locks, now and then with WAIT and PRIORITY, and records it as an
+// ACQUIRE per key (see Op.With). It has no OWNER: a retry of one whose
+// outcome is unknown is left to the single-key ACQUIREs.
+func (c *client) macquire(ctx context.Context) (Op, outcome, string) {
+	picked := c.rng.Perm(len(c.w.Keys))[:2]
+	keys := []KeySpec{c.w.Keys[picked[0]], c.w.Keys[picked[1]]}
+	base := Op{Kind: Acquire, Client: c.id, TTL: c.ttl()}
+	base.Shared = keys[0].Limit == 0 && keys[1].Limit == 0 && c.rng.Float64() < 0.3
+	if c.w.MaxWait > 0 && c.rng.Float64() < 0.3 {
+		base.Wait = time.Duration(c.rng.Int63n(int64(c.w.MaxWait))).Truncate(time.Millisecond)
+	}
+	if c.rng.Float64() < 0.2 {
+		base.Priority = c.rng.Intn(4)
+	}
+	args := []interface{}{"MACQUIRE", base.TTL.Milliseconds(), len(keys), keys[0].Name, keys[1].Name}
+	if base.Wait > 0 {
+		args = append(args, "WAIT", base.Wait.Milliseconds())
+	}
+	if base.Priority != 0 {
+		args = append(args, "PRIORITY", base.Priority)
+	}
+	if base.Shared {
+		args = append(args, "SHARED")
+	}
+	octx, cancel := context.WithTimeout(ctx, c.w.OpTimeout+base.Wait)
+	defer cancel()
+	base.Call = c.h.Now()
+	reply, err := c.conn().Do(octx, args...)
+	base.Return = c.h.Now()
+	oc, why := classify(err)
+	var tokens []interface{}
+	switch {
+	case oc != known:
+		base.Unknown, base.Err = true, err.Error()
+	case errors.Is(err, redis.Nil):
+	default:
+		tokens, _ = reply.([]interface{})
+		if len(tokens) != len(keys) {
+			// Not the reply MACQUIRE gives: the checkers must see it.
+			oc, why = refused, "unexpected MACQUIRE-reply"
+		}
+	}
+	ops := make([]Op, len(keys))
+	for i, k := range keys {
+		o := base
+		o.Key, o.Limit, o.Created = k.Name, k.Limit, k.Created
+		o.With = []string{keys[1-i].Name}
+		if tokens != nil && oc == known {
+			o.Result = toUint(tokens[i])
+		}
+		ops[i] = o
+		if oc != refused {
+			c.h.Add(o)
+		}
+		c.learn(o, oc)
+	}
+	if oc != known {
+		c.node = (c.node + 1) % c.t.Nodes()
+	}
+	return ops[0], oc, why
 }
 
 func (c *client) conn() Conn {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -66,7 +67,13 @@ type Op struct {
 	Shared   bool          // ACQUIRE ... SHARED
 	Wait     time.Duration // ACQUIRE ... WAIT
 	Priority int           // ACQUIRE ... PRIORITY
-	Token    uint64        // RELEASE, EXTEND, VERIFY: the token sent
+	// With: the other keys of the MACQUIRE this ACQUIRE is one key of
+	// (nil for an ACQUIRE). A MACQUIRE is recorded as an ACQUIRE per key,
+	// all with its call, return and outcome: each key's grant happened
+	// within that window (all at once, or one by one with WAIT), and a nil
+	// or a WAIT given up took nothing that outlived it.
+	With  []string
+	Token uint64 // RELEASE, EXTEND, VERIFY: the token sent
 
 	Call   int64
 	Return int64 // Never when Unknown
@@ -92,6 +99,9 @@ func (o Op) String() string {
 		}
 		if o.Wait > 0 {
 			args += fmt.Sprintf(" WAIT %v", o.Wait)
+		}
+		if len(o.With) > 0 {
+			args += fmt.Sprintf(" (MACQUIRE with %s)", strings.Join(o.With, " "))
 		}
 	case Extend:
 		args = fmt.Sprintf(" %s %d ttl=%v", o.Key, o.Token, o.TTL)

@@ -189,8 +189,8 @@ func (s Summary) String() string {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
 	}
 	sort.Strings(kinds)
-	fmt.Fprintf(&b, "histories (keys): %d; operations: %d recorded, %d sent (%s); granted %d, unknown outcome %d, refused %d\n",
-		len(s.Linearizable), s.Ops, s.Stats.Ops, strings.Join(kinds, ", "), s.Stats.Granted, s.Stats.Unknown, s.Stats.Refused)
+	fmt.Fprintf(&b, "histories (keys): %d; operations: %d recorded, %d sent (%s); granted %d (MACQUIRE %d), unknown outcome %d, refused %d\n",
+		len(s.Linearizable), s.Ops, s.Stats.Ops, strings.Join(kinds, ", "), s.Stats.Granted, s.Stats.MGranted, s.Stats.Unknown, s.Stats.Refused)
 	if len(s.Stats.Unexpected) > 0 {
 		fmt.Fprintf(&b, "unexpected error replies: %v\n", s.Stats.Unexpected)
 		for w, o := range s.Stats.Sample {
