@@ -180,9 +180,9 @@ func (c *Combiner) run() {
 // round trip after it; proposed without them, the group would leave them
 // to wait for its commit before theirs could begin, and the two cohorts
 // would take turns from then on, every entry half as large. With 50 such
-// clients on 2 cores, groups grew from 23 to 47 members and lock cycles
-// from 5,000 to 6,500 a second (raft-wal; raft-boltdb 3,000 to 5,000;
-// docs/benchmarks-log.md, 2026-11-25). A client alone, or a group whose
+// clients on 2 cores, groups grew from 23 to 41–49 members and lock cycles
+// from about 4,600 to 6,000 a second (raft-wal; raft-boltdb about 3,100 to
+// 4,400; docs/benchmarks-log.md, 2026-11-25). A client alone, or a group whose
 // members all came back, waits for nothing; a member that does not come
 // back costs the group at most maxLinger, and never more than a commit.
 func (c *Combiner) linger(group []*combined, size int, timer *time.Timer) []*combined {
