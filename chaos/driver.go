@@ -312,12 +312,7 @@ func (c *client) next(ctx context.Context) (Op, outcome, string) {
 			o.Owner = fmt.Sprintf("c%d-%d", c.id, c.seq)
 		}
 		o.Shared = k.Limit == 0 && c.rng.Float64() < 0.3
-		if c.w.MaxWait > 0 && c.rng.Float64() < 0.3 {
-			o.Wait = time.Duration(c.rng.Int63n(int64(c.w.MaxWait))).Truncate(time.Millisecond)
-		}
-		if c.rng.Float64() < 0.2 {
-			o.Priority = c.rng.Intn(4)
-		}
+		c.waitAndPriority(&o)
 	}
 	o.Client = c.id
 	oc, why := c.send(ctx, &o)
@@ -340,22 +335,8 @@ func (c *client) macquire(ctx context.Context) (Op, outcome, string) {
 	keys := []KeySpec{c.w.Keys[picked[0]], c.w.Keys[picked[1]]}
 	base := Op{Kind: Acquire, Client: c.id, TTL: c.ttl()}
 	base.Shared = keys[0].Limit == 0 && keys[1].Limit == 0 && c.rng.Float64() < 0.3
-	if c.w.MaxWait > 0 && c.rng.Float64() < 0.3 {
-		base.Wait = time.Duration(c.rng.Int63n(int64(c.w.MaxWait))).Truncate(time.Millisecond)
-	}
-	if c.rng.Float64() < 0.2 {
-		base.Priority = c.rng.Intn(4)
-	}
-	args := []interface{}{"MACQUIRE", base.TTL.Milliseconds(), len(keys), keys[0].Name, keys[1].Name}
-	if base.Wait > 0 {
-		args = append(args, "WAIT", base.Wait.Milliseconds())
-	}
-	if base.Priority != 0 {
-		args = append(args, "PRIORITY", base.Priority)
-	}
-	if base.Shared {
-		args = append(args, "SHARED")
-	}
+	c.waitAndPriority(&base)
+	args := acquireOptions([]interface{}{"MACQUIRE", base.TTL.Milliseconds(), len(keys), keys[0].Name, keys[1].Name}, base)
 	octx, cancel := context.WithTimeout(ctx, c.w.OpTimeout+base.Wait)
 	defer cancel()
 	base.Call = c.h.Now()
@@ -394,6 +375,32 @@ func (c *client) macquire(ctx context.Context) (Op, outcome, string) {
 	return ops[0], oc, why
 }
 
+// waitAndPriority draws an ACQUIRE's or MACQUIRE's WAIT (30%, if the
+// workload waits) and PRIORITY (20%).
+func (c *client) waitAndPriority(o *Op) {
+	if c.w.MaxWait > 0 && c.rng.Float64() < 0.3 {
+		o.Wait = time.Duration(c.rng.Int63n(int64(c.w.MaxWait))).Truncate(time.Millisecond)
+	}
+	if c.rng.Float64() < 0.2 {
+		o.Priority = c.rng.Intn(4)
+	}
+}
+
+// acquireOptions appends o's WAIT, PRIORITY and SHARED to args, as ACQUIRE
+// and MACQUIRE take them.
+func acquireOptions(args []interface{}, o Op) []interface{} {
+	if o.Wait > 0 {
+		args = append(args, "WAIT", o.Wait.Milliseconds())
+	}
+	if o.Priority != 0 {
+		args = append(args, "PRIORITY", o.Priority)
+	}
+	if o.Shared {
+		args = append(args, "SHARED")
+	}
+	return args
+}
+
 func (c *client) conn() Conn {
 	cn := c.conns[c.node]
 	if cn == nil {
@@ -412,15 +419,7 @@ func (c *client) send(ctx context.Context, o *Op) (outcome, string) {
 		if o.Owner != "" {
 			args = append(args, "OWNER", o.Owner)
 		}
-		if o.Wait > 0 {
-			args = append(args, "WAIT", o.Wait.Milliseconds())
-		}
-		if o.Priority != 0 {
-			args = append(args, "PRIORITY", o.Priority)
-		}
-		if o.Shared {
-			args = append(args, "SHARED")
-		}
+		args = acquireOptions(args, *o)
 	case Extend:
 		args = append(args, o.Token, o.TTL.Milliseconds())
 	case Release, Verify:

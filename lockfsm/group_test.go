@@ -142,20 +142,7 @@ func (*gateProposer) Barrier(_ time.Duration) error { return nil }
 func TestCombinerGroupsWhatWaits(t *testing.T) {
 	p := newGateProposer()
 	c := NewCombiner(p, 1, time.Second, 0)
-	defer func() {
-		stopped := make(chan struct{})
-		go func() { // lets Stop wait for what a failed test left in flight
-			for {
-				select {
-				case p.release <- struct{}{}:
-				case <-stopped:
-					return
-				}
-			}
-		}()
-		c.Stop()
-		close(stopped)
-	}()
+	defer stopCombiner(c, p)
 	type answer struct {
 		out any
 		err error
