@@ -351,7 +351,8 @@ func (c *client) macquire(ctx context.Context) (Op, outcome, string) {
 	default:
 		tokens, _ = reply.([]interface{})
 		if len(tokens) != len(keys) {
-			// Not the reply MACQUIRE gives: the checkers must see it.
+			// Not the reply MACQUIRE gives: the summary reports it with
+			// the unexpected replies.
 			oc, why = refused, "unexpected MACQUIRE-reply"
 		}
 	}
