@@ -217,7 +217,13 @@ func acquireLease(c *cli.Context, cl *leasehold.Client, key string, ttl time.Dur
 		return nil, err
 	}
 	st, err := cl.Status(c.Context, key)
-	if err == nil && st.Limit == 0 {
+	switch {
+	case err == nil && st.Limit == 0:
+		return lease, nil
+	case errors.Is(err, leasehold.ErrUnknownLock):
+		// The lease has already ended (a ttl of a few ms) and its lock
+		// went with it: a semaphore is never dropped so, so this was a
+		// lock, and the grant stands.
 		return lease, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -54,7 +54,9 @@ func TestClientDurationFlags(t *testing.T) {
 }
 
 // TestSmallBareTTLWarns checks that --ttl 5, milliseconds by the rule but
-// most likely meant as seconds, is taken with a warning that says so.
+// most likely meant as seconds, is taken with a warning that says so. A
+// 5 ms lease may also end before acquire can prove it (a grant later than
+// its ttl, on a loaded machine): then it is not acquired, exit 1.
 func TestSmallBareTTLWarns(t *testing.T) {
 	t.Parallel()
 	_, addr := startServe(t)
@@ -66,7 +68,8 @@ func TestSmallBareTTLWarns(t *testing.T) {
 	for _, tc := range cases {
 		_, stderr, exit := run(t, env, "acquire", "k"+tc.ttl, "--ttl", tc.ttl)
 		warned := strings.Contains(stderr, "a bare number is milliseconds")
-		if exit != 0 || warned != tc.warn {
+		lateOK := tc.ttl == "5" && exit == exitNo
+		if (exit != 0 && !lateOK) || warned != tc.warn {
 			t.Errorf("acquire --ttl %s: exit %d, stderr %q; want 0, warning %t", tc.ttl, exit, stderr, tc.warn)
 		}
 	}
