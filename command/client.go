@@ -222,8 +222,8 @@ func acquireLease(c *cli.Context, cl *leasehold.Client, key string, ttl time.Dur
 		return lease, nil
 	case errors.Is(err, leasehold.ErrUnknownLock):
 		// The lease has already ended (a ttl of a few ms) and its lock
-		// went with it: a semaphore is never dropped so, so this was a
-		// lock, and the grant stands.
+		// went with it. A semaphore, made by CREATE, stays when its
+		// leases end, so this was a lock, and the grant stands.
 		return lease, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
