@@ -337,17 +337,10 @@ func (c *client) macquire(ctx context.Context) (Op, outcome, string) {
 	base.Shared = keys[0].Limit == 0 && keys[1].Limit == 0 && c.rng.Float64() < 0.3
 	c.waitAndPriority(&base)
 	args := acquireOptions([]interface{}{"MACQUIRE", base.TTL.Milliseconds(), len(keys), keys[0].Name, keys[1].Name}, base)
-	octx, cancel := context.WithTimeout(ctx, c.w.OpTimeout+base.Wait)
-	defer cancel()
-	base.Call = c.h.Now()
-	reply, err := c.conn().Do(octx, args...)
-	base.Return = c.h.Now()
-	oc, why := classify(err)
+	reply, oc, why, err := c.call(ctx, &base, args)
 	var tokens []interface{}
 	switch {
-	case oc != known:
-		base.Unknown, base.Err = true, err.Error()
-	case errors.Is(err, redis.Nil):
+	case oc != known, errors.Is(err, redis.Nil):
 	default:
 		tokens, _ = reply.([]interface{})
 		if len(tokens) != len(keys) {
@@ -411,6 +404,22 @@ func (c *client) conn() Conn {
 	return cn
 }
 
+// call sends args for o within its timeout (plus its WAIT), sets its call
+// and return times, sorts the error, and marks o unknown when the outcome
+// is.
+func (c *client) call(ctx context.Context, o *Op, args []interface{}) (interface{}, outcome, string, error) {
+	octx, cancel := context.WithTimeout(ctx, c.w.OpTimeout+o.Wait)
+	defer cancel()
+	o.Call = c.h.Now()
+	reply, err := c.conn().Do(octx, args...)
+	o.Return = c.h.Now()
+	oc, why := classify(err)
+	if oc != known {
+		o.Unknown, o.Err = true, err.Error()
+	}
+	return reply, oc, why, err
+}
+
 // send runs o and fills in its times and result.
 func (c *client) send(ctx context.Context, o *Op) (outcome, string) {
 	args := []interface{}{o.Kind.String(), o.Key}
@@ -426,14 +435,8 @@ func (c *client) send(ctx context.Context, o *Op) (outcome, string) {
 	case Release, Verify:
 		args = append(args, o.Token)
 	}
-	octx, cancel := context.WithTimeout(ctx, c.w.OpTimeout+o.Wait)
-	defer cancel()
-	o.Call = c.h.Now()
-	reply, err := c.conn().Do(octx, args...)
-	o.Return = c.h.Now()
-	oc, why := classify(err)
+	reply, oc, why, err := c.call(ctx, o, args)
 	if oc != known {
-		o.Unknown, o.Err = true, err.Error()
 		return oc, why
 	}
 	if errors.Is(err, redis.Nil) {

@@ -15,11 +15,7 @@ import (
 // exit 2 (seen under load with --ttl 5).
 func TestAcquireOutlivedByItsLease(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := redcon.NewServer(ln.Addr().String(), func(conn redcon.Conn, cmd redcon.Command) {
+	addr := scriptedServer(t, func(conn redcon.Conn, cmd redcon.Command) {
 		switch strings.ToUpper(string(cmd.Args[0])) {
 		case "ACQUIRE":
 			conn.WriteInt64(42)
@@ -34,15 +30,27 @@ func TestAcquireOutlivedByItsLease(t *testing.T) {
 		default:
 			conn.WriteError("ERR unknown command")
 		}
-	}, nil, nil)
+	})
+	stdout, stderr, exit := run(t, []string{"LEASEHOLD_ADDR=" + addr}, "acquire", "k", "--ttl", "5")
+	if exit != 0 || strings.TrimSpace(stdout) != "42" {
+		t.Fatalf("acquire: exit %d, stdout %q, stderr %q; want 0 and the token 42", exit, stdout, stderr)
+	}
+}
+
+// scriptedServer serves RESP on a loopback port with handle until the test
+// ends, and returns its address: a server that answers as a test needs.
+func scriptedServer(t *testing.T, handle func(redcon.Conn, redcon.Command)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := redcon.NewServer(ln.Addr().String(), handle, nil, nil)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	t.Cleanup(func() {
 		srv.Close()
 		<-done
 	})
-	stdout, stderr, exit := run(t, []string{"LEASEHOLD_ADDR=" + ln.Addr().String()}, "acquire", "k", "--ttl", "5")
-	if exit != 0 || strings.TrimSpace(stdout) != "42" {
-		t.Fatalf("acquire: exit %d, stdout %q, stderr %q; want 0 and the token 42", exit, stdout, stderr)
-	}
+	return ln.Addr().String()
 }

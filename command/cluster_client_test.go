@@ -3,7 +3,6 @@ package command
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -213,12 +212,8 @@ func TestClusterClientCommandsPassOverFollower(t *testing.T) {
 // says which --owner gets the lease back.
 func TestClusterAcquireUncertain(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var acquires atomic.Int64
-	srv := redcon.NewServer(ln.Addr().String(), func(conn redcon.Conn, cmd redcon.Command) {
+	addr := scriptedServer(t, func(conn redcon.Conn, cmd redcon.Command) {
 		switch strings.ToUpper(string(cmd.Args[0])) {
 		case "ACQUIRE":
 			acquires.Add(1)
@@ -226,14 +221,8 @@ func TestClusterAcquireUncertain(t *testing.T) {
 		default:
 			conn.WriteError("ERR unknown command")
 		}
-	}, nil, nil)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		srv.Close()
-		<-done
 	})
-	_, stderr, exit := run(t, []string{"LEASEHOLD_ADDR=" + ln.Addr().String()}, "acquire", "--ttl", "30s", "k")
+	_, stderr, exit := run(t, []string{"LEASEHOLD_ADDR=" + addr}, "acquire", "--ttl", "30s", "k")
 	if exit != exitFailure {
 		t.Fatalf("acquire: exit %d, want %d\n%s", exit, exitFailure, stderr)
 	}
