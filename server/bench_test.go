@@ -134,35 +134,58 @@ func BenchmarkHotPathCycle(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer srv.Close()
-	var out bytes.Buffer
-	c := newConn(srv, "bench", "bench")
-	c.wr = redcon.NewWriter(&out)
-	keys := make([][]byte, 1024)
-	for i := range keys {
-		keys[i] = []byte(fmt.Sprintf("lock:%07d", i))
-	}
-	acquire := [][]byte{[]byte("ACQUIRE"), nil, []byte("30000")}
-	release := [][]byte{[]byte("RELEASE"), nil, nil}
-	var tok []byte
+	cy := newCycler(srv, 1024)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		k := keys[i&(len(keys)-1)]
-		acquire[1] = k
-		c.dispatch(acquire)
-		c.flush()
-		reply := out.Bytes()
-		if len(reply) < 4 || reply[0] != ':' {
-			b.Fatalf("ACQUIRE answered %q", reply)
-		}
-		tok = append(tok[:0], reply[1:len(reply)-2]...)
-		out.Reset()
-		release[1], release[2] = k, tok
-		c.dispatch(release)
-		c.flush()
-		if out.String() != ":1\r\n" {
-			b.Fatalf("RELEASE answered %q", out.String())
-		}
-		out.Reset()
+		cy.cycle(b)
 	}
+}
+
+// cycler runs lock cycles on a connection of srv with no socket, over its
+// keys in turn: ACQUIRE a key, then RELEASE it with the token.
+type cycler struct {
+	c                *conn
+	out              bytes.Buffer
+	keys             [][]byte
+	acquire, release [][]byte
+	tok              []byte
+	n                int
+}
+
+func newCycler(srv *Server, keys int) *cycler {
+	cy := &cycler{
+		keys:    make([][]byte, keys),
+		acquire: [][]byte{[]byte("ACQUIRE"), nil, []byte("30000")},
+		release: [][]byte{[]byte("RELEASE"), nil, nil},
+	}
+	cy.c = newConn(srv, "test", "test")
+	cy.c.wr = redcon.NewWriter(&cy.out)
+	for i := range cy.keys {
+		cy.keys[i] = []byte(fmt.Sprintf("lock:%07d", i))
+	}
+	return cy
+}
+
+// cycle takes and gives back the next key's lock, failing tb unless it was
+// granted and released.
+func (cy *cycler) cycle(tb testing.TB) {
+	k := cy.keys[cy.n%len(cy.keys)]
+	cy.n++
+	cy.acquire[1] = k
+	cy.c.dispatch(cy.acquire)
+	cy.c.flush()
+	reply := cy.out.Bytes()
+	if len(reply) < 4 || reply[0] != ':' {
+		tb.Fatalf("ACQUIRE answered %q", reply)
+	}
+	cy.tok = append(cy.tok[:0], reply[1:len(reply)-2]...)
+	cy.out.Reset()
+	cy.release[1], cy.release[2] = k, cy.tok
+	cy.c.dispatch(cy.release)
+	cy.c.flush()
+	if cy.out.String() != ":1\r\n" {
+		tb.Fatalf("RELEASE answered %q", cy.out.String())
+	}
+	cy.out.Reset()
 }

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"bytes"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,7 +11,6 @@ import (
 	"github.com/leasehold/leasehold/protocol"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
-	"github.com/tidwall/redcon"
 )
 
 func withLockStatsTop(n int) option { return func(c *Config) { c.LockStatsTop = n } }
@@ -256,37 +253,12 @@ func TestLockCycleAllocatesNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer srv.Close()
-			var out bytes.Buffer
-			c := newConn(srv, "test", "test")
-			c.wr = redcon.NewWriter(&out)
-			keys := make([][]byte, tc.keys)
-			for i := range keys {
-				keys[i] = []byte(fmt.Sprintf("lock:%07d", i))
-			}
-			acquire := [][]byte{[]byte("ACQUIRE"), nil, []byte("30000")}
-			release := [][]byte{[]byte("RELEASE"), nil, nil}
-			var tok []byte
-			n := 0
-			cycle := func() {
-				k := keys[n%len(keys)]
-				n++
-				acquire[1] = k
-				c.dispatch(acquire)
-				c.flush()
-				tok = append(tok[:0], out.Bytes()[1:out.Len()-2]...)
-				out.Reset()
-				release[1], release[2] = k, tok
-				c.dispatch(release)
-				c.flush()
-				if out.String() != ":1\r\n" {
-					t.Fatalf("RELEASE answered %q", out.String())
-				}
-				out.Reset()
-			}
-			for range 2 * len(keys) { // every buffer grown to fit
+			cy := newCycler(srv, tc.keys)
+			cycle := func() { cy.cycle(t) }
+			for range 2 * tc.keys { // every buffer grown to fit
 				cycle()
 			}
-			if allocs := testing.AllocsPerRun(2*len(keys), cycle); allocs != 0 {
+			if allocs := testing.AllocsPerRun(2*tc.keys, cycle); allocs != 0 {
 				t.Fatalf("%v allocations per lock cycle, want 0", allocs)
 			}
 		})
