@@ -170,7 +170,7 @@ var groups = []group{
 		{"cluster_known_nodes", "Members of the group this node knows, itself included.", gauge, nil,
 			func(st *server.Stats) float64 { return float64(st.Cluster.KnownNodes) }},
 		{"cluster_settings_mismatch", "1 if this node's lock-table settings differ from its leader's (it refuses lock commands), else 0.", gauge, nil,
-			func(st *server.Stats) float64 { return boolFloat(st.Cluster.SettingsMismatch) }},
+			func(st *server.Stats) float64 { return boolFloat(st.Cluster.SettingsMismatch()) }},
 		{"cluster_proposed_entries_total", "Log entries this node proposed as leader, each carrying one or more connections' batches.", counter, nil,
 			func(st *server.Stats) float64 { return float64(st.Cluster.ProposedEntries) }},
 		{"cluster_proposed_batches_total", "Connections' batches (this node's and those followers forwarded) those entries carried; over cluster_proposed_entries_total, the batches an entry.", counter, nil,

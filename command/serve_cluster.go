@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/cluster"
-	"github.com/leasehold/leasehold/server"
+	"github.com/leasehold/leasehold/replica"
 	"github.com/urfave/cli/v2"
 )
 
@@ -39,7 +39,7 @@ var clusterTLSFlags = []string{"cluster-tls-cert-file", "cluster-tls-key-file", 
 
 // clusterTLSConfig reads the --cluster-tls flags: nil without
 // --cluster-tls. The files default to the RESP listener's.
-func clusterTLSConfig(c *cli.Context) (*server.ClusterTLSConfig, error) {
+func clusterTLSConfig(c *cli.Context) (*replica.TLSConfig, error) {
 	str := func(name string) string { return flag(c, name).String(name) }
 	if !flag(c, "cluster-tls").Bool("cluster-tls") {
 		if given := givenFlags(c, clusterTLSFlags); len(given) > 0 {
@@ -53,7 +53,7 @@ func clusterTLSConfig(c *cli.Context) (*server.ClusterTLSConfig, error) {
 		}
 		return str(fallback)
 	}
-	cfg := &server.ClusterTLSConfig{
+	cfg := &replica.TLSConfig{
 		CertFile:   or("cluster-tls-cert-file", "tls-cert-file"),
 		KeyFile:    or("cluster-tls-key-file", "tls-key-file"),
 		CACertFile: or("cluster-tls-ca-cert-file", "tls-ca-cert-file"),

@@ -90,7 +90,7 @@ func (c *conn) runProposals() {
 	var res []lockfsm.Result
 	var err error
 	if len(cmds) > 0 {
-		res, err = c.srv.replica.propose(c.proposalTag(), cmds)
+		res, err = c.srv.replica.Propose(c.proposalTag(), cmds)
 	}
 	at := 0
 	for _, p := range replies {

@@ -10,6 +10,7 @@ import (
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/lockfsm"
 	"github.com/leasehold/leasehold/protocol"
+	"github.com/leasehold/leasehold/replica"
 )
 
 // clusterHandlersByName replace, in cluster mode, the handlers of the
@@ -48,27 +49,27 @@ func batchableCommands(clustered bool) []bool {
 }
 
 // sameSettings refuses h on a node whose lock-table settings differ from
-// the leader's (lockfsm.FSM.SettingsMismatch): its answers, and its table
+// the leader's (replica.Replica.SettingsMismatch): its answers, and its table
 // if it became the leader, would not be the group's.
 func sameSettings(h handler) handler {
 	return func(c *conn, args [][]byte) error {
-		fsm := c.srv.replica.fsm
-		if leader := fsm.SettingsMismatch(); leader != "" {
-			return protocol.SettingsMismatchError(fsm.Settings(), leader)
+		r := c.srv.replica
+		if leader := r.SettingsMismatch(); leader != "" {
+			return protocol.SettingsMismatchError(r.Settings(), leader)
 		}
 		return h(c, args)
 	}
 }
 
 // linearized runs h once every change acknowledged before the command
-// arrived is in the table it reads (replica.linearize). Every command of a
+// arrived is in the table it reads (replica.Replica.Linearize). Every command of a
 // round arrived before its first ran (the goroutine transport reads no more
 // until the round's replies are flushed), so one check serves the round's
 // reads.
 func linearized(h handler) handler {
 	return func(c *conn, args [][]byte) error {
 		if !c.linearized && !c.staleReads {
-			if err := c.srv.replica.linearize(); err != nil {
+			if err := c.srv.replica.Linearize(); err != nil {
 				return err
 			}
 			c.linearized = true
@@ -263,15 +264,15 @@ func handleCluster(c *conn, args [][]byte) error {
 	}
 	switch sub {
 	case "info":
-		c.wr.WriteBulkString(r.info())
+		c.wr.WriteBulkString(formatClusterInfo(r.Stats()))
 	case "nodes":
-		nodes, err := r.nodes()
+		members, leaderID, err := r.Members()
 		if err != nil {
 			return protocol.ErrTryAgain
 		}
-		c.wr.WriteBulkString(nodes)
+		c.wr.WriteBulkString(formatClusterNodes(r.ID(), members, leaderID))
 	case "myid":
-		c.wr.WriteBulkString(r.node.ID())
+		c.wr.WriteBulkString(r.ID())
 	case "slots":
 		return c.writeSlots()
 	case "shards":
@@ -279,17 +280,17 @@ func handleCluster(c *conn, args [][]byte) error {
 	case "keyslot":
 		c.wr.WriteInt(int(keyslot.Of(args[2])))
 	case "addnode":
-		if err := r.node.Join(string(args[2]), string(args[3])); err != nil {
+		if err := r.AddNode(string(args[2]), string(args[3])); err != nil {
 			return protocol.ClusterChangeError(err)
 		}
 		c.wr.WriteString("OK")
 	case "forget":
-		if err := r.node.RemoveServer(string(args[2])); err != nil {
+		if err := r.Forget(string(args[2])); err != nil {
 			return protocol.ClusterChangeError(err)
 		}
 		c.wr.WriteString("OK")
 	case "snapshot":
-		if err := r.node.Snapshot(); err != nil {
+		if err := r.Snapshot(); err != nil {
 			return protocol.ClusterChangeError(err)
 		}
 		c.wr.WriteString("OK")
@@ -304,83 +305,55 @@ func (s *Server) infoCluster(b *strings.Builder) {
 		infoLine(b, "cluster_enabled", 0)
 		return
 	}
-	b.WriteString(s.replica.info())
+	b.WriteString(formatClusterInfo(s.replica.Stats()))
 }
 
-// info is CLUSTER INFO's text: field:value lines, as Redis's.
-func (r *replica) info() string {
-	st := r.node.Stats()
-	role := r.role(st)
+// formatClusterInfo is CLUSTER INFO's text: field:value lines, as Redis's.
+func formatClusterInfo(st replica.Stats) string {
 	state := "ok"
-	if st["leader_id"] == "" {
+	if !st.LeaderKnown {
 		state = "fail"
 	}
 	var b strings.Builder
 	line := func(k, v string) { fmt.Fprintf(&b, "%s:%s\r\n", k, v) }
+	num := func(k string, v uint64) { line(k, strconv.FormatUint(v, 10)) }
 	line("cluster_enabled", "1")
 	line("cluster_state", state)
-	line("cluster_role", role)
-	line("cluster_node_id", r.node.ID())
-	line("cluster_raft_addr", st["raft_addr"])
-	line("cluster_leader_id", st["leader_id"])
-	line("cluster_leader_raft_addr", st["leader_addr"])
-	line("cluster_term", st["term"])
-	line("cluster_term_begun", strconv.FormatUint(r.duties.Term(), 10))
-	line("cluster_fsm_term", strconv.FormatUint(r.fsm.Term(), 10))
-	line("cluster_commit_index", st["commit_index"])
-	line("cluster_applied_index", st["applied_index"])
-	line("cluster_last_log_index", st["last_log_index"])
-	line("cluster_last_snapshot_index", st["last_snapshot_index"])
-	line("cluster_last_contact", st["last_contact"])
-	line("cluster_known_nodes", strconv.Itoa(atoiOr(st["num_peers"], 0)+1))
-	line("cluster_heartbeat_fast_path", st["heartbeat_fast_path"])
-	combined := r.combiner.Stats()
-	line("cluster_proposed_entries", strconv.FormatUint(combined.Entries, 10))
-	line("cluster_proposed_batches", strconv.FormatUint(combined.Members, 10))
-	line("cluster_settings", r.fsm.Settings())
-	if leader := r.fsm.SettingsMismatch(); leader != "" {
-		line("cluster_settings_leader", leader) // differs: lock commands are refused
+	line("cluster_role", st.Role)
+	line("cluster_node_id", st.NodeID)
+	line("cluster_raft_addr", st.RaftAddr)
+	line("cluster_leader_id", st.LeaderID)
+	line("cluster_leader_raft_addr", st.LeaderRaftAddr)
+	num("cluster_term", st.Term)
+	num("cluster_term_begun", st.TermBegun)
+	num("cluster_fsm_term", st.FSMTerm)
+	num("cluster_commit_index", st.CommitIndex)
+	num("cluster_applied_index", st.AppliedIndex)
+	num("cluster_last_log_index", st.LastLogIndex)
+	num("cluster_last_snapshot_index", st.LastSnapshotIndex)
+	line("cluster_last_contact", st.LastContact)
+	line("cluster_known_nodes", strconv.Itoa(st.KnownNodes))
+	line("cluster_heartbeat_fast_path", st.HeartbeatFastPath)
+	num("cluster_proposed_entries", st.ProposedEntries)
+	num("cluster_proposed_batches", st.ProposedBatches)
+	line("cluster_settings", st.Settings)
+	if st.SettingsMismatch() {
+		line("cluster_settings_leader", st.SettingsLeader) // differs: lock commands are refused
 	}
 	return b.String()
 }
 
-// role is this node's role in CLUSTER INFO and the metrics: leader once its
-// term has begun, leader-starting before, candidate or follower; st is
-// cluster.Node.Stats.
-func (r *replica) role(st map[string]string) string {
-	switch {
-	case r.ready():
-		return "leader"
-	case r.node.IsLeader():
-		return "leader-starting"
-	case st["state"] == "Candidate":
-		return "candidate"
-	}
-	return "follower"
-}
-
-func atoiOr(s string, def int) int {
-	if n, err := strconv.Atoi(s); err == nil {
-		return n
-	}
-	return def
-}
-
-// nodes is CLUSTER NODES's text: a line per member, "id raft-addr flags
-// leader-id": flags are myself, leader or follower, and voter or nonvoter.
-func (r *replica) nodes() (string, error) {
-	servers, err := r.node.Servers()
-	if err != nil {
-		return "", err
-	}
-	leaderID, _ := r.node.Leader()
+// formatClusterNodes is CLUSTER NODES's text: a line per member, "id raft-addr
+// flags leader-id": flags are myself, leader or follower, and voter or
+// nonvoter.
+func formatClusterNodes(self string, members []replica.Member, leaderID string) string {
 	if leaderID == "" {
 		leaderID = "-"
 	}
 	var b strings.Builder
-	for _, s := range servers {
+	for _, s := range members {
 		var flags []string
-		if s.ID == r.node.ID() {
+		if s.ID == self {
 			flags = append(flags, "myself")
 		}
 		if s.Leader {
@@ -395,5 +368,5 @@ func (r *replica) nodes() (string, error) {
 		}
 		fmt.Fprintf(&b, "%s %s %s %s\n", s.ID, s.Addr, strings.Join(flags, ","), leaderID)
 	}
-	return b.String(), nil
+	return b.String()
 }

@@ -3,7 +3,6 @@ package server
 import (
 	"net"
 	"strconv"
-	"sync"
 
 	"github.com/leasehold/leasehold/internal/keyslot"
 	"github.com/leasehold/leasehold/protocol"
@@ -15,52 +14,6 @@ import (
 // follower answers a command on a key with MOVED to the leader instead of
 // forwarding it. During an election the answer is TRYAGAIN, never a MOVED
 // toward a leader nobody knows (redis-cli would loop).
-
-// forwardAddr is the kind of a forwarded request for the receiver's RESP
-// address, answered by a leader ready to propose only.
-const forwardAddr byte = 'A'
-
-// leaderAddr caches the RESP address of a leader, by its node ID.
-type leaderAddr struct {
-	mu         sync.Mutex
-	id, addr   string
-	announcing func() string // this node's own RESP address
-}
-
-// leaderRESP returns the RESP address of the leader and its node ID:
-// this node's if it leads, else asked of the leader once per leader.
-func (r *replica) leaderRESP() (id, addr string, err error) {
-	if r.ready() {
-		return r.node.ID(), r.leader.announcing(), nil
-	}
-	id, _ = r.node.Leader()
-	if id == "" || id == r.node.ID() {
-		return "", "", protocol.ErrTryAgain // an election, or its term not begun
-	}
-	r.leader.mu.Lock()
-	cachedID, cached := r.leader.id, r.leader.addr
-	r.leader.mu.Unlock()
-	if cachedID == id {
-		return id, cached, nil
-	}
-	answer, err := r.node.Forward([]byte{forwardAddr}, proposeTimeout)
-	if err != nil || len(answer) < 2 || answer[0] != forwardOK {
-		return "", "", protocol.ErrTryAgain
-	}
-	addr = string(answer[1:])
-	r.leader.mu.Lock()
-	r.leader.id, r.leader.addr = id, addr
-	r.leader.mu.Unlock()
-	return id, addr, nil
-}
-
-// answerAddr is handleForward's answer to forwardAddr.
-func (r *replica) answerAddr() []byte {
-	if !r.ready() {
-		return []byte{forwardTryAgain}
-	}
-	return append([]byte{forwardOK}, r.leader.announcing()...)
-}
 
 // announceAddr is the RESP address clients reach this node at.
 func (s *Server) announceAddr() string {
@@ -81,8 +34,8 @@ func (s *Server) announceAddr() string {
 func redirected(h handler, first int) handler {
 	return func(c *conn, args [][]byte) error {
 		r := c.srv.replica
-		if first < len(args) && !r.ready() && !r.node.IsLeader() {
-			_, addr, err := r.leaderRESP()
+		if first < len(args) && r.IsFollower() {
+			_, addr, err := r.LeaderRESP()
 			if err != nil {
 				return err
 			}
@@ -94,7 +47,7 @@ func redirected(h handler, first int) handler {
 
 // writeSlots is CLUSTER SLOTS: every slot, on the leader.
 func (c *conn) writeSlots() error {
-	id, addr, err := c.srv.replica.leaderRESP()
+	id, addr, err := c.srv.replica.LeaderRESP()
 	if err != nil {
 		return err
 	}
@@ -113,7 +66,7 @@ func (c *conn) writeSlots() error {
 // writeShards is CLUSTER SHARDS, Redis 7's shape: one shard, its slots and
 // its one node, the leader.
 func (c *conn) writeShards() error {
-	id, addr, err := c.srv.replica.leaderRESP()
+	id, addr, err := c.srv.replica.LeaderRESP()
 	if err != nil {
 		return err
 	}
@@ -134,7 +87,7 @@ func (c *conn) writeShards() error {
 	c.wr.WriteBulkString("port")
 	c.wr.WriteInt(port)
 	c.wr.WriteBulkString("replication-offset")
-	c.wr.WriteInt64(int64(c.srv.replica.node.AppliedIndex()))
+	c.wr.WriteInt64(int64(c.srv.replica.AppliedIndex()))
 	return nil
 }
 

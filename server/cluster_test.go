@@ -16,6 +16,7 @@ import (
 	"github.com/leasehold/leasehold/internal/tlstest"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/persist"
+	"github.com/leasehold/leasehold/replica"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 )
@@ -91,7 +92,7 @@ func waitLeader(t *testing.T, nodes ...*clusterNode) *clusterNode {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, n := range nodes {
-			if n.replica.ready() {
+			if n.replica.Ready() {
 				return n
 			}
 		}
@@ -203,7 +204,7 @@ func TestClusterModeNeedsNoPersist(t *testing.T) {
 func TestClusterPipelineKeepsReplyOrder(t *testing.T) {
 	node := startCluster(t, 1)[0]
 	c := ctx(t)
-	before := node.replica.node.AppliedIndex()
+	before := node.replica.AppliedIndex()
 	pipe := node.client().Pipeline()
 	var acquires []*redis.Cmd
 	for i := range 40 {
@@ -221,7 +222,7 @@ func TestClusterPipelineKeepsReplyOrder(t *testing.T) {
 	}
 	// One pipeline, read at once, is a handful of entries, not one per
 	// change (the read and the unknown command split the round's batch).
-	if entries := node.replica.node.AppliedIndex() - before; entries > 8 {
+	if entries := node.replica.AppliedIndex() - before; entries > 8 {
 		t.Errorf("the pipeline's 44 changes took %d log entries", entries)
 	}
 	var tokens []uint64
@@ -367,7 +368,7 @@ func TestClusterMutualTLS(t *testing.T) {
 	withNodeCert := func(id string) option {
 		cert, key := files.NodeCert(t, id)
 		return func(c *Config) {
-			c.ClusterTLS = &ClusterTLSConfig{CertFile: cert, KeyFile: key, CACertFile: files.CACert, AllowedCNs: []string{"n1", "n2", "n3"}}
+			c.ClusterTLS = &replica.TLSConfig{CertFile: cert, KeyFile: key, CACertFile: files.CACert, AllowedCNs: []string{"n1", "n2", "n3"}}
 		}
 	}
 	nodes := startCluster(t, 3, withNodeCert)
@@ -514,7 +515,7 @@ func TestClusterFromSingleNode(t *testing.T) {
 	if err != nil || other <= held {
 		t.Fatalf("ACQUIRE of a new key = %d, %v; want above every earlier token (%d)", other, err, held)
 	}
-	kept, err := filepath.Glob(filepath.Join(dir, importedDir+"-*"))
+	kept, err := filepath.Glob(filepath.Join(dir, replica.ImportedDir+"-*"))
 	if err != nil || len(kept) != 1 {
 		t.Fatalf("the single node's files kept aside: %v, %v", kept, err)
 	}
@@ -575,8 +576,8 @@ func TestClusterFullRestartAndRecover(t *testing.T) {
 		t.Fatalf("ACQUIRE after a full restart = %d, %v; want above %d", other, err, token)
 	}
 	// n3 recovers with what it has: let it have everything first.
-	committed := leader.replica.node.CommitIndex()
-	waitFor(t, "n3 applying every entry", func() bool { return nodes[2].replica.node.AppliedIndex() >= committed })
+	committed := leader.replica.CommitIndex()
+	waitFor(t, "n3 applying every entry", func() bool { return nodes[2].replica.AppliedIndex() >= committed })
 	for _, n := range nodes {
 		n.Close()
 	}

@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"encoding/binary"
-	"sync"
 	"time"
 
 	"github.com/leasehold/leasehold/lockfsm"
@@ -14,52 +13,14 @@ import (
 // table's (lockfsm's OpWait): it survives a change of leader, and the lock
 // is handed to the head of its queue inside the apply of the entry that
 // frees it, alike on every replica. The node the client is connected to
-// keeps the client: it names the wait (waiter: its client id and a number),
-// registers it before proposing, and is told of the hand-off by the state
-// machine's OnGrant, which reports every waiter on every replica and which
-// this node passes on to its own waiters only. When the client's wait
-// times out, or it hangs up, or the server stops, the node proposes
+// keeps the client: it names the wait (waiter: its client id and a
+// number), registers it before proposing, and is told of the hand-off by
+// the state machine's OnGrant, which reports every waiter on every replica
+// and which the replica passes on to this node's own waiters only
+// (replica.Await). When the client's wait times out, or it hangs up, or
+// the server stops, the node proposes
 // OpCancelWait: that dequeues the wait, or gives back a lease handed to it
 // meanwhile, so no grant is left to a client that will never hear of it.
-
-// waiters are the waits of this node's clients, by waiter id.
-type waiters struct {
-	mu sync.Mutex
-	m  map[string]chan []uint64
-}
-
-// add registers waiter; its channel takes the one OnGrant for it.
-func (w *waiters) add(waiter []byte) chan []uint64 {
-	ch := make(chan []uint64, 1)
-	w.mu.Lock()
-	if w.m == nil {
-		w.m = make(map[string]chan []uint64)
-	}
-	w.m[string(waiter)] = ch
-	w.mu.Unlock()
-	return ch
-}
-
-func (w *waiters) remove(waiter []byte) {
-	w.mu.Lock()
-	delete(w.m, string(waiter))
-	w.mu.Unlock()
-}
-
-// granted is the FSM's OnGrant: it hands tokens (nil: ended ungranted) to
-// waiter if it is one of this node's, and never blocks (the state
-// machine's apply calls it).
-func (w *waiters) granted(waiter, _ []byte, tokens []uint64) {
-	w.mu.Lock()
-	ch := w.m[string(waiter)]
-	w.mu.Unlock()
-	if ch != nil {
-		select {
-		case ch <- tokens:
-		default: // one hand-off per wait; a second cannot happen
-		}
-	}
-}
 
 // clusterWait is an ACQUIRE or MACQUIRE with WAIT in cluster mode.
 type clusterWait struct {
@@ -127,11 +88,12 @@ func (c *conn) clusterWaiting(w clusterWait) error {
 	r := c.srv.replica
 	c.waitSeq++
 	waiter := binary.BigEndian.AppendUint64(bytes.Clone(c.clusterClientID()), c.waitSeq)
-	granted := r.waiters.add(waiter)
-	defer r.waiters.remove(waiter)
+	granted := make(chan []uint64, 1) // one hand-off per wait
+	forget := r.Await(waiter, func(tokens []uint64) { granted <- tokens })
+	defer forget()
 	cmd := w.cmd
 	cmd.Waiter = waiter
-	res, err := r.propose(c.proposalTag(), []lockfsm.Command{cmd})
+	res, err := r.Propose(c.proposalTag(), []lockfsm.Command{cmd})
 	if err == protocol.ErrUncertain {
 		// It may be queued, to be granted to nobody: take it back.
 		c.cancelClusterWait(waiter)
@@ -230,7 +192,7 @@ func (c *conn) clusterWaiting(w clusterWait) error {
 // keys it took on its way). If the proposal fails, the wait ends at its
 // deadline through the leader, and a lease handed to it by its ttl.
 func (c *conn) cancelClusterWait(waiter []byte) {
-	if _, err := c.srv.replica.propose(c.proposalTag(), []lockfsm.Command{{Op: lockfsm.OpCancelWait, Waiter: waiter}}); err != nil {
+	if _, err := c.srv.replica.Propose(c.proposalTag(), []lockfsm.Command{{Op: lockfsm.OpCancelWait, Waiter: waiter}}); err != nil {
 		c.log.Warn().Err(err).Msg("could not cancel a wait: it ends at its deadline, and a lease it was given by its ttl")
 	}
 }

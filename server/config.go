@@ -6,10 +6,10 @@ import (
 	"net"
 	"time"
 
-	"github.com/leasehold/leasehold/cluster"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/persist"
 	"github.com/leasehold/leasehold/protocol"
+	"github.com/leasehold/leasehold/replica"
 )
 
 // DefaultPort is leasehold's own port, chosen to stay clear of Redis's 6379.
@@ -83,10 +83,10 @@ type Config struct {
 	// and Logger. Persist must be empty (the group's log is the data
 	// directory), and connections are served on goroutines (IOLoops is
 	// taken as 0). nil for a single node.
-	Cluster *cluster.Config
+	Cluster *replica.NodeConfig
 	// ClusterTLS, with Cluster, makes every connection between nodes mutual
 	// TLS (cluster_tls.go); nil for plain TCP.
-	ClusterTLS *ClusterTLSConfig
+	ClusterTLS *replica.TLSConfig
 	// Redirect, with Cluster, makes a follower answer a command on a key
 	// with Redis Cluster's MOVED to the leader's address instead of
 	// forwarding it (cluster_redirect.go).

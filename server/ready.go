@@ -14,10 +14,10 @@ func (s *Server) Ready() (ready bool, why string) {
 		return false, "shutting down"
 	}
 	if s.replica != nil {
-		if id, _ := s.replica.node.Leader(); id == "" {
+		if !s.replica.LeaderKnown() {
 			return false, "cluster: no leader known (election in progress, or no quorum)"
 		}
-		if s.replica.fsm.SettingsMismatch() != "" {
+		if s.replica.SettingsMismatch() != "" {
 			return false, "cluster: this node's lock-table settings differ from the leader's"
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/leasehold/leasehold/lockfsm"
 	"github.com/leasehold/leasehold/persist"
 	"github.com/leasehold/leasehold/protocol"
+	"github.com/leasehold/leasehold/replica"
 	"github.com/rs/zerolog"
 )
 
@@ -25,9 +26,8 @@ var ErrServerClosed = errors.New("server: closed")
 type Server struct {
 	cfg     Config
 	log     zerolog.Logger
-	table   *locker.Table // nil in cluster mode: see lockTable
-	replica *replica      // nil on a single node (cluster.go)
-	nodeTLS *nodeTLS      // the certificate between cluster nodes; nil without
+	table   *locker.Table    // nil in cluster mode: see lockTable
+	replica *replica.Replica // nil on a single node
 
 	store    *persist.Store // nil without a data directory
 	hub      *hub           // pub/sub of lock events
@@ -146,30 +146,18 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		cfg.Locker.FirstToken = lockerCfg.FirstToken // as logged and reported
 	}
 	var table *locker.Table
-	var rep *replica
-	var nodeCert *nodeTLS
+	var rep *replica.Replica
+	var s *Server // the replica asks for its RESP address once it serves
 	if cfg.Cluster != nil {
-		cfg.IOLoops = 0 // cluster handlers block for their commit (cluster.go)
-		cc := *cfg.Cluster
-		if cfg.ClusterTLS != nil {
-			nodeCert, cc.TLS, err = newNodeTLS(*cfg.ClusterTLS)
-			cc.AllowedPeer = cfg.ClusterTLS.allowedPeer()
-		}
-		var migrating bool
-		if err == nil {
-			migrating, err = prepareMigration(&cc, lockerCfg, log)
-		}
-		if err == nil {
-			rep, err = openReplica(cc, lockerCfg, cfg.Persist.RestartGrace, log)
-		}
-		if err == nil && migrating {
-			var to string
-			if to, err = moveSingleNodeFiles(cc.DataDir, time.Now()); err == nil {
-				log.Info().Str("moved_to", to).Msg("the single node's files are kept aside, imported")
-			} else {
-				rep.close()
-			}
-		}
+		cfg.IOLoops = 0 // cluster handlers block for their commit (cluster_batch.go)
+		rep, err = replica.Open(replica.Options{
+			Node:         *cfg.Cluster,
+			TLS:          cfg.ClusterTLS,
+			Locker:       lockerCfg,
+			RestartGrace: cfg.Persist.RestartGrace,
+			Announce:     func() string { return s.announceAddr() },
+			Log:          log,
+		})
 	} else {
 		table, err = locker.New(lockerCfg)
 	}
@@ -194,7 +182,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 				Msg("the restored lock table holds more than max-locks: new locks are refused until it is back under it")
 		}
 	}
-	s := &Server{
+	s = &Server{
 		auth:      newAuthState(cfg),
 		owners:    newOwnerNumbers(),
 		tls:       tlsState,
@@ -204,7 +192,6 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		log:       log,
 		table:     table,
 		replica:   rep,
-		nodeTLS:   nodeCert,
 		handlers:  commandHandlers(rep != nil, cfg.Redirect),
 		batchable: batchableCommands(rep != nil),
 		started:   started,
@@ -216,9 +203,6 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		closing:   make(chan struct{}),
 		servingC:  make(chan struct{}),
 		mem:       memoryGuard{read: heapInUse},
-	}
-	if rep != nil {
-		rep.leader.announcing = s.announceAddr
 	}
 	s.users.Store(users)
 	s.idle.Store(int64(cfg.IdleTimeout))
@@ -278,7 +262,7 @@ func (s *Server) Table() *locker.Table { return s.lockTable() }
 // changes.
 func (s *Server) lockTable() *locker.Table {
 	if s.replica != nil {
-		return s.replica.fsm.Table()
+		return s.replica.Table()
 	}
 	return s.table
 }
@@ -289,7 +273,7 @@ func (s *Server) lockTable() *locker.Table {
 // proposal; one that fails leaves the lease to its ttl.
 func (s *Server) releaseLease(key []byte, token uint64) bool {
 	if s.replica != nil {
-		res, err := s.replica.propose(lockfsm.Tag{}, []lockfsm.Command{{Op: lockfsm.OpRelease, Key: key, Token: token}})
+		res, err := s.replica.Propose(lockfsm.Tag{}, []lockfsm.Command{{Op: lockfsm.OpRelease, Key: key, Token: token}})
 		return err == nil && res[0].Granted
 	}
 	return s.table.Release(key, token)
@@ -550,7 +534,7 @@ func (s *Server) shutdown() error {
 		s.log.Warn().Int("leases", released).Msg("shutdown: released the EPHEMERAL leases of connections cut short")
 	}
 	if s.replica != nil {
-		if rerr := s.replica.close(); err == nil {
+		if rerr := s.replica.Close(); err == nil {
 			err = rerr
 		}
 	} else {

@@ -2,10 +2,10 @@ package server
 
 import (
 	"runtime"
-	"strconv"
 	"time"
 
 	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/replica"
 )
 
 // Stats is a snapshot of the figures INFO reports, for an exporter of
@@ -129,27 +129,8 @@ type PersistStats struct {
 }
 
 // ClusterStats is this node's part in its Raft group, as CLUSTER INFO
-// reports it.
-type ClusterStats struct {
-	NodeID            string
-	Role              string // leader, leader-starting, candidate or follower
-	Leader            bool   // this node leads and its term has begun: it proposes
-	LeaderKnown       bool
-	Term              uint64
-	TermBegun         uint64
-	CommitIndex       uint64
-	AppliedIndex      uint64
-	LastLogIndex      uint64
-	LastSnapshotIndex uint64
-	KnownNodes        int
-	// SettingsMismatch: this node's lock-table settings differ from its
-	// leader's, so it refuses lock commands (lockfsm.FSM.SettingsMismatch).
-	SettingsMismatch bool
-	// ProposedEntries counts the log entries this node proposed as leader
-	// through its combiner, and ProposedBatches the connections' batches
-	// (its own and those followers forwarded) they carried.
-	ProposedEntries, ProposedBatches uint64
-}
+// shows it (replica.Stats).
+type ClusterStats = replica.Stats
 
 // StatsSnapshot reads every section of Stats. It reads the Go runtime's
 // memory statistics, which stops the world briefly: call it at a scrape's
@@ -285,36 +266,11 @@ func (s *Server) persistStats() *PersistStats {
 	return ps
 }
 
-// clusterStats reads what CLUSTER INFO reports (replica.info), from the same
-// sources, in numbers.
+// clusterStats reads what CLUSTER INFO reports; nil on a single node.
 func (s *Server) clusterStats() *ClusterStats {
-	r := s.replica
-	if r == nil {
+	if s.replica == nil {
 		return nil
 	}
-	st := r.node.Stats()
-	cs := &ClusterStats{
-		NodeID:            r.node.ID(),
-		Role:              "follower",
-		Leader:            r.ready(),
-		LeaderKnown:       st["leader_id"] != "",
-		Term:              parseUint(st["term"]),
-		TermBegun:         r.duties.Term(),
-		CommitIndex:       parseUint(st["commit_index"]),
-		AppliedIndex:      parseUint(st["applied_index"]),
-		LastLogIndex:      parseUint(st["last_log_index"]),
-		LastSnapshotIndex: parseUint(st["last_snapshot_index"]),
-		KnownNodes:        atoiOr(st["num_peers"], 0) + 1,
-		SettingsMismatch:  r.fsm.SettingsMismatch() != "",
-	}
-	combined := r.combiner.Stats()
-	cs.ProposedEntries, cs.ProposedBatches = combined.Entries, combined.Members
-	cs.Role = r.role(st)
-	return cs
-}
-
-// parseUint reads one of raft's numeric stats, 0 if it is not a number.
-func parseUint(v string) uint64 {
-	n, _ := strconv.ParseUint(v, 10, 64)
-	return n
+	st := s.replica.Stats()
+	return &st
 }

@@ -197,12 +197,14 @@ func loadTLS(c TLSConfig) (*tls.Config, error) {
 // Without a TLS listener it does nothing. It is safe to call from any
 // goroutine (the serve command calls it on SIGHUP).
 func (s *Server) ReloadTLS() error {
-	if s.nodeTLS != nil {
-		if err := s.nodeTLS.reload(); err != nil {
+	if s.replica != nil {
+		switch file, err := s.replica.ReloadTLS(); {
+		case err != nil:
 			s.log.Error().Err(err).Msg("cluster TLS reload failed; keeping the certificate loaded before")
 			return err
+		case file != "":
+			s.log.Info().Str("cluster_tls_cert_file", file).Msg("cluster TLS certificate reloaded")
 		}
-		s.log.Info().Str("cluster_tls_cert_file", s.nodeTLS.cfg.CertFile).Msg("cluster TLS certificate reloaded")
 	}
 	if s.tls == nil {
 		return nil

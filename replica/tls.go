@@ -1,4 +1,4 @@
-package server
+package replica
 
 import (
 	"crypto/tls"
@@ -10,13 +10,13 @@ import (
 	"sync/atomic"
 )
 
-// ClusterTLSConfig is the mutual TLS between cluster nodes: Raft traffic,
+// TLSConfig is the mutual TLS between cluster nodes: Raft traffic,
 // forwarded commands and joins. Every node of a group has it, or none.
-type ClusterTLSConfig struct {
+type TLSConfig struct {
 	// CertFile and KeyFile are the node's certificate, whose extended key
 	// usage must allow both server and client authentication (it accepts
 	// its peers' connections and dials them), and its key. Read again by
-	// ReloadTLS (SIGHUP).
+	// Replica.ReloadTLS (SIGHUP).
 	CertFile, KeyFile string
 	// CACertFile holds the CA(s) every peer's certificate must chain to.
 	CACertFile string
@@ -29,18 +29,18 @@ type ClusterTLSConfig struct {
 	AllowedCNs []string
 }
 
-// nodeTLS is a node's certificate, swapped by ReloadTLS.
+// nodeTLS is a node's certificate, swapped by Replica.ReloadTLS.
 type nodeTLS struct {
-	cfg  ClusterTLSConfig
+	cfg  TLSConfig
 	pair atomic.Pointer[tls.Certificate]
 }
 
 // newNodeTLS reads cfg's files into the tls.Config the cluster package
 // takes, with the certificate read through nodeTLS so that a reload
 // reaches new connections.
-func newNodeTLS(cfg ClusterTLSConfig) (*nodeTLS, *tls.Config, error) {
+func newNodeTLS(cfg TLSConfig) (*nodeTLS, *tls.Config, error) {
 	if cfg.CertFile == "" || cfg.KeyFile == "" || cfg.CACertFile == "" {
-		return nil, nil, errors.New("server: cluster TLS needs a certificate, its key and a CA file")
+		return nil, nil, errors.New("replica: cluster TLS needs a certificate, its key and a CA file")
 	}
 	n := &nodeTLS{cfg: cfg}
 	if err := n.reload(); err != nil {
@@ -48,11 +48,11 @@ func newNodeTLS(cfg ClusterTLSConfig) (*nodeTLS, *tls.Config, error) {
 	}
 	pem, err := os.ReadFile(cfg.CACertFile)
 	if err != nil {
-		return nil, nil, fmt.Errorf("server: cluster TLS CA file: %w", err)
+		return nil, nil, fmt.Errorf("replica: cluster TLS CA file: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		return nil, nil, fmt.Errorf("server: cluster TLS CA file %s: no PEM certificate in it", cfg.CACertFile)
+		return nil, nil, fmt.Errorf("replica: cluster TLS CA file %s: no PEM certificate in it", cfg.CACertFile)
 	}
 	tc := &tls.Config{
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return n.pair.Load(), nil },
@@ -72,7 +72,7 @@ func newNodeTLS(cfg ClusterTLSConfig) (*nodeTLS, *tls.Config, error) {
 func (n *nodeTLS) reload() error {
 	pair, err := tls.LoadX509KeyPair(n.cfg.CertFile, n.cfg.KeyFile)
 	if err != nil {
-		return fmt.Errorf("server: cluster TLS certificate %s with key %s: %w", n.cfg.CertFile, n.cfg.KeyFile, err)
+		return fmt.Errorf("replica: cluster TLS certificate %s with key %s: %w", n.cfg.CertFile, n.cfg.KeyFile, err)
 	}
 	n.pair.Store(&pair)
 	return nil
@@ -80,10 +80,21 @@ func (n *nodeTLS) reload() error {
 
 // allowedPeer is the cluster's AllowedPeer of cfg, nil when any
 // certificate of the CA will do.
-func (cfg ClusterTLSConfig) allowedPeer() func(cn string) bool {
+func (cfg TLSConfig) allowedPeer() func(cn string) bool {
 	if len(cfg.AllowedCNs) == 0 {
 		return nil
 	}
 	allowed := slices.Clone(cfg.AllowedCNs)
 	return func(cn string) bool { return slices.Contains(allowed, cn) }
+}
+
+// ReloadTLS reads the certificate between nodes and its key again (the
+// server's ReloadTLS, on SIGHUP), and returns the certificate file read, ""
+// when the node has no TLS between nodes. On failure the node keeps the
+// certificate it had.
+func (r *Replica) ReloadTLS() (certFile string, err error) {
+	if r.tls == nil {
+		return "", nil
+	}
+	return r.tls.cfg.CertFile, r.tls.reload()
 }

@@ -1,4 +1,4 @@
-package server
+package replica
 
 import (
 	"bytes"
@@ -20,12 +20,12 @@ import (
 // machine's snapshot, and the new Raft group starts from that snapshot, so
 // every member that joins later receives them. No lock is lost and no token
 // goes down: the group's token floor starts above every token the directory
-// knows of. The single node's files are then moved aside, into importedDir,
+// knows of. The single node's files are then moved aside, into ImportedDir,
 // so they are imported once.
 
-// importedDir is where a migrated single node's files are kept, under the
+// ImportedDir is where a migrated single node's files are kept, under the
 // data directory.
-const importedDir = "single-node-imported"
+const ImportedDir = "single-node-imported"
 
 // prepareMigration sets cc.Seed if its data directory holds a single
 // node's data, and reports whether it does: the caller moves the files
@@ -38,7 +38,7 @@ func prepareMigration(cc *cluster.Config, lockerCfg locker.Config, log zerolog.L
 		return false, err
 	}
 	if !cc.Bootstrap {
-		return false, fmt.Errorf("server: %s holds a single node's locks: start this node with --bootstrap to make them the first state of a new cluster, or give it another data directory", cc.DataDir)
+		return false, fmt.Errorf("replica: %s holds a single node's locks: start this node with --bootstrap to make them the first state of a new cluster, or give it another data directory", cc.DataDir)
 	}
 	cc.Seed = func() ([]byte, error) {
 		seed, rec, err := singleNodeSeed(cc.DataDir, lockerCfg, locker.BootEpochToken(time.Now()), log)
@@ -93,7 +93,7 @@ func singleNodeSeed(dir string, cfg locker.Config, boot uint64, log zerolog.Logg
 		}
 	})
 	if restoreErr != nil {
-		return nil, persist.Recovery{}, fmt.Errorf("server: importing the single node's locks: %w", restoreErr)
+		return nil, persist.Recovery{}, fmt.Errorf("replica: importing the single node's locks: %w", restoreErr)
 	}
 	// The next token is above every token the single node granted.
 	fsm.Table().RaiseTokenFloor(single.FirstToken - 1)
@@ -109,18 +109,18 @@ func singleNodeSeed(dir string, cfg locker.Config, boot uint64, log zerolog.Logg
 }
 
 // moveSingleNodeFiles moves the single node's files in dir (everything but
-// the cluster's own raft directory) into dir/importedDir-<time>.
+// the cluster's own raft directory) into dir/ImportedDir-<time>.
 func moveSingleNodeFiles(dir string, now time.Time) (string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return "", err
 	}
-	to := filepath.Join(dir, importedDir+"-"+now.UTC().Format("20060102T150405Z"))
+	to := filepath.Join(dir, ImportedDir+"-"+now.UTC().Format("20060102T150405Z"))
 	if err := os.Mkdir(to, 0o700); err != nil {
 		return "", err
 	}
 	for _, e := range entries {
-		if e.Name() == "raft" || e.Name() == filepath.Base(to) || (len(e.Name()) >= len(importedDir) && e.Name()[:len(importedDir)] == importedDir) {
+		if e.Name() == "raft" || e.Name() == filepath.Base(to) || (len(e.Name()) >= len(ImportedDir) && e.Name()[:len(ImportedDir)] == ImportedDir) {
 			continue
 		}
 		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(to, e.Name())); err != nil {
