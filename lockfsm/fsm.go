@@ -178,23 +178,15 @@ func (f *FSM) apply(t *locker.Table, c *Command) (r Result) {
 			f.term.Store(c.Term)
 		}
 		t.RaiseTokenFloor(c.Floor)
-	case OpCreate:
-		r.Granted, r.Err = t.Create(c.Key, c.Options)
+	case OpCreate, OpRelease, OpExtend, OpDelete, OpForceRelease:
+		r = Run(t, c)
 	case OpAcquire:
-		r.Token, r.Granted, r.Err = t.Acquire(&locker.Request{Key: c.Key, TTL: c.TTL, Owner: c.Owner, Mode: modeOf(c.Shared)})
-		if r.Granted {
+		if r = Run(t, c); r.Granted {
 			f.waits.Load().claim(c.Key, r.Token)
 		}
 	case OpAcquireAll:
-		r = f.acquireAll(t, &locker.Request{Keys: c.Keys, TTL: c.TTL, Owner: c.Owner, Mode: modeOf(c.Shared)})
-	case OpRelease:
-		r.Granted = t.ReleaseScoped(c.Key, c.Token, c.Scope)
-	case OpExtend:
-		r.Granted, r.Err = t.ExtendScoped(c.Key, c.Token, c.TTL, c.Scope)
-	case OpDelete:
-		r.Granted, r.Err = t.Delete(c.Key)
-	case OpForceRelease:
-		r.N = t.ForceRelease(c.Key, c.Token)
+		req := c.Request()
+		r = f.acquireAll(t, &req)
 	case OpFire:
 		// Only the leader that decided these expiries may have them
 		// applied: once a newer leader's term has begun, a deposed
@@ -227,7 +219,7 @@ func (f *FSM) apply(t *locker.Table, c *Command) (r Result) {
 			}
 		}
 	default:
-		r.Err = fmt.Errorf("%w: op %d", ErrBadEntry, c.Op)
+		r.Err = errBadOp(c.Op)
 	}
 	return r
 }
@@ -259,12 +251,8 @@ func (f *FSM) CollectDue(limit int) []locker.Due {
 	return ws.collectDue(int64(t.Config().Clock.Now()), limit, due)
 }
 
-func modeOf(shared bool) locker.Mode {
-	if shared {
-		return locker.Shared
-	}
-	return locker.Exclusive
-}
+// errBadOp is the error of a command whose op this FSM does not know.
+func errBadOp(op Op) error { return fmt.Errorf("%w: op %d", ErrBadEntry, op) }
 
 // Snapshot implements raft.FSM: an exact copy of the table, made in memory
 // while raft applies nothing; Persist writes it out meanwhile.

@@ -38,16 +38,6 @@ func (c *conn) clusterClientID() []byte {
 	return c.clientID
 }
 
-// endSession tells the state machine to forget c's batches (their results
-// kept for retries) once c has closed. If it fails, the session table's
-// bound forgets them in time.
-func (c *conn) endSession() {
-	if c.clientID == nil || c.srv.replica == nil {
-		return
-	}
-	c.srv.replica.Propose(lockfsm.Tag{}, []lockfsm.Command{{Op: lockfsm.OpEndSession, Client: c.clientID}})
-}
-
 // RaftAddr is the address this node's Raft listener is bound to, "" on a
 // single node.
 func (s *Server) RaftAddr() string {

@@ -21,11 +21,11 @@ type proposalBatch struct {
 	replies []pendingReply
 }
 
-// pendingReply writes the reply of the commands cmds[from:from+n] of a batch
-// from their results, or from the batch's error.
+// pendingReply writes the reply of n commands of a batch from their
+// results, or from the batch's error.
 type pendingReply struct {
-	n      int
-	finish func(cmds []lockfsm.Command, res []lockfsm.Result) error
+	n     int
+	reply lockReply
 	// The command that queued it, counted (cmdstats.go) once its outcome
 	// is known: its index in protocol.Commands (counted is false when it
 	// was queued outside a dispatch), when it began, and how long it ran
@@ -59,15 +59,14 @@ func (b *proposalBatch) timed(d int64) {
 const maxBatchCommands = 512
 
 // queueProposal queues cmds, to be proposed with the rest of the round's,
-// and finish, to write their reply from their results (or return an error
-// to reply with). The commands' byte slices are copied: the reader reuses
-// its buffers for the next command.
-func (c *conn) queueProposal(finish func(cmds []lockfsm.Command, res []lockfsm.Result) error, cmds ...lockfsm.Command) {
+// and reply, to write their reply from their results. The commands' byte
+// slices are copied: the reader reuses its buffers for the next command.
+func (c *conn) queueProposal(reply lockReply, cmds []lockfsm.Command) {
 	b := &c.proposals
 	for _, cmd := range cmds {
 		b.cmds = append(b.cmds, cloneCommand(cmd))
 	}
-	p := pendingReply{n: len(cmds), finish: finish}
+	p := pendingReply{n: len(cmds), reply: reply}
 	if dn := &c.dispatching; dn.active && !dn.queued {
 		dn.queued = true
 		p.counted, p.cmd, p.start, p.d = true, dn.cmd, dn.start, -1
@@ -98,7 +97,7 @@ func (c *conn) runProposals() {
 		if err != nil {
 			ferr = err
 		} else {
-			ferr = p.finish(cmds[at:at+p.n], res[at:at+p.n])
+			ferr = p.reply.write(c, p.reply, cmds[at:at+p.n], res[at:at+p.n])
 		}
 		if ferr != nil {
 			c.writeReplyErr(ferr)

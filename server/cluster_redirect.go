@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"github.com/leasehold/leasehold/internal/keyslot"
-	"github.com/leasehold/leasehold/protocol"
 )
 
 // Redis Cluster's routing, for clients that speak it (redis-cli -c,
@@ -27,22 +26,6 @@ func (s *Server) announceAddr() string {
 		return a.String()
 	}
 	return ""
-}
-
-// redirected makes h, the cluster handler of a command whose first key is
-// args[first], answer MOVED on a follower (Config.Redirect).
-func redirected(h handler, first int) handler {
-	return func(c *conn, args [][]byte) error {
-		r := c.srv.replica
-		if first < len(args) && r.IsFollower() {
-			_, addr, err := r.LeaderRESP()
-			if err != nil {
-				return err
-			}
-			return protocol.MovedError(keyslot.Of(args[first]), addr)
-		}
-		return h(c, args)
-	}
 }
 
 // writeSlots is CLUSTER SLOTS: every slot, on the leader.

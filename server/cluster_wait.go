@@ -29,26 +29,6 @@ type clusterWait struct {
 	ephemeral bool
 }
 
-// clusterAcquireWaiting is ACQUIRE ... WAIT in cluster mode.
-func clusterAcquireWaiting(c *conn, req protocol.AcquireRequest) error {
-	return c.clusterWaiting(clusterWait{
-		cmd: lockfsm.Command{Op: lockfsm.OpWait, Key: req.Key, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Shared: req.Shared,
-			Priority: req.Priority, Wait: req.Wait},
-		keys: [][]byte{req.Key}, ephemeral: req.Ephemeral,
-	})
-}
-
-// clusterMAcquireWaiting is MACQUIRE ... WAIT in cluster mode: lockfsm's
-// OpWaitAll takes the keys one by one in key order, as locker.AcquireAllWait
-// does on one node, inside the applies of the entries that free them.
-func clusterMAcquireWaiting(c *conn, req protocol.MAcquireRequest) error {
-	return c.clusterWaiting(clusterWait{
-		cmd: lockfsm.Command{Op: lockfsm.OpWaitAll, Keys: req.Keys, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Shared: req.Shared,
-			Priority: req.Priority, Wait: req.Wait},
-		keys: req.Keys, ephemeral: req.Ephemeral,
-	})
-}
-
 // reply writes w's reply: tokens, nil for none.
 func (w *clusterWait) reply(c *conn, tokens []uint64) {
 	if w.cmd.Op == lockfsm.OpWaitAll {
@@ -80,9 +60,6 @@ func grantedTokens(r lockfsm.Result) []uint64 {
 // clusterWaiting serves w: its reply is written before it returns, since
 // it blocks this connection's goroutine.
 func (c *conn) clusterWaiting(w clusterWait) error {
-	if err := c.checkWait(w.cmd.Wait); err != nil {
-		return err
-	}
 	deadline := time.Now().Add(w.cmd.Wait)
 	c.runProposals() // the replies before this one
 	r := c.srv.replica

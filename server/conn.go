@@ -56,6 +56,7 @@ type conn struct {
 	usersSeen             *acl.Store                 // the store user came from; a reload replaces it (acl.go)
 	quit                  bool                       // reply, flush, then close
 	unflushed             bool                       // replies are waiting in wr
+	scratch               commandScratch             // room for a lock command's commands and results (applier.go)
 	proposals             proposalBatch              // cluster mode: the round's changes, not yet proposed (cluster_batch.go)
 	linearized            bool                       // cluster mode: this round's reads have had their leader check
 	staleReads            bool                       // cluster mode: READONLY, reads skip the leader check
@@ -335,7 +336,7 @@ func (c *conn) execute(args [][]byte) (int, outcome) {
 	if i >= 0 && !fastCommand[i] {
 		c.ranSlow = true
 	}
-	if len(c.proposals.replies) > 0 && (i < 0 || !c.srv.batchable[i]) {
+	if len(c.proposals.replies) > 0 && (i < 0 || !lockWriteCommands[i]) {
 		c.runProposals() // their replies come before this command's
 	}
 	if i < 0 {

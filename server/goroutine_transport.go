@@ -54,7 +54,7 @@ func (c *conn) serve() {
 		c.unsubscribeAll()
 		c.stopDelivery()
 		c.releaseEphemeral()
-		c.endSession()
+		c.srv.applier.closed(c)
 		c.log.Debug().Uint64("commands", c.commands.Load()).Msg("disconnected")
 	}()
 	for {

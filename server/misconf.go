@@ -39,6 +39,11 @@ func (c *conn) handle(i int, args [][]byte) error {
 		}
 		c.owesCommit = true
 	}
+	if lockCommands[i] {
+		if err := c.srv.applier.admit(c, i, args); err != nil {
+			return err
+		}
+	}
 	return c.srv.handlers[i](c, args)
 }
 

@@ -12,7 +12,6 @@ import (
 	"github.com/leasehold/leasehold/acl"
 	"github.com/leasehold/leasehold/contention"
 	"github.com/leasehold/leasehold/locker"
-	"github.com/leasehold/leasehold/lockfsm"
 	"github.com/leasehold/leasehold/persist"
 	"github.com/leasehold/leasehold/protocol"
 	"github.com/leasehold/leasehold/replica"
@@ -28,19 +27,16 @@ type Server struct {
 	log     zerolog.Logger
 	table   *locker.Table    // nil in cluster mode: see lockTable
 	replica *replica.Replica // nil on a single node
+	applier applier          // runs the lock commands, on table or through replica (applier.go)
 
 	store    *persist.Store // nil without a data directory
 	hub      *hub           // pub/sub of lock events
 	ties     ephemeralTies
 	handlers []handler // by index in protocol.Commands
-	// batchable marks, by index in protocol.Commands, the commands whose
-	// changes a connection proposes together (cluster_batch.go); nil on a
-	// single node, where nothing is queued.
-	batchable []bool
-	started   time.Time
-	maxConns  int // cfg.MaxClients fitted to the open-file limit (fitMaxClients); guarded by mu (SetMaxClients)
-	mem       memoryGuard
-	idle      atomic.Int64 // the idle timeout in force, in ns: cfg.IdleTimeout until SetIdleTimeout
+	started  time.Time
+	maxConns int // cfg.MaxClients fitted to the open-file limit (fitMaxClients); guarded by mu (SetMaxClients)
+	mem      memoryGuard
+	idle     atomic.Int64 // the idle timeout in force, in ns: cfg.IdleTimeout until SetIdleTimeout
 	// afterSubscribeFlush, for tests only, runs on a SUBSCRIBE's connection
 	// once its confirmation is written: where an event once went missing.
 	afterSubscribeFlush atomic.Pointer[func()]
@@ -183,26 +179,26 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		}
 	}
 	s = &Server{
-		auth:      newAuthState(cfg),
-		owners:    newOwnerNumbers(),
-		tls:       tlsState,
-		store:     store,
-		hub:       hub,
-		cfg:       cfg,
-		log:       log,
-		table:     table,
-		replica:   rep,
-		handlers:  commandHandlers(rep != nil, cfg.Redirect),
-		batchable: batchableCommands(rep != nil),
-		started:   started,
-		slowlog:   newSlowlog(cfg.SlowlogSlowerThan, cfg.SlowlogMaxLen),
-		cmdStats:  newCommandStats(),
-		hot:       lockStats,
-		maxConns:  maxConns,
-		conns:     make(map[uint64]*conn),
-		closing:   make(chan struct{}),
-		servingC:  make(chan struct{}),
-		mem:       memoryGuard{read: heapInUse},
+		auth:     newAuthState(cfg),
+		owners:   newOwnerNumbers(),
+		tls:      tlsState,
+		store:    store,
+		hub:      hub,
+		cfg:      cfg,
+		log:      log,
+		table:    table,
+		replica:  rep,
+		applier:  newApplier(cfg, rep, table),
+		handlers: commandHandlers(),
+		started:  started,
+		slowlog:  newSlowlog(cfg.SlowlogSlowerThan, cfg.SlowlogMaxLen),
+		cmdStats: newCommandStats(),
+		hot:      lockStats,
+		maxConns: maxConns,
+		conns:    make(map[uint64]*conn),
+		closing:  make(chan struct{}),
+		servingC: make(chan struct{}),
+		mem:      memoryGuard{read: heapInUse},
 	}
 	s.users.Store(users)
 	s.idle.Store(int64(cfg.IdleTimeout))
@@ -260,24 +256,7 @@ func (s *Server) Table() *locker.Table { return s.lockTable() }
 
 // lockTable is the lock table the server reads and, on a single node,
 // changes.
-func (s *Server) lockTable() *locker.Table {
-	if s.replica != nil {
-		return s.replica.Table()
-	}
-	return s.table
-}
-
-// releaseLease ends the lease of key with token for the server's own
-// reasons (an EPHEMERAL lease whose connection closed, a grant nobody is
-// left to take), and reports whether it did. In cluster mode it is a
-// proposal; one that fails leaves the lease to its ttl.
-func (s *Server) releaseLease(key []byte, token uint64) bool {
-	if s.replica != nil {
-		res, err := s.replica.Propose(lockfsm.Tag{}, []lockfsm.Command{{Op: lockfsm.OpRelease, Key: key, Token: token}})
-		return err == nil && res[0].Granted
-	}
-	return s.table.Release(key, token)
-}
+func (s *Server) lockTable() *locker.Table { return s.applier.table() }
 
 // Serve accepts connections until Close, serving each on a goroutine the
 // server owns. It starts the lock table's reaper and returns ErrServerClosed
@@ -526,7 +505,7 @@ func (s *Server) shutdown() error {
 	// Leases tied to a connection that did not get to release them.
 	released := 0
 	for _, l := range s.ties.takeAll() {
-		if s.releaseLease([]byte(l.key), l.token) {
+		if s.applier.release([]byte(l.key), l.token) {
 			released++
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/lockfsm"
 	"github.com/leasehold/leasehold/protocol"
 )
 
@@ -37,22 +38,20 @@ type waitOutcome struct {
 	err error
 }
 
-// acquireWaiting serves ACQUIRE with WAIT: granted at once, or parked until
-// the lock's queue hands it the lease or the wait times out.
-func acquireWaiting(c *conn, req protocol.AcquireRequest) error {
-	if err := c.checkWait(req.Wait); err != nil {
-		return err
-	}
+// acquireWaiting serves ACQUIRE with WAIT (cmd, an OpWait) on a single
+// node: granted at once, or parked until the lock's queue hands it the
+// lease or the wait times out.
+func acquireWaiting(c *conn, cmd *lockfsm.Command, ephemeral bool) error {
 	w := &locker.Wait{}
-	key := string(req.Key)
-	b := &blockState{timer: -1, wait: w, key: key, deadline: c.srv.monotonic() + int64(req.Wait), ephemeral: req.Ephemeral}
+	key := string(cmd.Key)
+	b := &blockState{timer: -1, wait: w, key: key, deadline: c.srv.monotonic() + int64(cmd.Wait), ephemeral: ephemeral}
 	notify, progress := c.progressFunc(b, func(token uint64) { c.srv.lockTable().Release([]byte(key), token) })
 	w.Notify = notify
-	lr := locker.Request{Key: req.Key, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Mode: modeOf(req.Shared), Priority: req.Priority, Wait: req.Wait}
+	lr := cmd.Request()
 	token, granted, err := c.srv.lockTable().AcquireWait(&lr, w)
 	if err != nil || granted {
 		if err == nil {
-			c.srv.ties.granted(c, req.Key, token, req.Ephemeral)
+			c.srv.ties.granted(c, cmd.Key, token, ephemeral)
 			protocol.WriteToken(c.wr, token, true)
 		}
 		return err
@@ -61,31 +60,29 @@ func acquireWaiting(c *conn, req protocol.AcquireRequest) error {
 	return nil
 }
 
-// macquireWaiting serves MACQUIRE with WAIT: all granted at once, or parked
-// while the table takes the keys in order, waiting in each lock's queue.
-func macquireWaiting(c *conn, req protocol.MAcquireRequest) error {
-	if err := c.checkWait(req.Wait); err != nil {
-		return err
-	}
+// macquireWaiting serves MACQUIRE with WAIT (cmd, an OpWaitAll) on a
+// single node: all granted at once, or parked while the table takes the
+// keys in order, waiting in each lock's queue.
+func macquireWaiting(c *conn, cmd *lockfsm.Command, ephemeral bool) error {
 	mw := &locker.MultiWait{}
-	b := &blockState{timer: -1, multi: mw, deadline: c.srv.monotonic() + int64(req.Wait), ephemeral: req.Ephemeral}
+	b := &blockState{timer: -1, multi: mw, deadline: c.srv.monotonic() + int64(cmd.Wait), ephemeral: ephemeral}
 	// When the server closes under a parked MACQUIRE, the loop's shutdown
 	// closes the connection, and that cancels the request.
 	notify, progress := c.progressFunc(b, func(uint64) {})
 	mw.Notify = func() { notify(0) }
-	lr := locker.Request{Keys: req.Keys, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Mode: modeOf(req.Shared), Priority: req.Priority, Wait: req.Wait}
+	lr := cmd.Request()
 	tokens, granted, err := c.srv.lockTable().AcquireAllWait(&lr, mw)
 	switch {
 	case err != nil:
 		return err
 	case !mw.Waiting():
 		if granted {
-			c.tieAll(req.Keys, tokens, req.Ephemeral)
+			c.tieAll(cmd.Keys, tokens, ephemeral)
 		}
 		protocol.WriteTokens(c.wr, tokens)
 		return nil
 	}
-	b.keys = cloneKeys(req.Keys) // req's alias the reader's buffer
+	b.keys = cloneKeys(cmd.Keys) // cmd's alias the reader's buffer
 	c.park(b, progress)
 	return nil
 }

@@ -1,0 +1,98 @@
+package server
+
+import (
+	"slices"
+
+	"github.com/leasehold/leasehold/internal/keyslot"
+	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/lockfsm"
+	"github.com/leasehold/leasehold/protocol"
+	"github.com/leasehold/leasehold/replica"
+)
+
+// replicatedApplier runs lock commands in cluster mode, through the Raft
+// log (package replica): a connection's changes are queued and proposed
+// one entry per round (replicated_batch.go), its waits queue in the
+// replicated table (replicated_wait.go), and its reads are linearizable
+// unless it asked for READONLY.
+type replicatedApplier struct {
+	r        *replica.Replica
+	redirect bool // Config.Redirect: MOVED on a follower
+}
+
+// lockCommands marks, by index in protocol.Commands, the commands of the
+// lock group: those the applier admits. readCommands marks those that only
+// read the table (Redis's "readonly" flag), lockWriteCommands those that
+// change it ("write"), which a connection proposes together in cluster mode.
+var (
+	lockCommands      = lockCommandsFlagged("")
+	readCommands      = lockCommandsFlagged("readonly")
+	lockWriteCommands = lockCommandsFlagged("write")
+)
+
+// lockCommandsFlagged returns, by index into protocol.Commands, whether
+// each command is of the lock group and has flag ("": any).
+func lockCommandsFlagged(flag string) []bool {
+	has := make([]bool, len(protocol.Commands))
+	for i, cmd := range protocol.Commands {
+		has[i] = cmd.Group == protocol.GroupLock && (flag == "" || slices.Contains(cmd.Flags, flag))
+	}
+	return has
+}
+
+func (a *replicatedApplier) admit(c *conn, i int, args [][]byte) error {
+	r := a.r
+	if first := protocol.Commands[i].FirstKey; a.redirect && first > 0 && first < len(args) && r.IsFollower() {
+		_, addr, err := r.LeaderRESP()
+		if err != nil {
+			return err
+		}
+		return protocol.MovedError(keyslot.Of(args[first]), addr)
+	}
+	// A node whose settings differ from the leader's gives answers, and
+	// would have a table if it became the leader, that are not the group's.
+	if leader := r.SettingsMismatch(); leader != "" {
+		return protocol.SettingsMismatchError(r.Settings(), leader)
+	}
+	// Every command of a round arrived before its first ran (the goroutine
+	// transport reads no more until the round's replies are flushed), so
+	// one leader check serves the round's reads.
+	if readCommands[i] && !c.linearized && !c.staleReads {
+		if err := r.Linearize(); err != nil {
+			return err
+		}
+		c.linearized = true
+	}
+	return nil
+}
+
+func (a *replicatedApplier) apply(c *conn, cmds []lockfsm.Command, reply lockReply) error {
+	c.queueProposal(reply, cmds)
+	return nil
+}
+
+func (a *replicatedApplier) wait(c *conn, cmd lockfsm.Command, ephemeral bool) error {
+	w := clusterWait{cmd: cmd, ephemeral: ephemeral}
+	if cmd.Op == lockfsm.OpWaitAll {
+		w.keys = cmd.Keys
+	} else {
+		w.keys = [][]byte{cmd.Key}
+	}
+	return c.clusterWaiting(w)
+}
+
+func (a *replicatedApplier) table() *locker.Table { return a.r.Table() }
+
+func (a *replicatedApplier) release(key []byte, token uint64) bool {
+	res, err := a.r.Propose(lockfsm.Tag{}, []lockfsm.Command{{Op: lockfsm.OpRelease, Key: key, Token: token}})
+	return err == nil && res[0].Granted
+}
+
+// closed tells the state machine to forget c's batches (their results
+// kept for retries). If it fails, the session table's bound forgets them
+// in time.
+func (a *replicatedApplier) closed(c *conn) {
+	if c.clientID != nil {
+		a.r.Propose(lockfsm.Tag{}, []lockfsm.Command{{Op: lockfsm.OpEndSession, Client: c.clientID}})
+	}
+}
