@@ -99,6 +99,10 @@ func TestStartupLine(t *testing.T) {
 		"transport": "epoll", "io_loops": 1.0, "data_dir": dir, "fsync": "everysec", "restart_grace": "5s", "repair": false,
 	})
 
+	// A cluster node is served by the event loop too, unless told otherwise.
+	lines, _ = serveOnce(t, "", "--cluster", "--node-id", "n1", "--raft-addr", freeAddr(t), "--data-dir", t.TempDir(), "--bootstrap")
+	checkFields(t, lineWith(lines, "leasehold listening"), map[string]any{"transport": "epoll", "io_loops": 1.0})
+
 	lines, _ = serveOnce(t, "", durable...)
 	rec := lineWith(lines, "data directory recovered")
 	checkFields(t, rec, map[string]any{

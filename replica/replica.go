@@ -3,6 +3,7 @@ package replica
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/leasehold/leasehold/cluster"
@@ -50,6 +51,13 @@ type Replica struct {
 	opened  chan struct{}
 	waiters waiters    // this node's clients' waits (waiters.go)
 	leader  leaderAddr // the leader's RESP address (forward.go)
+	// stopC is closed by Close: proposals stop waiting out elections.
+	// inFlight counts ProposeAsync's goroutines, which Close waits for;
+	// none starts once closed is set (both guarded by mu).
+	stopC    chan struct{}
+	mu       sync.Mutex
+	closed   bool
+	inFlight sync.WaitGroup
 }
 
 // proposalsInFlight is how many entries of the combiner may be in flight at
@@ -88,7 +96,7 @@ const retryPause = 25 * time.Millisecond
 // moved aside.
 func Open(o Options) (*Replica, error) {
 	cfg := o.Node
-	r := &Replica{log: o.Log, opened: make(chan struct{})}
+	r := &Replica{log: o.Log, opened: make(chan struct{}), stopC: make(chan struct{})}
 	r.leader.announcing = o.Announce
 	if o.TLS != nil {
 		var err error
@@ -140,11 +148,18 @@ func Open(o Options) (*Replica, error) {
 }
 
 // Close stops the duties, hands the leadership over if this node has it,
-// and leaves the Raft group's state on disk.
+// ends the proposals in flight (TRYAGAIN or UNCERTAIN, as the node's
+// closing leaves them) and waits for their callbacks, and leaves the Raft
+// group's state on disk.
 func (r *Replica) Close() error {
 	r.duties.Stop()
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	close(r.stopC)
 	err := r.node.Close()
 	r.combiner.Stop()
+	r.inFlight.Wait()
 	r.fsm.Table().Close()
 	return err
 }
@@ -211,14 +226,63 @@ func (r *Replica) Propose(tag lockfsm.Tag, cmds []lockfsm.Command) ([]lockfsm.Re
 		case err != protocol.ErrTryAgain:
 			return nil, err
 		}
-		if time.Now().After(deadline) || uncertain && len(tag.Client) == 0 {
+		if time.Now().After(deadline) || uncertain && len(tag.Client) == 0 || !r.pause() {
 			if uncertain {
 				return nil, protocol.ErrUncertain
 			}
 			return nil, protocol.ErrTryAgain
 		}
-		time.Sleep(retryPause)
 	}
+}
+
+// pause waits retryPause between two tries, and reports false if Close
+// began meanwhile: there is nothing to wait for then.
+func (r *Replica) pause() bool {
+	t := time.NewTimer(retryPause)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.stopC:
+		return false
+	}
+}
+
+// LinearizeAsync is Linearize without the wait: done is called with its
+// result on a goroutine the replica owns (Close waits for it).
+func (r *Replica) LinearizeAsync(done func(error)) {
+	r.async(func() { done(r.Linearize()) }, func() { done(protocol.ErrTryAgain) })
+}
+
+// async runs fn on a goroutine Close waits for, or closed instead, at
+// once, if Close has begun.
+func (r *Replica) async(fn, closed func()) {
+	r.mu.Lock()
+	stopped := r.closed
+	if !stopped {
+		r.inFlight.Add(1)
+	}
+	r.mu.Unlock()
+	if stopped {
+		closed()
+		return
+	}
+	go func() {
+		defer r.inFlight.Done()
+		fn()
+	}()
+}
+
+// ProposeAsync is Propose without the wait, as hashicorp/raft's Apply
+// returns an ApplyFuture: it returns at once, and done, if not nil, is
+// called with Propose's results once they are known, on a goroutine the
+// replica owns (Close waits for it). An event loop's connection parks its
+// replies until then rather than block the loop.
+func (r *Replica) ProposeAsync(tag lockfsm.Tag, cmds []lockfsm.Command, done func([]lockfsm.Result, error)) {
+	if done == nil {
+		done = func([]lockfsm.Result, error) {}
+	}
+	r.async(func() { done(r.Propose(tag, cmds)) }, func() { done(nil, protocol.ErrTryAgain) })
 }
 
 // proposeHere proposes entry, of n commands, on this node, the leader.
@@ -258,10 +322,9 @@ func (r *Replica) Linearize() error {
 			}
 			return nil
 		}
-		if time.Now().After(deadline) {
+		if time.Now().After(deadline) || !r.pause() {
 			return protocol.ErrTryAgain
 		}
-		time.Sleep(retryPause)
 	}
 }
 

@@ -42,7 +42,10 @@ type applier interface {
 	// is left to take), and reports whether it did. In cluster mode it is
 	// a proposal; one that fails leaves the lease to its ttl.
 	release(key []byte, token uint64) bool
-	// closed is told when c has closed.
+	// releaseLater is release without waiting for the outcome, for a
+	// connection that closes on an event loop, which must not block.
+	releaseLater(key []byte, token uint64)
+	// closed is told when c has closed; it does not block.
 	closed(c *conn)
 }
 
@@ -63,6 +66,8 @@ type lockReply struct {
 	write     func(c *conn, r lockReply, cmds []lockfsm.Command, res []lockfsm.Result) error
 	ephemeral bool                         // ACQUIRE, MACQUIRE: tie the leases to the connection
 	force     protocol.ForceReleaseRequest // FORCE-RELEASE: what the operator asked, for the log
+	err       error                        // an error reply queued behind proposals (queueError)
+	wait      *blockState                  // a WAIT on an event loop in cluster mode (replicated_wait_loop.go)
 }
 
 // localApplier runs lock commands on a single node's table.
@@ -88,6 +93,8 @@ func (localApplier) wait(c *conn, cmd lockfsm.Command, ephemeral bool) error {
 func (a localApplier) table() *locker.Table { return a.t }
 
 func (a localApplier) release(key []byte, token uint64) bool { return a.t.Release(key, token) }
+
+func (a localApplier) releaseLater(key []byte, token uint64) { a.t.Release(key, token) }
 
 func (localApplier) closed(*conn) {}
 

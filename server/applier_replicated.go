@@ -56,8 +56,17 @@ func (a *replicatedApplier) admit(c *conn, i int, args [][]byte) error {
 	}
 	// Every command of a round arrived before its first ran (the goroutine
 	// transport reads no more until the round's replies are flushed), so
-	// one leader check serves the round's reads.
+	// one leader check serves the round's reads. On an event loop it was
+	// made before the command was dispatched (conn.linearizeFirst).
 	if readCommands[i] && !c.linearized && !c.staleReads {
+		if c.loop != nil { // its check, made first, failed
+			err := c.linearizeErr
+			c.linearizeErr = nil
+			if err == nil {
+				err = protocol.ErrTryAgain
+			}
+			return err
+		}
 		if err := r.Linearize(); err != nil {
 			return err
 		}
@@ -78,6 +87,9 @@ func (a *replicatedApplier) wait(c *conn, cmd lockfsm.Command, ephemeral bool) e
 	} else {
 		w.keys = [][]byte{cmd.Key}
 	}
+	if c.loop != nil {
+		return c.clusterWaitOnLoop(w)
+	}
 	return c.clusterWaiting(w)
 }
 
@@ -88,11 +100,15 @@ func (a *replicatedApplier) release(key []byte, token uint64) bool {
 	return err == nil && res[0].Granted
 }
 
+func (a *replicatedApplier) releaseLater(key []byte, token uint64) {
+	a.r.ProposeAsync(lockfsm.Tag{}, []lockfsm.Command{{Op: lockfsm.OpRelease, Key: key, Token: token}}, nil)
+}
+
 // closed tells the state machine to forget c's batches (their results
 // kept for retries). If it fails, the session table's bound forgets them
 // in time.
 func (a *replicatedApplier) closed(c *conn) {
 	if c.clientID != nil {
-		a.r.Propose(lockfsm.Tag{}, []lockfsm.Command{{Op: lockfsm.OpEndSession, Client: c.clientID}})
+		a.r.ProposeAsync(lockfsm.Tag{}, []lockfsm.Command{{Op: lockfsm.OpEndSession, Client: c.clientID}}, nil)
 	}
 }

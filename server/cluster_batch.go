@@ -11,9 +11,17 @@ import (
 // round, not one per command: the handlers of the commands that change the
 // table queue their commands and the replies to write once the entry is
 // applied (queueProposal), and the queue runs as one entry when the round
-// ends (flush), before any reply that must come after those replies is
-// written (writeErr, and dispatch of any other command), or when it is
-// full. A client that pipelines 16 ACQUIREs waits for one commit, not 16.
+// ends (flush), before any command that must see those changes runs
+// (dispatch of any command that is not a lock change, or a WAIT), or when
+// it is full; an error reply meanwhile queues behind them (writeErr). A
+// client that pipelines 16 ACQUIREs waits for one commit, not 16.
+//
+// On the goroutine transport the connection's goroutine waits for the
+// entry (runProposals). On an event loop the entry is proposed without
+// waiting (startProposals, replica.ProposeAsync): the connection runs no
+// command meanwhile (inFlight), and the loop writes the replies once the
+// answer is posted back (ioLoop.answered), then serves the connection
+// again, beginning with the command that had to wait (deferred).
 
 // proposalBatch is a connection's queue of changes not yet proposed.
 type proposalBatch struct {
@@ -73,29 +81,132 @@ func (c *conn) queueProposal(reply lockReply, cmds []lockfsm.Command) {
 	}
 	b.replies = append(b.replies, p)
 	if len(b.cmds) >= maxBatchCommands {
+		c.proposeQueued()
+	}
+}
+
+// queueError queues err as a reply behind the queued ones: its command
+// ran (and is counted) already.
+func (c *conn) queueError(err error) {
+	c.proposals.replies = append(c.proposals.replies, pendingReply{reply: lockReply{write: replyQueuedError, err: err}})
+}
+
+// replyQueuedError is queueError's reply.
+func replyQueuedError(_ *conn, r lockReply, _ []lockfsm.Command, _ []lockfsm.Result) error {
+	return r.err
+}
+
+// proposeQueued proposes the queued commands, waiting for their answer on
+// the goroutine transport, not on an event loop.
+func (c *conn) proposeQueued() {
+	if c.loop != nil {
+		c.startProposals()
+	} else {
 		c.runProposals()
 	}
+}
+
+// takeProposals empties the queue and returns what it held.
+func (c *conn) takeProposals() ([]lockfsm.Command, []pendingReply) {
+	b := &c.proposals
+	cmds, replies := b.cmds, b.replies
+	b.cmds, b.replies = nil, nil
+	return cmds, replies
 }
 
 // runProposals proposes the queued commands as one entry and writes their
 // replies, in order.
 func (c *conn) runProposals() {
-	b := &c.proposals
-	if len(b.replies) == 0 {
+	if len(c.proposals.replies) == 0 {
 		return
 	}
-	cmds, replies := b.cmds, b.replies
-	b.cmds, b.replies = nil, nil // a finish may queue nothing, but be safe
+	cmds, replies := c.takeProposals()
 	var res []lockfsm.Result
 	var err error
 	if len(cmds) > 0 {
 		res, err = c.srv.replica.Propose(c.proposalTag(), cmds)
 	}
+	c.writeReplies(cmds, replies, res, err)
+}
+
+// startProposals is runProposals on an event loop: the entry is proposed
+// without waiting, and the replies are written when its answer comes back
+// to the loop. c runs no command meanwhile.
+func (c *conn) startProposals() {
+	if len(c.proposals.replies) == 0 || c.inFlight {
+		return
+	}
+	cmds, replies := c.takeProposals()
+	if len(cmds) == 0 {
+		c.writeReplies(cmds, replies, nil, nil)
+		return
+	}
+	c.proposeAsync(cmds, func(res []lockfsm.Result, err error) { c.writeReplies(cmds, replies, res, err) })
+}
+
+// proposeAsync proposes cmds as c's next batch and runs then with the
+// answer on c's loop, which then serves c again (ioLoop.answered). c runs
+// no command until then. If the loop has stopped by then, its shutdown
+// has closed c: the answer reaches nobody.
+func (c *conn) proposeAsync(cmds []lockfsm.Command, then func([]lockfsm.Result, error)) {
+	l := c.loop
+	c.inFlight = true
+	c.srv.replica.ProposeAsync(c.proposalTag(), cmds, func(res []lockfsm.Result, err error) {
+		l.post(func() { l.answered(c, then, res, err) })
+	})
+}
+
+// mustWait is the event loop's step, in cluster mode, before it dispatches
+// args, which must see what c has queued (any command but a lock change),
+// or, a read of the table, needs its leader check: that goes first,
+// without blocking the loop, and args waits for it, deferred (runCommands
+// runs it first once c is answered). It reports whether args waits.
+func (c *conn) mustWait(args [][]byte) bool {
+	i := protocol.LookupIndex(args[0])
+	switch {
+	case len(c.proposals.replies) > 0 && (i < 0 || !lockWriteCommands[i]):
+		c.deferred = cloneKeys(args)
+		c.startProposals()
+		return true
+	case i >= 0 && readCommands[i] && !c.staleReads && !(c.linearized && c.rd.Consumed() <= c.linearizedTo) &&
+		c.user != nil && c.srv.replica.SettingsMismatch() == "":
+		c.deferred = cloneKeys(args)
+		c.linearizeFirst()
+		return true
+	}
+	return false
+}
+
+// linearizeFirst makes the leader check of c's round's reads
+// (replica.Replica.Linearize) without blocking the loop: c runs no command
+// until its outcome is posted back. A failure is the reply of the read
+// that waited, once dispatched (replicatedApplier.admit). The check serves
+// the reads received before it began, not those the loop reads after.
+func (c *conn) linearizeFirst() {
+	l := c.loop
+	c.inFlight = true
+	c.linearized = false
+	c.linearizedTo = c.rd.Consumed() + int64(c.rd.Buffered())
+	c.srv.replica.LinearizeAsync(func(err error) {
+		l.post(func() {
+			l.answered(c, func([]lockfsm.Result, error) {
+				c.linearized, c.linearizeErr = err == nil, err
+			}, nil, err)
+		})
+	})
+}
+
+// writeReplies writes the replies of a batch from its results, or from
+// the batch's error, in order, and counts their commands.
+func (c *conn) writeReplies(cmds []lockfsm.Command, replies []pendingReply, res []lockfsm.Result, err error) {
 	at := 0
 	for _, p := range replies {
 		var ferr error
-		if err != nil {
+		if err != nil && p.n > 0 { // a reply of no command (queueError's) is its own
 			ferr = err
+			if p.reply.wait != nil {
+				c.abandonQueuedWait(p.reply.wait) // it may be queued, to be granted to nobody
+			}
 		} else {
 			ferr = p.reply.write(c, p.reply, cmds[at:at+p.n], res[at:at+p.n])
 		}

@@ -62,6 +62,10 @@ type conn struct {
 	staleReads            bool                       // cluster mode: READONLY, reads skip the leader check
 	clientID              []byte                     // cluster mode: the Client of its proposals' tags, once it has proposed
 	proposalSeq           uint64                     // cluster mode: the Seq of its last proposal's tag
+	inFlight              bool                       // cluster mode, event loop: a proposal of c's is in flight; no command runs until its answer
+	deferred              [][]byte                   // cluster mode, event loop: a command read that runs once the proposal in flight is answered
+	linearizeErr          error                      // cluster mode, event loop: why the leader check made for deferred failed
+	linearizedTo          int64                      // cluster mode, event loop: the input received when the last leader check began
 	waitSeq               uint64                     // cluster mode: numbers its waits (cluster_wait.go)
 	pending               outBuf                     // event loop: reply bytes the socket has not taken yet
 	sockErr               error                      // a write failed, or the commit before it, or the client spoke HTTP: write nothing more
@@ -140,7 +144,7 @@ func newConn(s *Server, remote, local string) *conn {
 // nothing is written on c again; a data directory that cannot be written is
 // not such a failure (see misconf.go).
 func (c *conn) flush() error {
-	c.runProposals() // cluster mode: the round's changes, then their replies
+	c.proposeQueued() // cluster mode: the round's changes, then their replies (later, on an event loop)
 	// The round's commands (those proposed included, counted once
 	// answered) are counted before a client can read their replies.
 	c.tally.flush(c.counters)
@@ -184,8 +188,16 @@ func (c *conn) runCommands() (open bool) {
 	}
 	var started int64 // monotonic ns of the round's first look at the clock
 	c.clockAt = 0     // the time since the last round is no command's
+	if args := c.deferred; args != nil && !c.inFlight && c.blocked == nil {
+		c.deferred = nil
+		if c.mustWait(args) { // a read, deferred behind changes, needs its leader check
+			return true
+		}
+		c.dispatch(args)
+		c.unflushed = true
+	}
 	for !c.quit {
-		if c.blocked != nil {
+		if c.blocked != nil || c.inFlight {
 			return true
 		}
 		if budget == 0 || c.rd.Consumed() >= inputEnd || c.outputFull() {
@@ -202,6 +214,9 @@ func (c *conn) runCommands() (open bool) {
 			return false
 		}
 		c.commands.Add(1)
+		if c.loop != nil && c.srv.replica != nil && c.mustWait(args) {
+			return true // it runs once what it waits for is done
+		}
 		if c.srv.lockTable().PrefetchWorthwhile() {
 			if ahead, at := c.rd.Lookahead(); len(ahead) > 0 && at >= c.prefetchedTo {
 				c.prefetchedTo = at + int64(c.prefetchKeys(ahead))
@@ -420,7 +435,8 @@ func (c *conn) checkKeys(cmd *protocol.Command, args [][]byte) error {
 // are logged, since the client only sees "internal error".
 func (c *conn) writeErr(err error) {
 	if len(c.proposals.replies) > 0 {
-		c.runProposals() // their replies come first
+		c.queueError(err) // their replies come first
+		return
 	}
 	c.writeReplyErr(err)
 }

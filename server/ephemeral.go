@@ -137,7 +137,7 @@ func (c *conn) roomForEphemeral(n int) error {
 // passed to someone else, is left alone: RELEASE checks the token.
 func (c *conn) releaseEphemeral() {
 	for _, l := range c.srv.ties.closed(c) {
-		c.srv.applier.release([]byte(l.key), l.token)
+		c.srv.applier.releaseLater([]byte(l.key), l.token)
 	}
 	c.ephemeral = nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/leasehold/leasehold/lockfsm"
 	"github.com/leasehold/leasehold/protocol"
 	"github.com/tidwall/redcon"
 	"golang.org/x/sys/unix"
@@ -259,6 +260,13 @@ func (l *ioLoop) handle(c *conn, events uint32) {
 		l.closeConn(c)
 		return
 	}
+	if c.inFlight && events&(unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		// Gone while its proposal is in flight: nobody will read the
+		// replies (ioLoop.answered sees to what it was granted). A client
+		// that only half-closed still gets them.
+		l.closeConn(c)
+		return
+	}
 	if events&unix.EPOLLOUT != 0 && c.pending.Len() > 0 {
 		if !c.writePending() {
 			l.closeConn(c)
@@ -270,7 +278,7 @@ func (l *ioLoop) handle(c *conn, events uint32) {
 		}
 	}
 	switch {
-	case c.blocked != nil || c.closeWhenFlushed:
+	case c.blocked != nil || c.inFlight || c.closeWhenFlushed:
 	case c.outputFull():
 		if events&unix.EPOLLIN != 0 && !l.readAhead(c) {
 			return
@@ -315,11 +323,13 @@ func (l *ioLoop) rewatch(c *conn) {
 		// replies, and a level-triggered RDHUP nobody consumes would spin;
 		// for the same reason no EPOLLIN once the input has ended.
 		want = unix.EPOLLOUT
-		if c.blocked == nil && !c.closeWhenFlushed && !c.inputEnded {
+		if c.blocked == nil && !c.inFlight && !c.closeWhenFlushed && !c.inputEnded {
 			want |= unix.EPOLLIN
 		}
 	case c.blocked != nil:
 		want = unix.EPOLLRDHUP
+	case c.inFlight:
+		want = 0 // hang-ups only (EPOLLHUP and EPOLLERR are always reported)
 	}
 	if want != c.watching {
 		l.watch(c, want)
@@ -354,7 +364,7 @@ func (l *ioLoop) takeReady() []*conn {
 func (l *ioLoop) serveDue(due []*conn) {
 	for i, c := range due {
 		due[i] = nil
-		if c.fd < 0 || c.servedRound == l.round || c.blocked != nil || c.closeWhenFlushed || c.outputFull() {
+		if c.fd < 0 || c.servedRound == l.round || c.blocked != nil || c.inFlight || c.closeWhenFlushed || c.outputFull() {
 			continue
 		}
 		l.serveReadable(c)
@@ -391,9 +401,36 @@ func (l *ioLoop) unblock(c *conn, b *blockState, asError bool) {
 		return // it ended on its own meanwhile, or closeConn will end it
 	}
 	l.waitTimers.disarm(b)
+	if b.replicated != nil {
+		l.endReplicatedWait(c, b, true, asError)
+		return
+	}
 	out := c.cancelWait()
 	out.unblockedErr = asError
 	c.endWait(out)
+	l.serveReadable(c)
+}
+
+// answered runs then, c's part of the answer to c's proposal in flight
+// (conn.proposeAsync), and serves c again, beginning with the command that
+// waited for it. If c closed meanwhile, nothing reaches its client: what
+// the answer tied to it (EPHEMERAL leases), or a wait it parked, is let go
+// at once.
+func (l *ioLoop) answered(c *conn, then func([]lockfsm.Result, error), res []lockfsm.Result, err error) {
+	c.inFlight = false
+	then(res, err)
+	c.unflushed = true
+	if c.fd < 0 {
+		if c.blocked != nil {
+			c.abandonWait()
+		}
+		c.releaseEphemeral()
+		return
+	}
+	if c.blocked != nil || c.inFlight {
+		l.finishServe(c, true) // the replies so far go now
+		return
+	}
 	l.serveReadable(c)
 }
 
@@ -484,6 +521,10 @@ func (l *ioLoop) expireWaits() {
 		c := t.c
 		if c.fd < 0 || c.blocked != t.b {
 			continue // defensive: waits that end early are disarmed
+		}
+		if t.b.replicated != nil {
+			l.endReplicatedWait(c, t.b, false, false)
+			continue
 		}
 		c.endWait(c.timeoutWait())
 		l.serveReadable(c)
@@ -604,7 +645,7 @@ func (l *ioLoop) sweepIdle() {
 	l.lastSweep = now
 	for _, c := range l.conns {
 		// As in Redis, the idle timeout spares waiting and listening clients.
-		if c.blocked == nil && c.subscriptions() == 0 && now-c.lastRead >= idle {
+		if c.blocked == nil && !c.inFlight && c.subscriptions() == 0 && now-c.lastRead >= idle {
 			c.log.Debug().Msg("idle timeout")
 			l.srv.cmdStats.idleCloses.Add(1)
 			l.closeConn(c)
@@ -692,6 +733,7 @@ func (l *ioLoop) closeConn(c *conn) {
 	c.fd = -1
 	c.unsubscribeAll()
 	c.releaseEphemeral()
+	l.srv.applier.closed(c)
 	l.srv.dropConn(c)
 	c.log.Debug().Uint64("commands", c.commands.Load()).Msg("disconnected")
 }

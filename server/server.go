@@ -145,7 +145,6 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	var rep *replica.Replica
 	var s *Server // the replica asks for its RESP address once it serves
 	if cfg.Cluster != nil {
-		cfg.IOLoops = 0 // cluster handlers block for their commit (cluster_batch.go)
 		rep, err = replica.Open(replica.Options{
 			Node:         *cfg.Cluster,
 			TLS:          cfg.ClusterTLS,

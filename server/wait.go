@@ -19,11 +19,20 @@ type blockState struct {
 	// unblock carries CLIENT UNBLOCK to the goroutine transport's wait
 	// (true: with ERROR); the event loop gets a posted task instead.
 	unblock chan bool
-	// One of the two:
-	wait  *locker.Wait      // ACQUIRE's
-	key   string            // ACQUIRE's key
-	multi *locker.MultiWait // MACQUIRE's
-	keys  [][]byte          // MACQUIRE's keys, in the order given (copies)
+	// One of the three:
+	wait       *locker.Wait      // ACQUIRE's
+	multi      *locker.MultiWait // MACQUIRE's
+	replicated *replicatedWait   // either's, in cluster mode on an event loop (cluster_wait_loop.go)
+	key        string            // ACQUIRE's key
+	keys       [][]byte          // MACQUIRE's keys, in the order given (copies)
+}
+
+// all reports whether b is a MACQUIRE's wait.
+func (b *blockState) all() bool {
+	if b.replicated != nil {
+		return b.replicated.cw.cmd.Op == lockfsm.OpWaitAll
+	}
+	return b.multi != nil
 }
 
 // waitOutcome is how a wait ended: its grant, if any.
@@ -163,6 +172,11 @@ func (c *conn) unblockWait(asError bool) bool {
 func (c *conn) cancelWait() waitOutcome {
 	b := c.blocked
 	var out waitOutcome
+	if b.replicated != nil {
+		b.replicated.forget()
+		c.cancelReplicatedLater(b)
+		return out
+	}
 	if b.multi == nil {
 		out.token, out.granted = c.srv.lockTable().CancelWait(b.wait)
 	} else {
@@ -196,6 +210,11 @@ func (c *conn) timeoutWait() waitOutcome {
 // granted to a closed connection.
 func (c *conn) abandonWait() {
 	b := c.unpark()
+	if b.replicated != nil {
+		b.replicated.forget()
+		c.cancelReplicatedLater(b)
+		return
+	}
 	if b.multi != nil {
 		c.srv.lockTable().CancelAll(b.multi)
 		return
@@ -226,7 +245,7 @@ func (c *conn) giveBack(b *blockState, out waitOutcome) {
 func (c *conn) endWait(out waitOutcome) {
 	b := c.unpark()
 	c.lastRead = c.srv.monotonic() // the idle clock restarts when the wait ends
-	if st := c.srv.hot; st != nil && b.multi == nil {
+	if st := c.srv.hot; st != nil && !b.all() {
 		st.Waited(b.key, time.Duration(c.lastRead-b.since), out.granted)
 	}
 	switch {
@@ -234,7 +253,7 @@ func (c *conn) endWait(out waitOutcome) {
 		c.writeErr(protocol.ErrUnblocked)
 	case out.err != nil && !out.granted:
 		c.writeErr(out.err)
-	case b.multi == nil:
+	case !b.all():
 		if out.granted {
 			c.srv.ties.granted(c, []byte(b.key), out.token, b.ephemeral)
 		}
