@@ -357,3 +357,56 @@ func parseSources(t *testing.T) []*ast.File {
 	}
 	return files
 }
+
+// lockerReplies is the exact reply to each of the lock table's sentinels:
+// what clients see, which must not change when locker's list does.
+var lockerReplies = []struct {
+	err   error
+	reply string
+	known bool
+}{
+	{locker.ErrNoSuchLock, "NOLOCK no such lock", true},
+	{locker.ErrInUse, "INUSE lock is held", true},
+	{locker.ErrInLockDelay, "INUSE lock is in its lock-delay", true},
+	{locker.ErrLockDelayRange, "ERR lock-delay out of range", true},
+	{locker.ErrNoTTL, "ERR no ttl given and the lock has no default ttl", true},
+	{locker.ErrTTLRange, "ERR ttl out of range", true},
+	{locker.ErrEmptyKey, "ERR empty key", true},
+	{locker.ErrKeyTooLong, "ERR key too long", true},
+	{locker.ErrOwnerTooLong, "ERR owner too long", true},
+	{locker.ErrLimitRange, "ERR limit out of range", true},
+	{locker.ErrSharedSemaphore, "ERR a semaphore has no shared leases", true},
+	{locker.ErrOwnerMode, "ERR owner holds the lock in the other mode", true},
+	{locker.ErrDuplicateKey, "ERR a key is named more than once", true},
+	{locker.ErrTableFull, "OOM lock table full", true},
+	// The table's start and restore: no command meets them, so a client
+	// that sees one sees ErrInternal, and the server logs it.
+	{locker.ErrClosed, "ERR internal error", false},
+	{locker.ErrClockBeforeEpoch, "ERR internal error", false},
+	{locker.ErrClockPastTokenRange, "ERR internal error", false},
+	{locker.ErrTokenState, "ERR internal error", false},
+	{locker.ErrQueueState, "ERR internal error", false},
+}
+
+// TestLockerReplies pins the reply to each of the lock table's sentinels,
+// bare, wrapped and as a KeyError.
+func TestLockerReplies(t *testing.T) {
+	for _, tt := range lockerReplies {
+		t.Run(tt.err.Error(), func(t *testing.T) {
+			if got, known := Reply(tt.err); got != tt.reply || known != tt.known {
+				t.Errorf("Reply = %q, %v, want %q, %v", got, known, tt.reply, tt.known)
+			}
+			wrapped, wantWrapped := fmt.Errorf("%w: 5", tt.err), tt.reply+": 5"
+			keyed, wantKeyed := &locker.KeyError{Key: "k", Err: tt.err}, tt.reply+` "k"`
+			if !tt.known {
+				wantWrapped, wantKeyed = tt.reply, tt.reply
+			}
+			if got, _ := Reply(wrapped); got != wantWrapped {
+				t.Errorf("Reply(wrapped) = %q, want %q", got, wantWrapped)
+			}
+			if got, _ := Reply(keyed); got != wantKeyed {
+				t.Errorf("Reply(KeyError) = %q, want %q", got, wantKeyed)
+			}
+		})
+	}
+}
