@@ -53,7 +53,40 @@ var (
 	ErrTableFull = errors.New("locker: lock table full")
 	// ErrClosed is returned by Start after Close.
 	ErrClosed = errors.New("locker: table closed")
+	// ErrTokenState is returned by RestoreTokenState for counters it cannot
+	// install.
+	ErrTokenState = errors.New("locker: token state does not fit the table")
+	// ErrQueueState is returned by RestoreQueue for a queue it cannot install.
+	ErrQueueState = errors.New("locker: wait queue does not fit the table")
 )
+
+// Errors is every sentinel above, in the order they were added, for the
+// packages that map them all: protocol gives each its reply, and lockfsm
+// numbers each by its place for the wire between cluster nodes, where nodes
+// of different versions talk. So it is append only: a new error goes at the
+// end, and none is moved or removed (keep a sentinel the table no longer
+// returns). A test fails for an Err variable of this package not in it.
+var Errors = []error{
+	ErrNoSuchLock,
+	ErrInUse,
+	ErrInLockDelay,
+	ErrLockDelayRange,
+	ErrNoTTL,
+	ErrTTLRange,
+	ErrEmptyKey,
+	ErrKeyTooLong,
+	ErrOwnerTooLong,
+	ErrLimitRange,
+	ErrSharedSemaphore,
+	ErrOwnerMode,
+	ErrDuplicateKey,
+	ErrTableFull,
+	ErrClosed,
+	ErrClockBeforeEpoch,
+	ErrClockPastTokenRange,
+	ErrTokenState,
+	ErrQueueState,
+}
 
 // KeyError names the lock an error is about, for messages that must say which
 // lock was missing. Compare the cause with errors.Is.

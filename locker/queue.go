@@ -1,9 +1,6 @@
 package locker
 
-import (
-	"errors"
-	"time"
-)
+import "time"
 
 // QueuedWait is one request in a lock's queue, as Queue reports it and
 // RestoreQueue installs it: for a replicated table's snapshot, which must
@@ -39,9 +36,6 @@ func (t *Table) Queue(key []byte) []QueuedWait {
 	}
 	return q
 }
-
-// ErrQueueState is returned by RestoreQueue for a queue it cannot install.
-var ErrQueueState = errors.New("locker: wait queue does not fit the table")
 
 // RestoreQueue appends q, in its order, to the queue of key, a lock that
 // Restore installed, as Queue reported it: no request is granted or

@@ -2,7 +2,6 @@ package locker
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -131,10 +130,6 @@ func (t *Table) TokenState() (floor uint64, counters []uint64) {
 	}
 	return t.tokens.floor.Load(), counters
 }
-
-// ErrTokenState is returned by RestoreTokenState for counters it cannot
-// install.
-var ErrTokenState = errors.New("locker: token state does not fit the table")
 
 // RestoreTokenState installs what TokenState returned, so that a table
 // restored from a snapshot (Restore of each lock Dump reported, in either

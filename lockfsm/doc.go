@@ -107,7 +107,12 @@
 //   - propose OpEndSession for a Client when its connection closes;
 //   - have the leader propose what FSM.CollectDue reports (Duties does).
 //
-// Not here yet: EPHEMERAL ties across nodes, and the server's wiring (RESP
-// commands proposed in batches, forwarding from followers, linearizable
-// reads), which are the next steps of issue 15.
+// The server does all of this, and wires the rest around the FSM: RESP
+// commands proposed in batches (Combiner), forwarding from followers,
+// linearizable reads.
+//
+// Not here: EPHEMERAL ties across nodes. The node a connection uses ties
+// its EPHEMERAL leases to it and proposes their release when it closes;
+// the FSM knows nothing of the tie, so the leases of a node that dies run
+// out by their ttl.
 package lockfsm

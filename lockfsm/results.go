@@ -19,32 +19,37 @@ import (
 const resultsVersion = 1
 
 // wireErrors are the errors a Result's Err may be or wrap, numbered by
-// their place: append only, never reorder, since the number is what goes
-// on the wire (0 is none of them).
-var wireErrors = []error{
-	nil,
-	locker.ErrNoSuchLock,
-	locker.ErrInUse,
-	locker.ErrInLockDelay,
-	locker.ErrLockDelayRange,
-	locker.ErrNoTTL,
-	locker.ErrTTLRange,
-	locker.ErrEmptyKey,
-	locker.ErrKeyTooLong,
-	locker.ErrOwnerTooLong,
-	locker.ErrLimitRange,
-	locker.ErrSharedSemaphore,
-	locker.ErrOwnerMode,
-	locker.ErrDuplicateKey,
-	locker.ErrTableFull,
-	locker.ErrClosed,
-	locker.ErrClockBeforeEpoch,
-	locker.ErrClockPastTokenRange,
-	locker.ErrTokenState,
-	ErrBadEntry,
-	ErrStaleRequest,
-	ErrWaiterExists,
-	locker.ErrQueueState,
+// their place, since the number is what goes on the wire (0 is none of
+// them): this package's own at the numbers ownWireErrors gives them, and
+// every error of locker.Errors, in its order, at the numbers left. Nodes of
+// different versions talk, so a number never moves: locker.Errors is append
+// only, and an error of this package takes the next number when it is
+// added. TestWireErrorNumbers pins every number.
+var wireErrors = numberWireErrors(locker.Errors, ownWireErrors)
+
+// ownWireErrors are this package's errors that results carry, by number.
+var ownWireErrors = map[int]error{
+	19: ErrBadEntry,
+	20: ErrStaleRequest,
+	21: ErrWaiterExists,
+}
+
+// numberWireErrors returns table's errors and own in one slice, each of own
+// at its number and table's in order at the numbers left.
+func numberWireErrors(table []error, own map[int]error) []error {
+	errs := make([]error, 1, 1+len(table)+len(own))
+	for len(errs) < cap(errs) {
+		if err, ok := own[len(errs)]; ok {
+			errs = append(errs, err)
+			continue
+		}
+		if len(table) == 0 {
+			panic(fmt.Sprintf("lockfsm: ownWireErrors skips number %d", len(errs)))
+		}
+		errs = append(errs, table[0])
+		table = table[1:]
+	}
+	return errs
 }
 
 // How an error is encoded: its form, the number of the sentinel it is or

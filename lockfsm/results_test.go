@@ -180,3 +180,52 @@ func FuzzDecodeResults(f *testing.F) {
 		}
 	})
 }
+
+// wireErrorNumbers is the number each error a result may carry goes on the
+// wire with, between nodes that may run different versions: every number
+// ever given, which no change may move.
+var wireErrorNumbers = []struct {
+	n   int
+	err error
+}{
+	{1, locker.ErrNoSuchLock},
+	{2, locker.ErrInUse},
+	{3, locker.ErrInLockDelay},
+	{4, locker.ErrLockDelayRange},
+	{5, locker.ErrNoTTL},
+	{6, locker.ErrTTLRange},
+	{7, locker.ErrEmptyKey},
+	{8, locker.ErrKeyTooLong},
+	{9, locker.ErrOwnerTooLong},
+	{10, locker.ErrLimitRange},
+	{11, locker.ErrSharedSemaphore},
+	{12, locker.ErrOwnerMode},
+	{13, locker.ErrDuplicateKey},
+	{14, locker.ErrTableFull},
+	{15, locker.ErrClosed},
+	{16, locker.ErrClockBeforeEpoch},
+	{17, locker.ErrClockPastTokenRange},
+	{18, locker.ErrTokenState},
+	{19, ErrBadEntry},
+	{20, ErrStaleRequest},
+	{21, ErrWaiterExists},
+	{22, locker.ErrQueueState},
+}
+
+// TestWireErrorNumbers pins the number of every error results carry, as
+// encoded, and that every number given is pinned here: a new error's is
+// added to wireErrorNumbers once, and never changes after.
+func TestWireErrorNumbers(t *testing.T) {
+	for _, tt := range wireErrorNumbers {
+		b := appendError(nil, tt.err)
+		if len(b) < 2 || b[0] != errSentinel || int(b[1]) != tt.n {
+			t.Errorf("%v encodes as % x, want %d then number %d", tt.err, b[:min(len(b), 2)], errSentinel, tt.n)
+		}
+		if sentinelOf(tt.err) != tt.n {
+			t.Errorf("%v is number %d, want %d", tt.err, sentinelOf(tt.err), tt.n)
+		}
+	}
+	for n := len(wireErrorNumbers) + 1; n < len(wireErrors); n++ {
+		t.Errorf("%v has number %d, which wireErrorNumbers does not pin: add it", wireErrors[n], n)
+	}
+}

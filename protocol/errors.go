@@ -346,27 +346,25 @@ func quotePrintable(b []byte, limit int) string {
 	return string(out)
 }
 
-// lockerCodes maps the lock table's errors to wire codes; the message is the
-// error's own text without its package prefix.
-var lockerCodes = []struct {
-	err  error
-	code string
-}{
-	{locker.ErrNoSuchLock, CodeNoLock},
-	{locker.ErrInUse, CodeInUse},
-	{locker.ErrInLockDelay, CodeInUse},
-	{locker.ErrLockDelayRange, CodeErr},
-	{locker.ErrNoTTL, CodeErr},
-	{locker.ErrTTLRange, CodeErr},
-	{locker.ErrEmptyKey, CodeErr},
-	{locker.ErrKeyTooLong, CodeErr},
-	{locker.ErrOwnerTooLong, CodeErr},
-	{locker.ErrLimitRange, CodeErr},
-	{locker.ErrSharedSemaphore, CodeErr},
-	{locker.ErrOwnerMode, CodeErr},
-	{locker.ErrDuplicateKey, CodeErr},
-	{locker.ErrTableFull, CodeOOM},
+// lockerCodes are the wire codes of the lock table's errors (locker.Errors)
+// that are not CodeErr; every other one is CodeErr, and the message is the
+// error's own text without its package prefix. codeInternal marks the errors
+// of the table's start and restore, which no command meets: Reply leaves
+// them unknown, so that the server logs one and the client sees ErrInternal.
+var lockerCodes = map[error]string{
+	locker.ErrNoSuchLock:          CodeNoLock,
+	locker.ErrInUse:               CodeInUse,
+	locker.ErrInLockDelay:         CodeInUse,
+	locker.ErrTableFull:           CodeOOM,
+	locker.ErrClosed:              codeInternal,
+	locker.ErrClockBeforeEpoch:    codeInternal,
+	locker.ErrClockPastTokenRange: codeInternal,
+	locker.ErrTokenState:          codeInternal,
+	locker.ErrQueueState:          codeInternal,
 }
+
+// codeInternal is lockerCodes' mark of an error no client should meet.
+const codeInternal = ""
 
 // Reply turns any error a handler met into the text of its RESP error reply.
 // It is the one place where errors become wire codes. known is false for an
@@ -381,10 +379,18 @@ func Reply(err error) (text string, known bool) {
 	if errors.As(err, &pe) {
 		return ProtocolErrorReply(pe).Error(), true
 	}
-	for _, m := range lockerCodes {
-		if errors.Is(err, m.err) {
-			return m.code + " " + strings.TrimPrefix(err.Error(), "locker: "), true
+	for _, le := range locker.Errors {
+		if !errors.Is(err, le) {
+			continue
 		}
+		code, ok := lockerCodes[le]
+		switch {
+		case !ok:
+			code = CodeErr
+		case code == codeInternal:
+			return ErrInternal.Error(), false
+		}
+		return code + " " + strings.TrimPrefix(err.Error(), "locker: "), true
 	}
 	return ErrInternal.Error(), false
 }

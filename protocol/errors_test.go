@@ -143,16 +143,13 @@ func TestWireErrorsFormat(t *testing.T) {
 			t.Errorf("code %q is not in ErrorCodes", code)
 		}
 	}
-	for _, m := range lockerCodes {
-		if !documented[m.code] {
-			t.Errorf("locker error %v maps to undocumented code %q", m.err, m.code)
-		}
-		t.Run(m.err.Error(), func(t *testing.T) {
-			got, known := Reply(m.err)
-			if !known {
-				t.Error("known = false")
-			}
+	for _, le := range locker.Errors {
+		t.Run(le.Error(), func(t *testing.T) {
+			got, _ := Reply(le)
 			checkWireText(t, got)
+			if code, _, _ := strings.Cut(got, " "); !documented[code] {
+				t.Errorf("maps to undocumented code %q", code)
+			}
 		})
 	}
 }
@@ -356,4 +353,68 @@ func parseSources(t *testing.T) []*ast.File {
 		files = append(files, f)
 	}
 	return files
+}
+
+// lockerReplies is the exact reply to each of the lock table's sentinels:
+// what clients see, which must not change when locker's list does.
+var lockerReplies = []struct {
+	err   error
+	reply string
+	known bool
+}{
+	{locker.ErrNoSuchLock, "NOLOCK no such lock", true},
+	{locker.ErrInUse, "INUSE lock is held", true},
+	{locker.ErrInLockDelay, "INUSE lock is in its lock-delay", true},
+	{locker.ErrLockDelayRange, "ERR lock-delay out of range", true},
+	{locker.ErrNoTTL, "ERR no ttl given and the lock has no default ttl", true},
+	{locker.ErrTTLRange, "ERR ttl out of range", true},
+	{locker.ErrEmptyKey, "ERR empty key", true},
+	{locker.ErrKeyTooLong, "ERR key too long", true},
+	{locker.ErrOwnerTooLong, "ERR owner too long", true},
+	{locker.ErrLimitRange, "ERR limit out of range", true},
+	{locker.ErrSharedSemaphore, "ERR a semaphore has no shared leases", true},
+	{locker.ErrOwnerMode, "ERR owner holds the lock in the other mode", true},
+	{locker.ErrDuplicateKey, "ERR a key is named more than once", true},
+	{locker.ErrTableFull, "OOM lock table full", true},
+	// The table's start and restore: no command meets them, so a client
+	// that sees one sees ErrInternal, and the server logs it.
+	{locker.ErrClosed, "ERR internal error", false},
+	{locker.ErrClockBeforeEpoch, "ERR internal error", false},
+	{locker.ErrClockPastTokenRange, "ERR internal error", false},
+	{locker.ErrTokenState, "ERR internal error", false},
+	{locker.ErrQueueState, "ERR internal error", false},
+}
+
+// TestLockerReplies pins the reply to each of the lock table's sentinels,
+// bare, wrapped and as a KeyError, and fails for a sentinel of locker.Errors
+// whose reply is not pinned.
+func TestLockerReplies(t *testing.T) {
+	pinned := map[error]bool{}
+	for _, tt := range lockerReplies {
+		pinned[tt.err] = true
+	}
+	for _, le := range locker.Errors {
+		if !pinned[le] {
+			reply, known := Reply(le)
+			t.Errorf("%q replies %q (known %v), which lockerReplies does not pin: set its code in lockerCodes if not ERR, then pin it", le, reply, known)
+		}
+	}
+	for _, tt := range lockerReplies {
+		t.Run(tt.err.Error(), func(t *testing.T) {
+			if got, known := Reply(tt.err); got != tt.reply || known != tt.known {
+				t.Errorf("Reply = %q, %v, want %q, %v", got, known, tt.reply, tt.known)
+			}
+			wrapped, wantWrapped := fmt.Errorf("%w: 5", tt.err), tt.reply+": 5"
+			keyed, wantKeyed := &locker.KeyError{Key: "k", Err: tt.err}, tt.reply+` "k"`
+			if !tt.known {
+				wantWrapped, wantKeyed = tt.reply, tt.reply
+			}
+			if got, _ := Reply(wrapped); got != wantWrapped {
+				t.Errorf("Reply(wrapped) = %q, want %q", got, wantWrapped)
+			}
+			if got, _ := Reply(keyed); got != wantKeyed {
+				t.Errorf("Reply(KeyError) = %q, want %q", got, wantKeyed)
+			}
+		})
+	}
 }

@@ -28,17 +28,6 @@ type clusterNode struct {
 	id string
 }
 
-// testClusterTimeouts are Raft's timeouts in these tests: shorter than the
-// defaults, so that an election takes a fraction of a second, yet long
-// enough that a loaded CI machine under the race detector keeps its leader.
-func testClusterTimeouts(c *cluster.Config) {
-	c.HeartbeatTimeout = 500 * time.Millisecond
-	c.ElectionTimeout = 500 * time.Millisecond
-	c.LeaderLeaseTimeout = 400 * time.Millisecond
-	c.TransferTimeout = time.Second
-	c.CatchUpTimeout = 5 * time.Second
-}
-
 // startClusterNode starts node id over dir, the first member of a new group
 // when bootstrap is set.
 func startClusterNode(t *testing.T, id, dir string, bootstrap bool, opts ...option) *clusterNode {
@@ -52,7 +41,7 @@ func startClusterNodeAt(t *testing.T, id, dir, raftAddr string, bootstrap bool, 
 	t.Helper()
 	cc := cluster.DefaultConfig()
 	cc.NodeID, cc.RaftAddr, cc.DataDir, cc.Bootstrap = id, raftAddr, dir, bootstrap
-	testClusterTimeouts(&cc)
+	cluster.TestingTimeouts(&cc)
 	log := zerolog.New(testutil.NewTestLog(t)).Level(zerolog.WarnLevel).With().Str("node", id).Logger()
 	ts := startServerLogging(t, log, append([]option{func(c *Config) { c.Cluster = &cc }}, opts...)...)
 	return &clusterNode{testServer: ts, id: id}

@@ -180,6 +180,16 @@ func (c Config) Validate() error {
 	if c.Cluster != nil && c.Persist.Dir != "" {
 		return errors.New("server: cluster mode keeps its state in the cluster's data directory; Persist.Dir must be empty")
 	}
+	if c.Cluster == nil {
+		switch {
+		case c.ClusterTLS != nil:
+			return errors.New("server: ClusterTLS is for cluster mode only; it must be nil without Cluster")
+		case c.Redirect:
+			return errors.New("server: Redirect is for cluster mode only; it must be false without Cluster")
+		case c.AnnounceAddr != "":
+			return errors.New("server: AnnounceAddr is for cluster mode only; it must be empty without Cluster")
+		}
+	}
 	return c.Locker.Validate()
 }
 

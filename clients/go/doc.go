@@ -142,8 +142,7 @@
 //
 // A connection of a Client made by NewFromRedis is passed over only if rdb
 // was made with [FailoverOptions]; otherwise the retries go on on rdb's own
-// connections. A waiting Acquire is retried for what is left of its wait
-// (in cluster mode the server does not queue yet: it refuses WAIT);
+// connections. A waiting Acquire is retried for what is left of its wait;
 // WaitForever's chain of waits ends with the error. Config.RetryTimeout 0
 // leaves both replies to go-redis and the caller.
 //

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leasehold/leasehold/scripts/internal/hist"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
@@ -63,7 +64,7 @@ func (etcd) leader(addrs []string) (int, error) {
 // -P goroutines per client taking and giving back locks on that session.
 func (etcd) cycles(addr string, o cycleOpts) (*cycleResult, error) {
 	type worker struct {
-		hist                   histogram
+		hist                   hist.Histogram
 		cycles, grants, errors uint64
 		firstErr               error
 	}
@@ -106,16 +107,16 @@ func (etcd) cycles(addr string, o cycleOpts) (*cycleResult, error) {
 					w.firstErr = err
 					return
 				}
-				w.hist.record(time.Since(t0))
+				w.hist.Record(time.Since(t0))
 				w.cycles++
 			}
 		}()
 	}
 	wg.Wait()
 	res := &cycleResult{ElapsedS: time.Since(start).Seconds()}
-	var h histogram
+	var h hist.Histogram
 	for _, w := range workers {
-		h.merge(&w.hist)
+		h.Merge(&w.hist)
 		res.Cycles += w.cycles
 		res.Grants += w.grants
 		res.Errors += w.errors
@@ -123,7 +124,7 @@ func (etcd) cycles(addr string, o cycleOpts) (*cycleResult, error) {
 			res.FirstError = w.firstErr.Error()
 		}
 	}
-	res.Latency = h.summary()
+	res.Latency = h.Summary()
 	return res, nil
 }
 

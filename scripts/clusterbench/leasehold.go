@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/leasehold/leasehold/scripts/internal/hist"
 )
 
 // leasehold talks RESP to leasehold nodes.
@@ -72,7 +74,7 @@ func (leasehold) leader(addrs []string) (int, error) {
 func (leasehold) cycles(addr string, o cycleOpts) (*cycleResult, error) {
 	type worker struct {
 		c                      *respConn
-		hist                   histogram
+		hist                   hist.Histogram
 		cycles, grants, errors uint64
 		firstErr               error
 	}
@@ -107,9 +109,9 @@ func (leasehold) cycles(addr string, o cycleOpts) (*cycleResult, error) {
 	}
 	wg.Wait()
 	res := &cycleResult{ElapsedS: time.Since(start).Seconds()}
-	var h histogram
+	var h hist.Histogram
 	for _, w := range workers {
-		h.merge(&w.hist)
+		h.Merge(&w.hist)
 		res.Cycles += w.cycles
 		res.Grants += w.grants
 		res.Errors += w.errors
@@ -117,7 +119,7 @@ func (leasehold) cycles(addr string, o cycleOpts) (*cycleResult, error) {
 			res.FirstError = w.firstErr.Error()
 		}
 	}
-	res.Latency = h.summary()
+	res.Latency = h.Summary()
 	return res, nil
 }
 
@@ -125,7 +127,7 @@ func (leasehold) cycles(addr string, o cycleOpts) (*cycleResult, error) {
 // sends the RELEASEs of those granted in one write and reads those: the
 // cycle of scripts/loadgen. A cycle's latency ends at its release's reply
 // (at its acquire's reply when not granted).
-func lhBatch(c *respConn, o cycleOpts, keys, tokens []string, ttl string, h *histogram, grants *uint64) error {
+func lhBatch(c *respConn, o cycleOpts, keys, tokens []string, ttl string, h *hist.Histogram, grants *uint64) error {
 	for i := range keys {
 		keys[i] = o.prefix + strconv.Itoa(rand.IntN(o.keys))
 		c.add("ACQUIRE", keys[i], ttl)
@@ -144,7 +146,7 @@ func lhBatch(c *respConn, o cycleOpts, keys, tokens []string, ttl string, h *his
 			return fmt.Errorf("ACQUIRE: %s", r.str)
 		case r.null:
 			tokens[i] = ""
-			h.record(time.Since(sent))
+			h.Record(time.Since(sent))
 		case r.kind == ':':
 			tokens[i] = strconv.FormatInt(r.n, 10)
 			won++
@@ -174,7 +176,7 @@ func lhBatch(c *respConn, o cycleOpts, keys, tokens []string, ttl string, h *his
 		case r.kind != ':':
 			return fmt.Errorf("RELEASE: unexpected reply %v", r)
 		}
-		h.record(time.Since(sent))
+		h.Record(time.Since(sent))
 	}
 	return nil
 }

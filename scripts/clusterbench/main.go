@@ -40,6 +40,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/leasehold/leasehold/scripts/internal/hist"
 )
 
 func main() {
@@ -100,24 +102,24 @@ type cycleOpts struct {
 
 // cycleResult is the cycle mode's JSON line.
 type cycleResult struct {
-	Mode        string  `json:"mode"`
-	Label       string  `json:"label"`
-	Target      string  `json:"target"`
-	Addr        string  `json:"addr"`
-	Conns       int     `json:"conns"`
-	Pipeline    int     `json:"pipeline"`
-	Keys        int     `json:"keys"`
-	ElapsedS    float64 `json:"elapsed_s"`
-	Cycles      uint64  `json:"cycles"` // lock attempts, each released if granted
-	Grants      uint64  `json:"grants"`
-	Errors      uint64  `json:"errors"`
-	FirstError  string  `json:"first_error,omitempty"`
-	CyclesPerS  float64 `json:"cycles_per_s"`
-	Latency     latency `json:"latency"` // per cycle
-	ClientCPUS  float64 `json:"client_cpu_s"`
-	ServerCPUS  float64 `json:"server_cpu_s"` // summed over -pids
-	ServerPids  []int   `json:"server_pids,omitempty"`
-	ClientProcs int     `json:"client_gomaxprocs"`
+	Mode        string       `json:"mode"`
+	Label       string       `json:"label"`
+	Target      string       `json:"target"`
+	Addr        string       `json:"addr"`
+	Conns       int          `json:"conns"`
+	Pipeline    int          `json:"pipeline"`
+	Keys        int          `json:"keys"`
+	ElapsedS    float64      `json:"elapsed_s"`
+	Cycles      uint64       `json:"cycles"` // lock attempts, each released if granted
+	Grants      uint64       `json:"grants"`
+	Errors      uint64       `json:"errors"`
+	FirstError  string       `json:"first_error,omitempty"`
+	CyclesPerS  float64      `json:"cycles_per_s"`
+	Latency     hist.Latency `json:"latency"` // per cycle
+	ClientCPUS  float64      `json:"client_cpu_s"`
+	ServerCPUS  float64      `json:"server_cpu_s"` // summed over -pids
+	ServerPids  []int        `json:"server_pids,omitempty"`
+	ClientProcs int          `json:"client_gomaxprocs"`
 }
 
 func cycleMain(args []string) error {

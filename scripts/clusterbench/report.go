@@ -9,23 +9,25 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/leasehold/leasehold/scripts/internal/hist"
 )
 
 // line is any JSON line of a run: cycle and failover results, and the
 // script's {"mode":"meta","note":...} lines of context.
 type line struct {
-	Mode       string  `json:"mode"`
-	Label      string  `json:"label"`
-	Note       string  `json:"note"`
-	Pipeline   int     `json:"pipeline"`
-	Conns      int     `json:"conns"`
-	Cycles     float64 `json:"cycles"`
-	CyclesPerS float64 `json:"cycles_per_s"`
-	Latency    latency `json:"latency"`
-	ClientCPUS float64 `json:"client_cpu_s"`
-	ServerCPUS float64 `json:"server_cpu_s"`
-	Ms         float64 `json:"ms"`
-	ElectedMs  float64 `json:"elected_ms"`
+	Mode       string       `json:"mode"`
+	Label      string       `json:"label"`
+	Note       string       `json:"note"`
+	Pipeline   int          `json:"pipeline"`
+	Conns      int          `json:"conns"`
+	Cycles     float64      `json:"cycles"`
+	CyclesPerS float64      `json:"cycles_per_s"`
+	Latency    hist.Latency `json:"latency"`
+	ClientCPUS float64      `json:"client_cpu_s"`
+	ServerCPUS float64      `json:"server_cpu_s"`
+	Ms         float64      `json:"ms"`
+	ElectedMs  float64      `json:"elected_ms"`
 }
 
 func reportMain(args []string) error {

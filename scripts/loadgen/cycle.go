@@ -7,24 +7,26 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/leasehold/leasehold/scripts/internal/hist"
 )
 
 // cycleResult is the JSON line of the cycle mode.
 type cycleResult struct {
 	header
-	Conns         int     `json:"conns"`
-	Pipeline      int     `json:"pipeline"`
-	Keys          int     `json:"keys"`
-	TTLMs         int64   `json:"ttl_ms"`
-	Cycles        uint64  `json:"cycles"`         // acquire attempts, each with its release if granted
-	Grants        uint64  `json:"grants"`         // acquires granted
-	Releases      uint64  `json:"releases"`       // releases answered 1
-	ReleaseMisses uint64  `json:"release_misses"` // releases answered 0 (lease gone: ttl too short)
-	Requests      uint64  `json:"requests"`       // acquires + releases sent
-	CyclesPerS    float64 `json:"cycles_per_s"`
-	GrantsPerS    float64 `json:"grants_per_s"`
-	RequestsPerS  float64 `json:"requests_per_s"`
-	Latency       latency `json:"latency"` // per request, acquires and releases alike
+	Conns         int          `json:"conns"`
+	Pipeline      int          `json:"pipeline"`
+	Keys          int          `json:"keys"`
+	TTLMs         int64        `json:"ttl_ms"`
+	Cycles        uint64       `json:"cycles"`         // acquire attempts, each with its release if granted
+	Grants        uint64       `json:"grants"`         // acquires granted
+	Releases      uint64       `json:"releases"`       // releases answered 1
+	ReleaseMisses uint64       `json:"release_misses"` // releases answered 0 (lease gone: ttl too short)
+	Requests      uint64       `json:"requests"`       // acquires + releases sent
+	CyclesPerS    float64      `json:"cycles_per_s"`
+	GrantsPerS    float64      `json:"grants_per_s"`
+	RequestsPerS  float64      `json:"requests_per_s"`
+	Latency       hist.Latency `json:"latency"` // per request, acquires and releases alike
 }
 
 type cycleOpts struct {
@@ -77,7 +79,7 @@ type cycleWorker struct {
 	toks   [][]byte // the Redis token of each slot
 	tokens []int64  // the leasehold token of each slot
 	won    []bool
-	hist   histogram
+	hist   hist.Histogram
 
 	cycles, grants, releases, misses, requests, errors uint64
 	firstErr                                           error
@@ -127,9 +129,9 @@ func runCycle(t *target, o cycleOpts) (*cycleResult, error) {
 		Keys:     o.keys,
 		TTLMs:    o.ttlMs,
 	}
-	var h histogram
+	var h hist.Histogram
 	for _, w := range workers {
-		h.merge(&w.hist)
+		h.Merge(&w.hist)
 		res.Cycles += w.cycles
 		res.Grants += w.grants
 		res.Releases += w.releases
@@ -144,7 +146,7 @@ func runCycle(t *target, o cycleOpts) (*cycleResult, error) {
 	res.CyclesPerS = float64(res.Cycles) / secs
 	res.GrantsPerS = float64(res.Grants) / secs
 	res.RequestsPerS = float64(res.Requests) / secs
-	res.Latency = h.summary()
+	res.Latency = h.Summary()
 	return res, nil
 }
 
@@ -197,7 +199,7 @@ func (w *cycleWorker) batch(k int) error {
 		if err != nil {
 			return err
 		}
-		w.hist.record(time.Since(sent))
+		w.hist.Record(time.Since(sent))
 		ok, token, err := t.granted(r)
 		if err != nil {
 			return err
@@ -227,7 +229,7 @@ func (w *cycleWorker) batch(k int) error {
 		if err != nil {
 			return err
 		}
-		w.hist.record(time.Since(sent))
+		w.hist.Record(time.Since(sent))
 		ok, err := t.released(r)
 		if err != nil {
 			return err

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/leasehold/leasehold/scripts/internal/hist"
 )
 
 // loadResult is the JSON line of the load mode. Deadlines are wall-clock
@@ -119,7 +121,7 @@ func runLoad(t *target, o loadOpts) (*loadResult, error) {
 		maxRTT = max(maxRTT, w.maxRTT)
 	}
 	res.LoadPerS = float64(res.Granted+res.NotGranted) / elapsed.Seconds()
-	res.MaxBatchRTTMs = ms(maxRTT)
+	res.MaxBatchRTTMs = hist.Ms(maxRTT)
 	res.FirstDeadline = firstLow / 1e6
 	res.LastDeadlineL = lastLow / 1e6
 	res.LastDeadlineH = (lastHigh + 999_999) / 1e6

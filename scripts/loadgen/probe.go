@@ -6,18 +6,20 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/leasehold/leasehold/scripts/internal/hist"
 )
 
 // probeResult is the JSON line of the probe mode: the latency one quiet client
 // sees while something else happens on the server.
 type probeResult struct {
 	header
-	Cmd        string  `json:"cmd"`
-	IntervalMs float64 `json:"interval_ms"`
-	StartMs    int64   `json:"start_ms"` // when probing began, Unix ms
-	Ops        uint64  `json:"ops"`      // requests timed
-	Missed     uint64  `json:"missed"`   // ticks skipped because a request overran its slot
-	Latency    latency `json:"latency"`
+	Cmd        string       `json:"cmd"`
+	IntervalMs float64      `json:"interval_ms"`
+	StartMs    int64        `json:"start_ms"` // when probing began, Unix ms
+	Ops        uint64       `json:"ops"`      // requests timed
+	Missed     uint64       `json:"missed"`   // ticks skipped because a request overran its slot
+	Latency    hist.Latency `json:"latency"`
 }
 
 func probeMain(args []string) error {
@@ -50,8 +52,8 @@ func probeMain(args []string) error {
 	defer c.Close()
 
 	sleepUntil(*startMs)
-	res := &probeResult{Cmd: *cmd, IntervalMs: ms(*interval)}
-	var h histogram
+	res := &probeResult{Cmd: *cmd, IntervalMs: hist.Ms(*interval)}
+	var h hist.Histogram
 	rnd := rng(time.Now().UnixNano())
 	var key, tok []byte
 	cpu0 := rusage()
@@ -74,8 +76,8 @@ func probeMain(args []string) error {
 	}
 	res.header = newHeader("probe", t, common.addr, time.Since(start), cpu0, rusage())
 	res.StartMs = start.UnixMilli()
-	res.Ops = h.total
-	res.Latency = h.summary()
+	res.Latency = h.Summary()
+	res.Ops = res.Latency.Count
 	if runErr != nil {
 		res.Errors = 1
 		res.FirstError = runErr.Error()
@@ -85,7 +87,7 @@ func probeMain(args []string) error {
 
 // probeOnce times one PING, or one ACQUIRE and, if granted, its RELEASE, on
 // one of 64 probe keys.
-func probeOnce(c *client, t *target, cmd string, h *histogram, key, tok *[]byte, rnd *rng, i uint64) error {
+func probeOnce(c *client, t *target, cmd string, h *hist.Histogram, key, tok *[]byte, rnd *rng, i uint64) error {
 	if cmd == "ping" {
 		c.out = appendCommand(c.out, "PING")
 		sent := time.Now()
@@ -93,7 +95,7 @@ func probeOnce(c *client, t *target, cmd string, h *histogram, key, tok *[]byte,
 			return err
 		}
 		r, err := c.rd.read()
-		h.record(time.Since(sent))
+		h.Record(time.Since(sent))
 		if err != nil {
 			return err
 		}
@@ -112,7 +114,7 @@ func probeOnce(c *client, t *target, cmd string, h *histogram, key, tok *[]byte,
 		return err
 	}
 	r, err := c.rd.read()
-	h.record(time.Since(sent))
+	h.Record(time.Since(sent))
 	if err != nil {
 		return err
 	}
@@ -126,7 +128,7 @@ func probeOnce(c *client, t *target, cmd string, h *histogram, key, tok *[]byte,
 		return err
 	}
 	r, err = c.rd.read()
-	h.record(time.Since(sent))
+	h.Record(time.Since(sent))
 	if err != nil {
 		return err
 	}
@@ -218,7 +220,7 @@ func watchMain(args []string) error {
 		res.Errors, res.FirstError = 1, pollErr.Error()
 	}
 	res.StartMs = start.UnixMilli()
-	res.MaxPollMs = ms(maxPoll)
+	res.MaxPollMs = hist.Ms(maxPoll)
 	return emit(res, res.Errors)
 }
 

@@ -19,20 +19,11 @@ type Node struct {
 	ID string
 }
 
-// ClusterTimeouts shortens Raft's timeouts so that an election takes a
-// fraction of a second.
-func ClusterTimeouts(c *cluster.Config) {
-	c.HeartbeatTimeout = 300 * time.Millisecond
-	c.ElectionTimeout = 300 * time.Millisecond
-	c.LeaderLeaseTimeout = 150 * time.Millisecond
-	c.TransferTimeout = time.Second
-}
-
 // StartCluster starts a Raft group of n nodes, n1 to nN, each over a
 // directory of t's: n1 bootstraps, the others join through CLUSTER ADDNODE
 // on it, and StartCluster returns once n1 leads a group of n. adjust
-// changes each node's cluster.Config after ClusterTimeouts. The test's
-// cleanup closes every node.
+// changes each node's cluster.Config after cluster.TestingTimeouts. The
+// test's cleanup closes every node.
 func StartCluster(t testing.TB, n int, adjust ...func(*cluster.Config)) []*Node {
 	t.Helper()
 	nodes := []*Node{StartNode(t, "n1", t.TempDir(), true, adjust...)}
@@ -74,12 +65,12 @@ func addNode(nodes []*Node, node *Node) error {
 }
 
 // StartNode starts node id over dir, the first member of a new group when
-// bootstrap is set, with ClusterTimeouts and then adjust.
+// bootstrap is set, with cluster.TestingTimeouts and then adjust.
 func StartNode(t testing.TB, id, dir string, bootstrap bool, adjust ...func(*cluster.Config)) *Node {
 	t.Helper()
 	cc := cluster.DefaultConfig()
 	cc.NodeID, cc.RaftAddr, cc.DataDir, cc.Bootstrap = id, "127.0.0.1:0", dir, bootstrap
-	ClusterTimeouts(&cc)
+	cluster.TestingTimeouts(&cc)
 	for _, f := range adjust {
 		f(&cc)
 	}

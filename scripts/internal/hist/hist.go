@@ -1,16 +1,20 @@
-package main
+// Package hist counts latencies for the load generators, scripts/loadgen
+// and scripts/clusterbench (a module of its own, which imports it across
+// the module boundary), so that both measure alike.
+package hist
 
 import (
 	"math/bits"
 	"time"
 )
 
-// histogram counts durations in log-linear buckets, as HdrHistogram does:
+// Histogram counts durations in log-linear buckets, as HdrHistogram does:
 // values below 2^subBits ns are exact, and above that every power of two is
 // split into 2^(subBits-1) equal buckets, so a recorded value is known to
 // within 1/2^(subBits-1) (under 1.6%). Recording is an index computation and
-// an increment; one histogram per goroutine, merged at the end.
-type histogram struct {
+// an increment; one Histogram per goroutine, merged at the end. The zero
+// value is empty and ready.
+type Histogram struct {
 	counts [histBuckets]uint64
 	total  uint64
 	sum    uint64 // ns, for the mean
@@ -45,7 +49,8 @@ func bucketRange(i int) (lo, hi uint64) {
 	return top << shift, (top+1)<<shift - 1
 }
 
-func (h *histogram) record(d time.Duration) {
+// Record counts d; a negative d counts as 0.
+func (h *Histogram) Record(d time.Duration) {
 	v := uint64(0)
 	if d > 0 {
 		v = uint64(d)
@@ -58,7 +63,8 @@ func (h *histogram) record(d time.Duration) {
 	}
 }
 
-func (h *histogram) merge(o *histogram) {
+// Merge adds o's counts to h's.
+func (h *Histogram) Merge(o *Histogram) {
 	for i, c := range o.counts {
 		h.counts[i] += c
 	}
@@ -69,9 +75,9 @@ func (h *histogram) merge(o *histogram) {
 	}
 }
 
-// quantile returns the value at quantile q (0..1): the midpoint of the bucket
+// Quantile returns the value at quantile q (0..1): the midpoint of the bucket
 // holding the ceil(q*total)-th smallest value, capped at the maximum seen.
-func (h *histogram) quantile(q float64) time.Duration {
+func (h *Histogram) Quantile(q float64) time.Duration {
 	if h.total == 0 {
 		return 0
 	}
@@ -97,9 +103,9 @@ func (h *histogram) quantile(q float64) time.Duration {
 	return time.Duration(h.max)
 }
 
-// latency is a histogram's summary in milliseconds, as redis-benchmark
+// Latency is a Histogram's summary in milliseconds, as redis-benchmark
 // reports it.
-type latency struct {
+type Latency struct {
 	Count  uint64  `json:"count"`
 	MeanMs float64 `json:"mean_ms"`
 	P50Ms  float64 `json:"p50_ms"`
@@ -108,15 +114,17 @@ type latency struct {
 	MaxMs  float64 `json:"max_ms"`
 }
 
-func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+// Ms returns d in milliseconds, as Latency gives durations.
+func Ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
-func (h *histogram) summary() latency {
-	l := latency{Count: h.total, MaxMs: ms(time.Duration(h.max))}
+// Summary returns h's count, mean, p50, p99, p99.9 and maximum.
+func (h *Histogram) Summary() Latency {
+	l := Latency{Count: h.total, MaxMs: Ms(time.Duration(h.max))}
 	if h.total > 0 {
-		l.MeanMs = ms(time.Duration(h.sum / h.total))
-		l.P50Ms = ms(h.quantile(0.50))
-		l.P99Ms = ms(h.quantile(0.99))
-		l.P999Ms = ms(h.quantile(0.999))
+		l.MeanMs = Ms(time.Duration(h.sum / h.total))
+		l.P50Ms = Ms(h.Quantile(0.50))
+		l.P99Ms = Ms(h.Quantile(0.99))
+		l.P999Ms = Ms(h.Quantile(0.999))
 	}
 	return l
 }

@@ -1,4 +1,4 @@
-package main
+package hist
 
 import (
 	"math"
@@ -33,17 +33,17 @@ func TestBuckets(t *testing.T) {
 }
 
 func TestQuantiles(t *testing.T) {
-	var a, b histogram
-	// 1..1000 µs, split over two histograms to test merge.
+	var a, b Histogram
+	// 1..1000 µs, split over two Histograms to test merge.
 	for i := 1; i <= 1000; i++ {
 		h := &a
 		if i%2 == 0 {
 			h = &b
 		}
-		h.record(time.Duration(i) * time.Microsecond)
+		h.Record(time.Duration(i) * time.Microsecond)
 	}
-	a.merge(&b)
-	s := a.summary()
+	a.Merge(&b)
+	s := a.Summary()
 	if s.Count != 1000 {
 		t.Fatalf("count %d", s.Count)
 	}
@@ -57,15 +57,15 @@ func TestQuantiles(t *testing.T) {
 			t.Errorf("%s = %.4f ms, want %.4f ms within 2%%", c.name, c.got, c.want)
 		}
 	}
-	var empty histogram
-	if s := empty.summary(); s.P99Ms != 0 || s.Count != 0 {
+	var empty Histogram
+	if s := empty.Summary(); s.P99Ms != 0 || s.Count != 0 {
 		t.Fatalf("empty summary %+v", s)
 	}
 }
 
 func BenchmarkRecord(b *testing.B) {
-	var h histogram
+	var h Histogram
 	for i := 0; i < b.N; i++ {
-		h.record(time.Duration(i&0xfffff) * 37)
+		h.Record(time.Duration(i&0xfffff) * 37)
 	}
 }
