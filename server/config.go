@@ -85,7 +85,7 @@ type Config struct {
 	// taken as 0). nil for a single node.
 	Cluster *replica.NodeConfig
 	// ClusterTLS, with Cluster, makes every connection between nodes mutual
-	// TLS (cluster_tls.go); nil for plain TCP.
+	// TLS (replica.TLSConfig); nil for plain TCP.
 	ClusterTLS *replica.TLSConfig
 	// Redirect, with Cluster, makes a follower answer a command on a key
 	// with Redis Cluster's MOVED to the leader's address instead of

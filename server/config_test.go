@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/leasehold/leasehold/replica"
 	"strings"
 	"testing"
 
@@ -15,7 +16,7 @@ func TestValidateClusterOnlyFields(t *testing.T) {
 		field string
 		set   func(*Config)
 	}{
-		{"ClusterTLS", func(c *Config) { c.ClusterTLS = &ClusterTLSConfig{} }},
+		{"ClusterTLS", func(c *Config) { c.ClusterTLS = &replica.TLSConfig{} }},
 		{"Redirect", func(c *Config) { c.Redirect = true }},
 		{"AnnounceAddr", func(c *Config) { c.AnnounceAddr = "10.0.0.1:7379" }},
 	}
