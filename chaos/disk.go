@@ -271,11 +271,11 @@ func MountSmallDisk(dir string, size int64) error {
 func UnmountSmallDisk(dir string) error {
 	_ = os.Remove(filepath.Join(dir, fillFile))
 	kept := dir + ".kept"
+	if err := os.MkdirAll(kept, 0o755); err != nil {
+		return err
+	}
 	if out, err := exec.Command("cp", "-a", dir+"/.", kept).CombinedOutput(); err != nil {
-		_ = os.MkdirAll(kept, 0o755)
-		if out2, err2 := exec.Command("cp", "-a", dir+"/.", kept).CombinedOutput(); err2 != nil {
-			return fmt.Errorf("chaos: keeping %s: %v: %s %s", dir, err2, out, out2)
-		}
+		return fmt.Errorf("chaos: keeping %s: %v: %s", dir, err, bytes.TrimSpace(out))
 	}
 	if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
 		return fmt.Errorf("chaos: umount %s: %v: %s", dir, err, bytes.TrimSpace(out))
