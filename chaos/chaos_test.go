@@ -38,6 +38,7 @@ var (
 	flagWithin   = flag.Duration("chaos.unknown-within", 10*time.Second, "an operation of unknown outcome is taken to have taken effect within this long of its call, or never (0: no bound; porcupine may then run out of time on long runs)")
 	flagMaxOps   = flag.Int("chaos.max-ops", 1000000, "stop the clients after this many operations, whatever the duration")
 	flagCheck    = flag.Duration("chaos.check-timeout", 60*time.Second, "porcupine's time limit per key")
+	flagDisk     = flag.Int64("chaos.disk-size", 256<<20, "with a disk-full fault: each node's data directory is a tmpfs of this many bytes (raft-wal preallocates 64 MiB segments)")
 )
 
 // buildLeasehold builds the binary from the module root into dir.
@@ -148,7 +149,14 @@ func TestChaos(t *testing.T) {
 	default:
 		faults = strings.Split(*flagFaults, ",")
 	}
+	var disk int64
+	for _, f := range faults {
+		if strings.Contains(f, "disk-full") {
+			disk = *flagDisk
+		}
+	}
 	cfg := RunConfig{
+		DiskSize: disk,
 		Bin:      bin,
 		Nodes:    nodes,
 		Dir:      dir,

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,6 +31,9 @@ type ClusterConfig struct {
 	// the first node bootstraps and the leader adds the others (CLUSTER
 	// ADDNODE), as docs/cluster.md starts one.
 	Peers bool
+	// DiskSize, when set, puts each node's data directory on a tmpfs of
+	// this many bytes (root), which the disk-full fault fills.
+	DiskSize int64
 }
 
 // Cluster is a set of leasehold processes under test.
@@ -46,6 +50,8 @@ type Node struct {
 	Raft    string // cluster mode only
 	DataDir string
 	Log     string
+
+	mounted bool // DataDir is a tmpfs of its own (ClusterConfig.DiskSize)
 
 	mu     sync.Mutex // guards cmd, done, paused
 	cmd    *exec.Cmd
@@ -75,6 +81,13 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 		n.Raft = fmt.Sprintf("%s:%d", host, raft)
 		if err := os.MkdirAll(n.DataDir, 0o755); err != nil {
 			return nil, err
+		}
+		if cfg.DiskSize > 0 {
+			if err := MountSmallDisk(n.DataDir, cfg.DiskSize); err != nil {
+				c.unmount()
+				return nil, err
+			}
+			n.mounted = true
 		}
 		c.Nodes = append(c.Nodes, n)
 	}
@@ -234,6 +247,54 @@ func (c *Cluster) Kill(i int) {
 	<-done
 }
 
+// Exited reports whether node i, started and not killed by the harness,
+// has exited on its own.
+func (c *Cluster) Exited(i int) bool {
+	n := c.Nodes[i]
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.mu.Unlock()
+	if cmd == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
+// CatchUp waits until node i has applied every entry the leader had
+// committed when it was called.
+func (c *Cluster) CatchUp(ctx context.Context, i int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	index := func(j int, field string) (uint64, error) {
+		info, err := clusterInfo(ctx, c.Nodes[j].Addr)
+		if err != nil {
+			return 0, err
+		}
+		return strconv.ParseUint(info[field], 10, 64)
+	}
+	var target uint64
+	for {
+		if target == 0 {
+			if l := c.Leader(ctx); l >= 0 {
+				target, _ = index(l, "cluster_commit_index")
+			}
+		}
+		if target > 0 {
+			if got, err := index(i, "cluster_applied_index"); err == nil && got >= target {
+				return nil
+			}
+		}
+		if !sleep(ctx, 100*time.Millisecond) {
+			return fmt.Errorf("chaos: %s did not apply the leader's commit index %d in %v", c.Nodes[i].ID, target, timeout)
+		}
+	}
+}
+
 // Pause stops node i with SIGSTOP; Resume continues it.
 func (c *Cluster) Pause(i int) error { return c.signal(i, syscall.SIGSTOP, true) }
 
@@ -350,5 +411,16 @@ func (c *Cluster) Close() {
 	}
 	if c.cfg.Net != nil {
 		_ = c.cfg.Net.Heal()
+	}
+	c.unmount()
+}
+
+func (c *Cluster) unmount() {
+	for _, n := range c.Nodes {
+		if n.mounted {
+			if err := UnmountSmallDisk(n.DataDir); err == nil {
+				n.mounted = false
+			}
+		}
 	}
 }

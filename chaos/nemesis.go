@@ -3,10 +3,13 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -22,8 +25,15 @@ var (
 		"pause-leader", "pause-follower",
 		"partition-minority", "partition-leader", "partition-oneway", "partition-flap",
 		"isolate", "kill-follower+partition-leader", "pause-follower+partition-oneway",
-		"member", "snapshot",
+		"member", "snapshot", "torn-tail",
 	}
+	// LogStoreFaults are the faults of a node's Raft log store: torn-tail
+	// (SIGKILL, then a torn write after the end of the node's log: see
+	// TearTail) and disk-full (the node's data directory out of space for a
+	// while: see FillDisk; it needs RunConfig.DiskSize). torn-tail is in
+	// ClusterFaults; disk-full mounts a file system per node, so it runs only
+	// when asked for.
+	LogStoreFaults = []string{"torn-tail", "disk-full"}
 	// ShortClusterFaults: a short run's choice, one of each family.
 	ShortClusterFaults = []string{"kill-leader", "partition-leader", "pause-follower+partition-oneway", "kill-majority", "partition-flap"}
 )
@@ -44,6 +54,7 @@ type FaultRecord struct {
 	Nodes      []string
 	Start, End int64
 	Err        string // the fault could not be injected (or healed) in full
+	Note       string // what the fault did, when there is more to say (torn-tail, disk-full)
 	Skipped    bool   // the server does not support it yet
 	// Recovery: from End to the return of the first ACQUIRE sent after End
 	// that was granted; -1 when none was.
@@ -51,10 +62,15 @@ type FaultRecord struct {
 }
 
 type nemesis struct {
-	c   *Cluster
-	h   *History
-	cfg NemesisConfig
-	rng *rand.Rand
+	c     *Cluster
+	h     *History
+	cfg   NemesisConfig
+	rng   *rand.Rand
+	notes []string // the current fault's, for FaultRecord.Note
+}
+
+func (n *nemesis) notef(format string, args ...interface{}) {
+	n.notes = append(n.notes, fmt.Sprintf(format, args...))
 }
 
 // RunNemesis injects faults in turn until ctx ends, healing each before the
@@ -71,6 +87,7 @@ func RunNemesis(ctx context.Context, c *Cluster, h *History, cfg NemesisConfig) 
 		}
 		kind := cfg.Kinds[i%len(cfg.Kinds)]
 		rec := FaultRecord{Kind: kind, Start: h.Now()}
+		n.notes = nil
 		var heals []func() error
 		var errs []error
 		for _, k := range strings.Split(kind, "+") {
@@ -89,6 +106,9 @@ func RunNemesis(ctx context.Context, c *Cluster, h *History, cfg NemesisConfig) 
 		if strings.Contains(kind, "pause") {
 			hold = cfg.Pause
 		}
+		if strings.Contains(kind, "disk-full") {
+			hold = max(hold, DiskFullHold)
+		}
 		if !rec.Skipped {
 			n.cfg.Logf("nemesis: %s %v for %v", kind, rec.Nodes, hold)
 			time.Sleep(hold) // not cut short by ctx: a fault always runs its course, then heals
@@ -99,6 +119,7 @@ func RunNemesis(ctx context.Context, c *Cluster, h *History, cfg NemesisConfig) 
 			}
 		}
 		rec.End = h.Now()
+		rec.Note = strings.Join(n.notes, "; ")
 		if len(errs) > 0 {
 			rec.Err = errors.Join(errs...).Error()
 			n.cfg.Logf("nemesis: %s: %s", kind, rec.Err)
@@ -164,6 +185,12 @@ func (n *nemesis) inject(ctx context.Context, kind string) ([]string, func() err
 		hit = []int{leader}
 	case "kill-follower", "pause-follower":
 		hit = followers[:1]
+	case "torn-tail", "disk-full":
+		// The leader or a follower: either may be mid-write.
+		hit = []int{leader}
+		if n.rng.Intn(2) == 0 {
+			hit = followers[:1]
+		}
 	case "kill-majority":
 		hit = append([]int{leader}, followers[:majority-1]...)
 	case "kill-all":
@@ -189,26 +216,15 @@ func (n *nemesis) inject(ctx context.Context, kind string) ([]string, func() err
 		for _, i := range hit {
 			n.c.Kill(i)
 		}
-		return n.names(hit), func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			var errs []error
-			var mu sync.Mutex
-			var wg sync.WaitGroup
-			for _, i := range hit {
-				wg.Add(1)
-				go func(i int) {
-					defer wg.Done()
-					if err := n.c.Start(ctx, i); err != nil {
-						mu.Lock()
-						errs = append(errs, err)
-						mu.Unlock()
-					}
-				}(i)
-			}
-			wg.Wait()
-			return errors.Join(errs...)
-		}, nil
+		return n.names(hit), func() error { return n.restart(hit) }, nil
+	case kind == "torn-tail":
+		i := hit[0]
+		n.c.Kill(i)
+		what, err := TearTail(n.c.Nodes[i].DataDir, n.rng)
+		n.notef("%s: %s", n.c.Nodes[i].ID, what)
+		return n.names(hit), func() error { return n.restart(hit) }, err
+	case kind == "disk-full":
+		return n.diskFull(ctx, hit[0])
 	case strings.HasPrefix(kind, "pause"):
 		var errs []error
 		for _, i := range hit {
@@ -254,6 +270,98 @@ func (n *nemesis) inject(ctx context.Context, kind string) ([]string, func() err
 	default: // partition-minority, partition-leader
 		return n.names(hit), nw.Heal, nw.Split(hit, rest)
 	}
+}
+
+// restart starts the nodes again (all at once: a cluster node may wait for
+// its peers).
+func (n *nemesis) restart(hit []int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var errs []error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, i := range hit {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			if err := n.c.Start(ctx, i); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}(i)
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// DiskFullHold is the least a disk-full fault lasts: long enough for the
+// node to write (and fail) more than once.
+const DiskFullHold = 4 * time.Second
+
+// diskFull fills node i's data directory and asks it for a snapshot (a write
+// that needs new space, where the log may not: raft-wal preallocates its
+// segments). The heal frees the space, waits for the node to apply what the
+// leader had committed by then, and restarts it (kill -9), so its log must
+// open after writes that failed for want of space.
+func (n *nemesis) diskFull(ctx context.Context, i int) ([]string, func() error, error) {
+	node := n.c.Nodes[i]
+	if n.c.cfg.DiskSize == 0 {
+		return n.names([]int{i}), nil, fmt.Errorf("chaos: disk-full needs a small disk per node (RunConfig.DiskSize)")
+	}
+	logFrom := fileSize(node.Log)
+	filled, err := FillDisk(node.DataDir)
+	if err != nil {
+		return n.names([]int{i}), func() error { return FreeDisk(node.DataDir) }, err
+	}
+	serr := n.c.Snapshot(ctx, i)
+	n.notef("%s: %d MiB filled; snapshot while full: %v", node.ID, filled>>20, errOrOK(serr))
+	return n.names([]int{i}), func() error {
+		var errs []error
+		if n.c.Exited(i) {
+			errs = append(errs, fmt.Errorf("chaos: %s exited while its disk was full; see %s", node.ID, node.Log))
+		}
+		errs = append(errs, FreeDisk(node.DataDir))
+		n.notef("%d log lines with ENOSPC", countSince(node.Log, logFrom, "no space left on device"))
+		start := time.Now()
+		if err := n.c.CatchUp(context.Background(), i, 20*time.Second); err != nil {
+			errs = append(errs, err)
+		} else {
+			n.notef("caught up %v after the space was freed", time.Since(start).Round(time.Millisecond))
+		}
+		n.c.Kill(i)
+		errs = append(errs, n.restart([]int{i}))
+		return errors.Join(errs...)
+	}, nil
+}
+
+func errOrOK(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return err.Error()
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// countSince counts the lines of the file from offset on that hold s.
+func countSince(path string, from int64, s string) int {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, from, 1<<40))
+	if err != nil {
+		return 0
+	}
+	return bytes.Count(b, []byte(s))
 }
 
 func others(n int, not []int) []int {

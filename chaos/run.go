@@ -29,6 +29,9 @@ type RunConfig struct {
 	Nemesis  NemesisConfig // no Kinds: no faults
 	Extra    []string      // more serve flags
 	Peers    bool          // a cluster starts from a static --peers list
+	// DiskSize, when set, puts each node's data directory on a tmpfs of
+	// this many bytes (needed by disk-full).
+	DiskSize int64
 	// Late: how long past its deadline a lease may still be reported live
 	// (a cluster may run a lease late across a failover, never early);
 	// LateThroughFaults adds the time of every fault overlapping the lease
@@ -83,7 +86,7 @@ func Run(ctx context.Context, cfg RunConfig) (sum Summary, err error) {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	sum = Summary{Started: time.Now().UTC(), Nodes: cfg.Nodes, Clients: cfg.Workload.Clients, Dir: cfg.Dir}
-	ccfg := ClusterConfig{Bin: cfg.Bin, Nodes: cfg.Nodes, Dir: cfg.Dir, Extra: cfg.Extra, Peers: cfg.Peers}
+	ccfg := ClusterConfig{Bin: cfg.Bin, Nodes: cfg.Nodes, Dir: cfg.Dir, Extra: cfg.Extra, Peers: cfg.Peers, DiskSize: cfg.DiskSize}
 	if cfg.Netns {
 		SweepStale()
 		nw, err := NewNetwork(cfg.Nodes)
@@ -216,6 +219,9 @@ func (s Summary) String() string {
 			rec += "; error: " + f.Err
 		}
 		fmt.Fprintf(&b, "  %-34s %-12s at %6.1fs for %5.1fs: %s\n", f.Kind, strings.Join(f.Nodes, ","), float64(f.Start)/1e9, float64(f.End-f.Start)/1e9, rec)
+		if f.Note != "" {
+			fmt.Fprintf(&b, "    %s\n", f.Note)
+		}
 	}
 	for _, r := range s.Linearizable {
 		fmt.Fprintf(&b, "porcupine %s: %s (%d ops)\n", r.Key, r.Result, r.Ops)

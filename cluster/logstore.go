@@ -20,7 +20,9 @@ const (
 	LogStoreBolt = "bolt"
 	// LogStoreWAL is hashicorp/raft-wal (segment files and a small meta
 	// database): one fsync per write, so a commit costs about half; its
-	// authors still call it experimental. See docs/cluster.md.
+	// authors still call it experimental, and its recovery can take a torn
+	// write for a written one when a discarded torn write's bytes follow
+	// it, which is why it is not the default. See docs/cluster.md.
 	LogStoreWAL = "wal"
 )
 
