@@ -117,7 +117,8 @@ func tearAndReopen(t *testing.T, open func(*testing.T, string) testStore, data s
 // whose commit frame made it to disk and one of whose sectors did not: the
 // torn batch is then taken as written, holes and all. Sizes here line the
 // two batches up by hand; TearTail's random batches did it on their own,
-// on a segment torn again and again (docs/reliability.md).
+// on a segment torn again and again (docs/reliability.md). It is why bolt,
+// not wal, is the default log store.
 func TestTornBatchOverStaleFrames(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "raft", "wal")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -183,7 +184,10 @@ func TestTornBatchOverStaleFrames(t *testing.T) {
 		t.Fatalf("after the first torn batch, LastIndex %d, want 2", got)
 	}
 	tear(32) // 40 bytes and the commit frame's 8: the stale second frame follows
-	if got := lastIndex(); got != 2 {
-		t.Skipf("known (raft-wal v0.4.1, docs/reliability.md): a torn batch followed by a discarded one's frames is taken as written: LastIndex %d, want 2", got)
+	// The defect, pinned as it is in the raft-wal go.mod requires (v0.4.1):
+	// the torn batch is kept. Once an upgrade discards it, this fails, and
+	// wal may become the default store (docs/cluster.md, --raft-log-store).
+	if got := lastIndex(); got == 2 {
+		t.Fatal("raft-wal now discards a torn batch followed by a discarded one's frames: make this test assert that, and revisit the default log store (docs/cluster.md)")
 	}
 }
