@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/persist"
+	"github.com/leasehold/leasehold/protocol"
 	"github.com/leasehold/leasehold/server"
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
@@ -45,7 +46,7 @@ func serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "requirepass-file", EnvVars: env("REQUIREPASS_FILE"), Usage: "require clients to AUTH with the password in this file (its first line) as the default user, as Redis's requirepass (see docs/security.md)"},
 		&cli.StringFlag{Name: "requirepass", EnvVars: env("REQUIREPASS"), Usage: "the password itself; prefer the environment variable or --requirepass-file: a command line is visible to every user of the machine (ps)"},
 		&cli.StringFlag{Name: "acl-file", EnvVars: env("ACL_FILE"), Usage: "users and their permissions, one 'user <name> <rules...>' a line in Redis's ACL file syntax; reloaded by ACL LOAD and SIGHUP (see docs/security.md)"},
-		&cli.StringFlag{Name: "protected-mode", Value: yesNo(def.ProtectedMode), EnvVars: env("PROTECTED_MODE"), Usage: "yes or no; yes, without a password, refuses clients that are not on loopback, as Redis's protected mode"},
+		&cli.StringFlag{Name: "protected-mode", Value: protocol.YesNo(def.ProtectedMode), EnvVars: env("PROTECTED_MODE"), Usage: "yes or no; yes, without a password, refuses clients that are not on loopback, as Redis's protected mode"},
 		&cli.Int64Flag{Name: "slowlog-log-slower-than", Value: def.SlowlogSlowerThan, EnvVars: env("SLOWLOG_LOG_SLOWER_THAN"), Usage: "SLOWLOG logs commands that run at least this many microseconds, as Redis's (negative: none, 0: every command)"},
 		&cli.IntFlag{Name: "slowlog-max-len", Value: def.SlowlogMaxLen, EnvVars: env("SLOWLOG_MAX_LEN"), Usage: "how many SLOWLOG entries are kept, the newest"},
 		&cli.IntFlag{Name: "lockstats-top", Value: def.LockStatsTop, EnvVars: env("LOCKSTATS_TOP"), Usage: "LOCKSTATS reports at most this many of the hottest locks, tracked in bounded memory; 0: no lock statistics, and no cost for them"},
@@ -237,13 +238,6 @@ func newReloadableLogger(w *os.File, level, format string) (zerolog.Logger, *log
 	lv := &logLevel{w: out}
 	lv.set(lvl)
 	return zerolog.New(lv).Level(zerolog.DebugLevel).With().Timestamp().Logger(), lv, nil
-}
-
-func yesNo(b bool) string {
-	if b {
-		return "yes"
-	}
-	return "no"
 }
 
 // requirePass returns the default user's password from --requirepass-file,

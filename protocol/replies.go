@@ -174,3 +174,11 @@ var nullArray = []byte("*-1\r\n")
 func ceilMillis(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
+
+// YesNo is Redis's spelling of a boolean setting (CONFIG GET, redis.conf).
+func YesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

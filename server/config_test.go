@@ -1,11 +1,11 @@
 package server
 
 import (
-	"github.com/leasehold/leasehold/replica"
 	"strings"
 	"testing"
 
 	"github.com/leasehold/leasehold/cluster"
+	"github.com/leasehold/leasehold/replica"
 )
 
 // TestValidateClusterOnlyFields: a setting that means something in cluster

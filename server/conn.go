@@ -7,17 +7,17 @@ import (
 	"net"
 	"os"
 	"runtime/debug"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
+	"github.com/tidwall/redcon"
+
 	"github.com/leasehold/leasehold/acl"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/protocol"
-	"github.com/rs/zerolog"
-	"github.com/tidwall/redcon"
 )
 
 // conn is one client connection. Its commands run one at a time, either on a
@@ -285,167 +285,4 @@ func (c *conn) prefetchKeys(ahead []byte) int {
 		c.srv.lockTable().Prefetch(keys[:n])
 	}
 	return spanned
-}
-
-// fastCommand marks the commands the command table flags "fast" (as Redis
-// flags those that take O(1) or O(log n)); runCommands reads the clock after
-// any other.
-var fastCommand = commandsFlagged("fast")
-
-// commandsFlagged returns, by index into protocol.Commands, whether each
-// command has flag: a table dispatch reads without searching the flags.
-func commandsFlagged(flag string) []bool {
-	has := make([]bool, len(protocol.Commands))
-	for i, cmd := range protocol.Commands {
-		has[i] = slices.Contains(cmd.Flags, flag)
-	}
-	return has
-}
-
-// dispatch runs one command and buffers its reply, counts it (cmdstats.go)
-// and logs it in the SLOWLOG if it took long enough: the one place every
-// command passes on either transport. Timing costs one monotonic clock read
-// a command, which the latency histograms need whether the slowlog is on or
-// off: a command's end is the next one's start, within a round of
-// runCommands, which reads nothing but buffered or available input between
-// them (so a command's time includes parsing it); the round's first command
-// reads the clock before it too. A command that parks (ACQUIRE ... WAIT) is
-// timed until it parked: the wait is no command's.
-func (c *conn) dispatch(args [][]byte) {
-	start := c.clockAt
-	if start == 0 {
-		start = c.srv.monotonic()
-	}
-	c.parkedAt = 0
-	c.dispatching = dispatchNote{active: true, start: start}
-	i, out := c.execute(args)
-	queued := c.dispatching.queued
-	c.dispatching = dispatchNote{}
-	end := c.parkedAt // a command that parked ran until it parked
-	if end == 0 {
-		end = c.srv.monotonic()
-		c.clockAt = end
-	} else {
-		c.clockAt = 0 // the wait is no command's
-	}
-	d := end - start
-	if queued {
-		c.proposals.timed(d) // counted once its proposal is answered
-	} else {
-		c.tally.record(c.counters, i, out, d)
-	}
-	if sl := &c.srv.slowlog; sl.slowerThan >= 0 && d >= sl.slowerThan {
-		sl.add(c, args, d)
-		c.clockAt = 0 // logging is no command's either
-	}
-}
-
-// execute runs one command and buffers its reply. It returns the command's
-// index in protocol.Commands (-1 for a name not there) and how it ended, for
-// its counters: refused before it ran (rejected: unknown, arity, before
-// AUTH, by ACL, on a subscribed connection), or ran, failing if its reply is
-// an error.
-func (c *conn) execute(args [][]byte) (int, outcome) {
-	i := protocol.LookupIndex(args[0])
-	c.dispatching.cmd = i
-	if i >= 0 && !fastCommand[i] {
-		c.ranSlow = true
-	}
-	if len(c.proposals.replies) > 0 && (i < 0 || !lockWriteCommands[i]) {
-		c.runProposals() // their replies come before this command's
-	}
-	if i < 0 {
-		if protocol.IsCrossProtocol(args[0]) {
-			c.abortCrossProtocol(args[0])
-			return i, cmdRejected
-		}
-		c.writeErr(protocol.UnknownCommandError(args))
-		return i, cmdRejected
-	}
-	cmd := &protocol.Commands[i]
-	if c.subscriptions() > 0 && !allowedWhileSubscribed[cmd.Name] {
-		c.writeErr(protocol.SubscribedOnlyError(cmd.Name))
-		return i, cmdRejected
-	}
-	if err := cmd.CheckArity(len(args)); err != nil {
-		c.writeErr(err)
-		return i, cmdRejected
-	}
-	if c.user == nil && c.refuseBeforeAuth(i) {
-		return i, cmdRejected
-	}
-	if c.user != nil {
-		if c.usersSeen != c.srv.users.Load() && !c.reloadUser() {
-			return i, cmdRejected
-		}
-		if !c.user.Unrestricted() {
-			if err := c.checkACL(i, cmd, args); err != nil {
-				c.writeErr(err)
-				return i, cmdRejected
-			}
-		}
-	}
-	if err := c.checkKeys(cmd, args); err != nil {
-		c.writeErr(err) // the command's own rule on its arguments: a failure, as in Redis
-		return i, cmdFailed
-	}
-	if err := c.handle(i, args); err != nil {
-		c.writeErr(err)
-		return i, cmdFailed
-	}
-	return i, cmdOK
-}
-
-// errCrossProtocol is c.sockErr once a connection spoke HTTP: nothing more
-// is written on it, and it closes.
-var errCrossProtocol = errors.New("server: connection aborted: POST or Host: command (cross-protocol request)")
-
-// abortCrossProtocol ends a connection that sent a command named POST or
-// Host: (see protocol.IsCrossProtocol), as Redis does: at once, dropping the
-// replies it has not been sent yet and running nothing more it sent, such as
-// the rest of an HTTP request already read, body and all.
-func (c *conn) abortCrossProtocol(name []byte) {
-	c.srv.stats.securityAttacks.Add(1)
-	c.srv.warnCrossProtocol(c, name)
-	c.wr.SetBuffer(nil)
-	c.sockErr = errCrossProtocol
-	c.quit = true
-}
-
-// checkKeys applies the lock table's key rules to every key argument the
-// command table declares, so that every lock command, not only those that
-// store a key, refuses an empty or overlong name.
-func (c *conn) checkKeys(cmd *protocol.Command, args [][]byte) error {
-	if cmd.FirstKey <= 0 {
-		return nil
-	}
-	last := cmd.LastKey
-	if last < 0 {
-		last += len(args)
-	}
-	for k := cmd.FirstKey; k <= last && k < len(args); k += max(cmd.Step, 1) {
-		if err := c.srv.lockTable().CheckKey(args[k]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// writeErr replies with err mapped to its wire code; errors nobody mapped
-// are logged, since the client only sees "internal error".
-func (c *conn) writeErr(err error) {
-	if len(c.proposals.replies) > 0 {
-		c.queueError(err) // their replies come first
-		return
-	}
-	c.writeReplyErr(err)
-}
-
-// writeReplyErr is writeErr once the replies before it are written.
-func (c *conn) writeReplyErr(err error) {
-	text, known := protocol.Reply(err)
-	if !known {
-		c.log.Error().Err(err).Msg("unmapped error")
-	}
-	c.wr.WriteError(text)
 }
