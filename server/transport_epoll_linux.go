@@ -95,10 +95,15 @@ func (l *ioLoop) post(fn func()) bool {
 		l.mu.Unlock()
 		return false
 	}
+	// One wake-up for the tasks posted before the loop takes them: the
+	// answers to a Raft entry's proposals arrive together, dozens at once.
+	wake := len(l.tasks) == 0
 	l.tasks = append(l.tasks, fn)
 	l.mu.Unlock()
-	var one = [8]byte{1}
-	unix.Write(l.wakefd, one[:])
+	if wake {
+		var one = [8]byte{1}
+		unix.Write(l.wakefd, one[:])
+	}
 	return true
 }
 
