@@ -929,3 +929,28 @@ func TestClusterCommandStats(t *testing.T) {
 		t.Errorf("acquire without a leader: %+v, want 1 rejected", st)
 	}
 }
+
+// A pipeline whose queued replies hold no change (FORCE-RELEASE of token
+// 0 names no lease), followed by a command that must come after them, is
+// answered whole without more input: on an event loop nothing is proposed,
+// so nothing comes back to run the command that waited.
+func TestClusterPipelineOfNoChangeIsAnswered(t *testing.T) {
+	node := startCluster(t, 1)[0]
+	rc := node.dial()
+	defer rc.Close()
+	rc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	rc.send("FORCE-RELEASE k 0\r\nPING\r\nACQUIRE k 60000\r\nFORCE-RELEASE k 0\r\nECHO after\r\n")
+	for _, want := range []string{":0", "+PONG"} {
+		if got := rc.line(); got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+	if got := rc.line(); !strings.HasPrefix(got, ":") || got == ":0" {
+		t.Fatalf("ACQUIRE = %q, want a token", got)
+	}
+	for _, want := range []string{":0", "$5", "after"} {
+		if got := rc.line(); got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+}

@@ -165,8 +165,10 @@ func (c *conn) mustWait(args [][]byte) bool {
 	i := protocol.LookupIndex(args[0])
 	switch {
 	case len(c.proposals.replies) > 0 && (i < 0 || !lockWriteCommands[i]):
+		if c.startProposals(); !c.inFlight {
+			return false // replies of no change (queued errors): written at once
+		}
 		c.deferred = cloneKeys(args)
-		c.startProposals()
 		return true
 	case i >= 0 && readCommands[i] && !c.staleReads && !(c.linearized && c.rd.Consumed() <= c.linearizedTo) &&
 		c.user != nil && c.srv.replica.SettingsMismatch() == "":
