@@ -64,10 +64,10 @@ func newApplier(cfg Config, rep *replica.Replica, table *locker.Table) applier {
 // allocates nothing.
 type lockReply struct {
 	write     func(c *conn, r lockReply, cmds []lockfsm.Command, res []lockfsm.Result) error
-	ephemeral bool                         // ACQUIRE, MACQUIRE: tie the leases to the connection
-	force     protocol.ForceReleaseRequest // FORCE-RELEASE: what the operator asked, for the log
-	err       error                        // an error reply queued behind proposals (queueError)
-	wait      *blockState                  // a WAIT on an event loop in cluster mode (replicated_wait_loop.go)
+	ephemeral bool                          // ACQUIRE, MACQUIRE: tie the leases to the connection
+	force     *protocol.ForceReleaseRequest // FORCE-RELEASE: what the operator asked, for the log
+	err       error                         // an error reply queued behind proposals (queueError)
+	wait      *blockState                   // a WAIT on an event loop in cluster mode (replicated_wait_loop.go)
 }
 
 // localApplier runs lock commands on a single node's table.
@@ -104,15 +104,13 @@ func (localApplier) closed(*conn) {}
 type commandScratch struct {
 	cmds []lockfsm.Command
 	res  []lockfsm.Result
-	one  [1]lockfsm.Command
+	oneC [1]lockfsm.Command
 	oneR [1]lockfsm.Result
 }
 
-// command returns room for one command, set to cmd.
-func (s *commandScratch) command(cmd lockfsm.Command) []lockfsm.Command {
-	s.one[0] = cmd
-	return s.one[:]
-}
+// one returns room for one command, to be set whole: written in place, a
+// command (288 bytes) is not built on the stack and then copied.
+func (s *commandScratch) one() []lockfsm.Command { return s.oneC[:] }
 
 // commands returns room for n commands, zeroed.
 func (s *commandScratch) commands(n int) []lockfsm.Command {

@@ -15,13 +15,15 @@ func handleCreate(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	cmd := lockfsm.Command{Op: lockfsm.OpCreate, Key: req.Key, Options: locker.CreateOptions{
+	cmds := c.scratch.one()
+	cmd := &cmds[0]
+	*cmd = lockfsm.Command{Op: lockfsm.OpCreate, Key: req.Key, Options: locker.CreateOptions{
 		DefaultTTL:   req.DefaultTTL,
 		LockDelay:    req.LockDelay,
 		LockDelaySet: req.LockDelaySet,
 		Limit:        req.Limit,
 	}}
-	return c.srv.applier.apply(c, c.scratch.command(cmd), lockReply{write: replyGranted})
+	return c.srv.applier.apply(c, cmds, lockReply{write: replyGranted})
 }
 
 func handleAcquire(c *conn, args [][]byte) error {
@@ -34,15 +36,17 @@ func handleAcquire(c *conn, args [][]byte) error {
 			return err
 		}
 	}
-	cmd := lockfsm.Command{Op: lockfsm.OpAcquire, Key: req.Key, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Shared: req.Shared}
+	cmds := c.scratch.one()
+	cmd := &cmds[0]
+	*cmd = lockfsm.Command{Op: lockfsm.OpAcquire, Key: req.Key, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Shared: req.Shared}
 	if req.Wait > 0 {
 		if err := c.checkWait(req.Wait); err != nil {
 			return err
 		}
 		cmd.Op, cmd.Priority, cmd.Wait = lockfsm.OpWait, req.Priority, req.Wait
-		return c.srv.applier.wait(c, cmd, req.Ephemeral)
+		return c.srv.applier.wait(c, *cmd, req.Ephemeral)
 	}
-	return c.srv.applier.apply(c, c.scratch.command(cmd), lockReply{write: replyAcquire, ephemeral: req.Ephemeral})
+	return c.srv.applier.apply(c, cmds, lockReply{write: replyAcquire, ephemeral: req.Ephemeral})
 }
 
 // replyAcquire is ACQUIRE's reply: the token, or nil.
@@ -67,15 +71,17 @@ func handleMAcquire(c *conn, args [][]byte) error {
 			return err
 		}
 	}
-	cmd := lockfsm.Command{Op: lockfsm.OpAcquireAll, Keys: req.Keys, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Shared: req.Shared}
+	cmds := c.scratch.one()
+	cmd := &cmds[0]
+	*cmd = lockfsm.Command{Op: lockfsm.OpAcquireAll, Keys: req.Keys, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Shared: req.Shared}
 	if req.Wait > 0 {
 		if err := c.checkWait(req.Wait); err != nil {
 			return err
 		}
 		cmd.Op, cmd.Priority, cmd.Wait = lockfsm.OpWaitAll, req.Priority, req.Wait
-		return c.srv.applier.wait(c, cmd, req.Ephemeral)
+		return c.srv.applier.wait(c, *cmd, req.Ephemeral)
 	}
-	return c.srv.applier.apply(c, c.scratch.command(cmd), lockReply{write: replyAcquireAll, ephemeral: req.Ephemeral})
+	return c.srv.applier.apply(c, cmds, lockReply{write: replyAcquireAll, ephemeral: req.Ephemeral})
 }
 
 // replyAcquireAll is MACQUIRE's reply: the tokens, or nil.
@@ -109,8 +115,10 @@ func handleRelease(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	cmd := lockfsm.Command{Op: lockfsm.OpRelease, Key: req.Key, Token: req.Token, Scope: c.ownerScope()}
-	return c.srv.applier.apply(c, c.scratch.command(cmd), lockReply{write: replyReleased})
+	cmds := c.scratch.one()
+	cmd := &cmds[0]
+	*cmd = lockfsm.Command{Op: lockfsm.OpRelease, Key: req.Key, Token: req.Token, Scope: c.ownerScope()}
+	return c.srv.applier.apply(c, cmds, lockReply{write: replyReleased})
 }
 
 // replyReleased is RELEASE's reply (1 or 0) and MRELEASE's (how many were
@@ -132,13 +140,17 @@ func handleExtend(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	cmd := lockfsm.Command{Op: lockfsm.OpExtend, Key: req.Key, Token: req.Token, TTL: req.TTL, Scope: c.ownerScope()}
-	return c.srv.applier.apply(c, c.scratch.command(cmd), lockReply{write: replyGranted})
+	cmds := c.scratch.one()
+	cmd := &cmds[0]
+	*cmd = lockfsm.Command{Op: lockfsm.OpExtend, Key: req.Key, Token: req.Token, TTL: req.TTL, Scope: c.ownerScope()}
+	return c.srv.applier.apply(c, cmds, lockReply{write: replyGranted})
 }
 
 func handleDelete(c *conn, args [][]byte) error {
-	cmd := lockfsm.Command{Op: lockfsm.OpDelete, Key: args[1]}
-	return c.srv.applier.apply(c, c.scratch.command(cmd), lockReply{write: replyGranted})
+	cmds := c.scratch.one()
+	cmd := &cmds[0]
+	*cmd = lockfsm.Command{Op: lockfsm.OpDelete, Key: args[1]}
+	return c.srv.applier.apply(c, cmds, lockReply{write: replyGranted})
 }
 
 // replyGranted is the reply of a command that answers 1 when it did what
@@ -160,12 +172,14 @@ func handleForceRelease(c *conn, args [][]byte) error {
 		return err
 	}
 	req.Key = cloneBytes(req.Key) // logged once applied; the reader reuses args
-	reply := lockReply{write: replyForceRelease, force: req}
+	reply := lockReply{write: replyForceRelease, force: &req}
 	if !req.All && req.Token == locker.AllLeases { // token 0, given, names no lease
 		return c.srv.applier.apply(c, nil, reply)
 	}
-	cmd := lockfsm.Command{Op: lockfsm.OpForceRelease, Key: req.Key, Token: req.Token}
-	return c.srv.applier.apply(c, c.scratch.command(cmd), reply)
+	cmds := c.scratch.one()
+	cmd := &cmds[0]
+	*cmd = lockfsm.Command{Op: lockfsm.OpForceRelease, Key: req.Key, Token: req.Token}
+	return c.srv.applier.apply(c, cmds, reply)
 }
 
 // replyForceRelease is FORCE-RELEASE's reply: how many leases and
@@ -175,7 +189,7 @@ func replyForceRelease(c *conn, r lockReply, _ []lockfsm.Command, res []lockfsm.
 	if len(res) > 0 {
 		ended = res[0].N
 	}
-	c.logForceRelease(r.force, ended)
+	c.logForceRelease(*r.force, ended)
 	c.wr.WriteInt(ended)
 	return nil
 }

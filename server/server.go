@@ -255,7 +255,12 @@ func (s *Server) Table() *locker.Table { return s.lockTable() }
 
 // lockTable is the lock table the server reads and, on a single node,
 // changes.
-func (s *Server) lockTable() *locker.Table { return s.applier.table() }
+func (s *Server) lockTable() *locker.Table {
+	if s.table != nil {
+		return s.table // a single node's, read on every command: no indirect call
+	}
+	return s.applier.table()
+}
 
 // Serve accepts connections until Close, serving each on a goroutine the
 // server owns. It starts the lock table's reaper and returns ErrServerClosed
