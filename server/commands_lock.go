@@ -16,8 +16,7 @@ func handleCreate(c *conn, args [][]byte) error {
 		return err
 	}
 	cmds := c.scratch.one()
-	cmd := &cmds[0]
-	*cmd = lockfsm.Command{Op: lockfsm.OpCreate, Key: req.Key, Options: locker.CreateOptions{
+	cmds[0] = lockfsm.Command{Op: lockfsm.OpCreate, Key: req.Key, Options: locker.CreateOptions{
 		DefaultTTL:   req.DefaultTTL,
 		LockDelay:    req.LockDelay,
 		LockDelaySet: req.LockDelaySet,
@@ -31,22 +30,29 @@ func handleAcquire(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	if req.Ephemeral {
-		if err := c.roomForEphemeral(1); err != nil {
-			return err
-		}
-	}
 	cmds := c.scratch.one()
-	cmd := &cmds[0]
-	*cmd = lockfsm.Command{Op: lockfsm.OpAcquire, Key: req.Key, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Shared: req.Shared}
-	if req.Wait > 0 {
-		if err := c.checkWait(req.Wait); err != nil {
+	cmds[0] = lockfsm.Command{Op: lockfsm.OpAcquire, Key: req.Key, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Shared: req.Shared,
+		Priority: req.Priority, Wait: req.Wait}
+	return c.acquire(cmds, 1, req.Ephemeral, lockfsm.OpWait, replyAcquire)
+}
+
+// acquire runs ACQUIRE's or MACQUIRE's command, cmds[0], for keys keys:
+// at once, or, with a WAIT, as waitOp, waiting in the locks' queues.
+func (c *conn) acquire(cmds []lockfsm.Command, keys int, ephemeral bool, waitOp lockfsm.Op,
+	write func(*conn, lockReply, []lockfsm.Command, []lockfsm.Result) error) error {
+	if ephemeral {
+		if err := c.roomForEphemeral(keys); err != nil {
 			return err
 		}
-		cmd.Op, cmd.Priority, cmd.Wait = lockfsm.OpWait, req.Priority, req.Wait
-		return c.srv.applier.wait(c, *cmd, req.Ephemeral)
 	}
-	return c.srv.applier.apply(c, cmds, lockReply{write: replyAcquire, ephemeral: req.Ephemeral})
+	if cmd := &cmds[0]; cmd.Wait > 0 {
+		if err := c.checkWait(cmd.Wait); err != nil {
+			return err
+		}
+		cmd.Op = waitOp
+		return c.srv.applier.wait(c, *cmd, ephemeral)
+	}
+	return c.srv.applier.apply(c, cmds, lockReply{write: write, ephemeral: ephemeral})
 }
 
 // replyAcquire is ACQUIRE's reply: the token, or nil.
@@ -66,22 +72,10 @@ func handleMAcquire(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	if req.Ephemeral {
-		if err := c.roomForEphemeral(len(req.Keys)); err != nil {
-			return err
-		}
-	}
 	cmds := c.scratch.one()
-	cmd := &cmds[0]
-	*cmd = lockfsm.Command{Op: lockfsm.OpAcquireAll, Keys: req.Keys, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Shared: req.Shared}
-	if req.Wait > 0 {
-		if err := c.checkWait(req.Wait); err != nil {
-			return err
-		}
-		cmd.Op, cmd.Priority, cmd.Wait = lockfsm.OpWaitAll, req.Priority, req.Wait
-		return c.srv.applier.wait(c, *cmd, req.Ephemeral)
-	}
-	return c.srv.applier.apply(c, cmds, lockReply{write: replyAcquireAll, ephemeral: req.Ephemeral})
+	cmds[0] = lockfsm.Command{Op: lockfsm.OpAcquireAll, Keys: req.Keys, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Shared: req.Shared,
+		Priority: req.Priority, Wait: req.Wait}
+	return c.acquire(cmds, len(req.Keys), req.Ephemeral, lockfsm.OpWaitAll, replyAcquireAll)
 }
 
 // replyAcquireAll is MACQUIRE's reply: the tokens, or nil.
@@ -116,8 +110,7 @@ func handleRelease(c *conn, args [][]byte) error {
 		return err
 	}
 	cmds := c.scratch.one()
-	cmd := &cmds[0]
-	*cmd = lockfsm.Command{Op: lockfsm.OpRelease, Key: req.Key, Token: req.Token, Scope: c.ownerScope()}
+	cmds[0] = lockfsm.Command{Op: lockfsm.OpRelease, Key: req.Key, Token: req.Token, Scope: c.ownerScope()}
 	return c.srv.applier.apply(c, cmds, lockReply{write: replyReleased})
 }
 
@@ -141,15 +134,13 @@ func handleExtend(c *conn, args [][]byte) error {
 		return err
 	}
 	cmds := c.scratch.one()
-	cmd := &cmds[0]
-	*cmd = lockfsm.Command{Op: lockfsm.OpExtend, Key: req.Key, Token: req.Token, TTL: req.TTL, Scope: c.ownerScope()}
+	cmds[0] = lockfsm.Command{Op: lockfsm.OpExtend, Key: req.Key, Token: req.Token, TTL: req.TTL, Scope: c.ownerScope()}
 	return c.srv.applier.apply(c, cmds, lockReply{write: replyGranted})
 }
 
 func handleDelete(c *conn, args [][]byte) error {
 	cmds := c.scratch.one()
-	cmd := &cmds[0]
-	*cmd = lockfsm.Command{Op: lockfsm.OpDelete, Key: args[1]}
+	cmds[0] = lockfsm.Command{Op: lockfsm.OpDelete, Key: args[1]}
 	return c.srv.applier.apply(c, cmds, lockReply{write: replyGranted})
 }
 
@@ -177,8 +168,7 @@ func handleForceRelease(c *conn, args [][]byte) error {
 		return c.srv.applier.apply(c, nil, reply)
 	}
 	cmds := c.scratch.one()
-	cmd := &cmds[0]
-	*cmd = lockfsm.Command{Op: lockfsm.OpForceRelease, Key: req.Key, Token: req.Token}
+	cmds[0] = lockfsm.Command{Op: lockfsm.OpForceRelease, Key: req.Key, Token: req.Token}
 	return c.srv.applier.apply(c, cmds, reply)
 }
 
