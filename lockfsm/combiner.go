@@ -45,6 +45,10 @@ type Combiner struct {
 	members  atomic.Uint64 // proposals they carried
 	mu       sync.Mutex
 	last     lastAnswer // under mu
+	// sending is held (read) by ApplyAsync while it queues; Stop sets
+	// stopped under it, so that nothing queues after Stop's last look.
+	sending sync.RWMutex
+	stopped bool
 }
 
 // lastAnswer is what linger knows of the last group answered.
@@ -64,7 +68,17 @@ type combined struct {
 	entry []byte
 	out   any
 	err   error
-	done  chan struct{}
+	done  chan struct{}    // Apply's: closed once answered
+	then  func(any, error) // ApplyAsync's: called once answered
+}
+
+// finish answers r.
+func (r *combined) finish() {
+	if r.then != nil {
+		r.then(r.out, r.err)
+		return
+	}
+	close(r.done)
 }
 
 // maxGroupBytes is the size past which a group takes no more members (the
@@ -113,6 +127,24 @@ func (c *Combiner) Apply(entry []byte) (any, error) {
 	return r.out, r.err
 }
 
+// ApplyAsync is Apply without the wait: then is called with what Apply
+// would return, once, on the goroutine that proposed the entry it went in
+// (it must not block), or on this one if the combiner is stopped. A
+// proposal that queues as the combiner stops is answered by Stop.
+func (c *Combiner) ApplyAsync(entry []byte, then func(any, error)) {
+	r := &combined{entry: entry, then: then, gen: c.answered.Load()}
+	c.sending.RLock()
+	defer c.sending.RUnlock()
+	if !c.stopped {
+		select {
+		case c.reqs <- r:
+			return
+		case <-c.stop:
+		}
+	}
+	then(nil, ErrCombinerStopped)
+}
+
 // CombinerStats counts what a Combiner proposed: Members over Entries is
 // how many proposals an entry carried on average.
 type CombinerStats struct {
@@ -130,8 +162,24 @@ func (c *Combiner) Stats() CombinerStats {
 func (c *Combiner) Stop() {
 	c.stopOnce.Do(func() {
 		close(c.stop)
+		c.sending.Lock()
+		c.stopped = true
+		c.sending.Unlock()
 		c.wg.Wait()
 		close(c.finished)
+		// What queued after run stopped taking requests: Apply's callers
+		// see finished; ApplyAsync's are told here.
+		for {
+			select {
+			case r := <-c.reqs:
+				if r.then != nil {
+					r.err = ErrCombinerStopped
+					r.finish()
+				}
+			default:
+				return
+			}
+		}
 	})
 }
 
@@ -150,7 +198,7 @@ func (c *Combiner) run() {
 		case c.slots <- struct{}{}:
 		case <-c.stop:
 			first.err = ErrCombinerStopped
-			close(first.done)
+			first.finish()
 			return
 		}
 		// Whatever queued while a slot was busy goes with first.
@@ -244,7 +292,7 @@ func (c *Combiner) propose(group []*combined) {
 		r := group[0]
 		r.out, r.err = c.p.Apply(r.entry, c.timeout)
 		c.answer(1, start)
-		close(r.done)
+		r.finish()
 		return
 	}
 	members := make([][]byte, len(group))
@@ -265,6 +313,6 @@ func (c *Combiner) propose(group []*combined) {
 			// which answers each member as it would have answered it.
 			r.out = out
 		}
-		close(r.done)
+		r.finish()
 	}
 }

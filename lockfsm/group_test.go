@@ -355,3 +355,52 @@ func TestCombinerLingerIsBounded(t *testing.T) {
 		}
 	})
 }
+
+// TestCombinerApplyAsync: asynchronous proposals are answered once each,
+// as Apply's would be, alone or as a group; one made once the combiner is
+// stopped is answered ErrCombinerStopped, never left without an answer.
+func TestCombinerApplyAsync(t *testing.T) {
+	p := newGateProposer()
+	c := NewCombiner(p, 1, time.Second, 0)
+	type answer struct {
+		out any
+		err error
+	}
+	async := make(chan answer, 4)
+	then := func(out any, err error) { async <- answer{out, err} }
+	c.ApplyAsync(AppendEntry(nil, nil), then)
+	<-p.started // alone, in flight
+	c.ApplyAsync(AppendEntry(nil, nil), then)
+	c.ApplyAsync(AppendEntry(nil, nil), then)
+	testutil.Eventually(t, 5*time.Second, "the later proposals queued", func() bool { return len(c.reqs) >= 1 })
+	p.release <- struct{}{}
+	if a := <-async; a.err != nil || a.out != -1 {
+		t.Fatalf("the first: %v %v, want its own entry's answer", a.out, a.err)
+	}
+	<-p.started // the other two, one group
+	p.release <- struct{}{}
+	seen := map[any]bool{}
+	for range 2 {
+		a := <-async
+		if a.err != nil {
+			t.Fatal(a.err)
+		}
+		seen[a.out] = true
+	}
+	if !seen[0] || !seen[1] {
+		t.Fatalf("the group's members got %v, want 0 and 1", seen)
+	}
+	stopCombiner(c, p)
+	c.ApplyAsync(AppendEntry(nil, nil), then)
+	select {
+	case a := <-async:
+		if a.err != ErrCombinerStopped {
+			t.Fatalf("ApplyAsync after Stop: %v, want ErrCombinerStopped", a.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ApplyAsync after Stop was never answered")
+	}
+	if len(async) != 0 {
+		t.Fatalf("%d answers more than proposals", len(async))
+	}
+}

@@ -278,16 +278,42 @@ func (r *Replica) async(fn, closed func()) {
 // called with Propose's results once they are known, on a goroutine the
 // replica owns (Close waits for it). An event loop's connection parks its
 // replies until then rather than block the loop.
+//
+// On the leader the entry goes to the combiner at once, and done is called
+// by the goroutine that proposed it; only when that fails, or on a
+// follower (forwarding is a blocking call), a goroutine runs Propose.
 func (r *Replica) ProposeAsync(tag lockfsm.Tag, cmds []lockfsm.Command, done func([]lockfsm.Result, error)) {
 	if done == nil {
 		done = func([]lockfsm.Result, error) {}
 	}
-	r.async(func() { done(r.Propose(tag, cmds)) }, func() { done(nil, protocol.ErrTryAgain) })
+	viaPropose := func() { r.async(func() { done(r.Propose(tag, cmds)) }, func() { done(nil, protocol.ErrTryAgain) }) }
+	if !r.Ready() {
+		viaPropose()
+		return
+	}
+	// A new buffer each time: raft keeps the entry's bytes in its log cache.
+	entry := lockfsm.AppendTaggedEntry(nil, tag, cmds)
+	r.combiner.ApplyAsync(entry, func(out any, err error) {
+		res, err := r.decodeResults(out, err, len(cmds))
+		switch {
+		case err == protocol.ErrTryAgain, err == protocol.ErrUncertain && len(tag.Client) > 0:
+			viaPropose() // waits out an election, and sends a tagged batch again
+		default:
+			done(res, err)
+		}
+	})
 }
 
 // proposeHere proposes entry, of n commands, on this node, the leader.
 func (r *Replica) proposeHere(entry []byte, n int) ([]lockfsm.Result, error) {
 	out, err := r.combiner.Apply(entry)
+	return r.decodeResults(out, err, n)
+}
+
+// decodeResults reads the combiner's answer to an entry of n commands, as
+// Propose answers: TRYAGAIN if it was not applied, UNCERTAIN if the
+// outcome is unknown.
+func (r *Replica) decodeResults(out any, err error, n int) ([]lockfsm.Result, error) {
 	switch {
 	case err == nil:
 	case errors.Is(err, cluster.ErrNotApplied), err == lockfsm.ErrCombinerStopped:
