@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/protocol"
+	"github.com/redis/go-redis/v9"
 )
 
 // doer is what *redis.Client and *redis.Conn both offer.

@@ -12,12 +12,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rs/zerolog"
-	"github.com/tidwall/redcon"
-
 	"github.com/leasehold/leasehold/acl"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/protocol"
+	"github.com/rs/zerolog"
+	"github.com/tidwall/redcon"
 )
 
 // conn is one client connection. Its commands run one at a time, either on a
