@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/limits"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/persist"
 	"github.com/leasehold/leasehold/protocol"
@@ -36,7 +37,7 @@ type Config struct {
 	Limits protocol.ReaderLimits
 	// OutputLimits disconnect a client whose replies or messages pile up
 	// unread, as Redis's client-output-buffer-limit.
-	OutputLimits OutputLimits
+	OutputLimits limits.OutputLimits
 	// Locker configures the lock table.
 	Locker locker.Config
 	// Persist configures the data directory; without a Dir nothing touches
@@ -113,15 +114,15 @@ type Config struct {
 // limit is far below Redis's 512 MiB: no lock command needs more than a key
 // and an owner id, so 1 MiB bounds what a stranger can make us hold.
 func DefaultConfig() Config {
-	limits := protocol.DefaultReaderLimits()
-	limits.MaxBulkLen = 1 << 20
-	limits.MaxQueryBuffer = 64 << 20
+	reader := protocol.DefaultReaderLimits()
+	reader.MaxBulkLen = 1 << 20
+	reader.MaxQueryBuffer = 64 << 20
 	return Config{
 		Addr:         fmt.Sprintf("127.0.0.1:%d", DefaultPort),
 		MaxClients:   10000,
 		IOLoops:      defaultIOLoops,
-		Limits:       limits,
-		OutputLimits: DefaultOutputLimits(),
+		Limits:       reader,
+		OutputLimits: limits.DefaultOutputLimits(),
 		Locker:       locker.DefaultConfig(),
 		// Well inside the time a service manager gives before SIGKILL
 		// (Kubernetes: 30 s; systemd: 90 s).

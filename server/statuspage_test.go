@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/limits"
 	"github.com/leasehold/leasehold/locker"
 )
 
@@ -65,7 +66,7 @@ func TestParseEventFrame(t *testing.T) {
 // the pub/sub output limit as any subscriber is, reports the loss, and
 // subscribes again: later events arrive.
 func TestEventWatchFallsBehind(t *testing.T) {
-	ts := startServer(t, func(c *Config) { c.OutputLimits.PubSub = OutputLimit{Hard: 300} })
+	ts := startServer(t, func(c *Config) { c.OutputLimits.PubSub = limits.OutputLimit{Hard: 300} })
 	events := make(chan locker.Event, 1024)
 	lost := make(chan struct{}, 16)
 	release := make(chan struct{})
