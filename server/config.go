@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/limits"
+	"github.com/leasehold/leasehold/internal/tlsconf"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/persist"
 	"github.com/leasehold/leasehold/protocol"
@@ -76,7 +77,7 @@ type Config struct {
 	PeerIsLoopback func(net.Addr) bool
 
 	// TLS configures a TLS listener beside (or instead of) Addr's.
-	TLS TLSConfig
+	TLS tlsconf.Config
 
 	// Cluster, when set, makes the server a member of a Raft group that
 	// replicates its lock table (cluster mode, cluster.go): its NodeID,
@@ -129,7 +130,7 @@ func DefaultConfig() Config {
 		ShutdownTimeout: 10 * time.Second,
 		Version:         "dev",
 		ProtectedMode:   true,
-		TLS:             DefaultTLSConfig(),
+		TLS:             tlsconf.Default(),
 		// The slowlog's are Redis's defaults.
 		SlowlogSlowerThan: 10000,
 		SlowlogMaxLen:     128,
