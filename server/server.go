@@ -43,7 +43,7 @@ type Server struct {
 	// SLOWLOG's (slowlog.go), and LOCKSTATS' (lockstats.go), fed by the
 	// lock table's events and the server's waits; hot is nil with
 	// --lockstats-top 0.
-	slowlog slowlog
+	slowlog slowCommands
 	hot     *contention.Stats
 
 	mu     sync.Mutex       // guards ln, tlsLn, conns, closed, loops, tls.handshaking
