@@ -61,7 +61,7 @@ type Server struct {
 	owners     *ownerNumbers             // owner ids of scoped users' anonymous leases (ownership.go)
 	users      atomic.Pointer[acl.Store] // swapped whole by ReloadACL; dispatch reads it lock-free
 	aclMu      sync.Mutex                // serialises ReloadACL
-	aclLog     aclLog
+	aclLog     acl.Log
 	tls        *tlsState     // nil without a TLS listener
 	closing    chan struct{} // closed by Close: waits in progress end
 	serving    atomic.Bool   // set once Serve accepts connections (Ready)
