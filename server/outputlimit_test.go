@@ -11,7 +11,6 @@ import (
 
 	"github.com/leasehold/leasehold/internal/limits"
 	"github.com/leasehold/leasehold/internal/testutil"
-	"github.com/tidwall/redcon"
 )
 
 // TestConfigValidatesOutputLimits: Config.Validate refuses what
@@ -277,22 +276,4 @@ func (ts *testServer) unsentMessages(t testing.TB, id int64) int64 {
 		}
 	}
 	return int64(n)
-}
-
-// TestBufferedReplies checks the one read of redcon's unexported buffer.
-func TestBufferedReplies(t *testing.T) {
-	var sink strings.Builder
-	w := redcon.NewWriter(&sink)
-	if n := bufferedReplies(w); n != 0 {
-		t.Fatalf("new writer: %d bytes", n)
-	}
-	w.WriteBulkString("hello")
-	w.WriteInt(42)
-	want := len("$5\r\nhello\r\n:42\r\n")
-	if n := bufferedReplies(w); n != want {
-		t.Fatalf("%d bytes buffered, want %d", n, want)
-	}
-	if err := w.Flush(); err != nil || bufferedReplies(w) != 0 || sink.Len() != want {
-		t.Fatalf("after Flush (%v): %d buffered, %d written", err, bufferedReplies(w), sink.Len())
-	}
 }

@@ -2,12 +2,9 @@ package server
 
 import (
 	"errors"
-	"reflect"
 	"time"
-	"unsafe"
 
 	"github.com/leasehold/leasehold/internal/limits"
-	"github.com/tidwall/redcon"
 )
 
 // Four bounds keep one connection from stalling the others on an event
@@ -98,20 +95,3 @@ func (s *Server) notePeakOutput(size int64) {
 		}
 	}
 }
-
-// bufferedReplies returns how many reply bytes w holds unflushed. redcon's
-// Writer does not say (its Buffer copies them), and runCommands asks after
-// every command, so this reads the length of its buffer directly, at the
-// offset found once at start: a redcon that renamed the field fails
-// replyBufferOffset's check at init, not silently.
-func bufferedReplies(w *redcon.Writer) int {
-	return len(*(*[]byte)(unsafe.Add(unsafe.Pointer(w), replyBufferOffset)))
-}
-
-var replyBufferOffset = func() uintptr {
-	f, ok := reflect.TypeFor[redcon.Writer]().FieldByName("b")
-	if !ok || f.Type != reflect.TypeFor[[]byte]() {
-		panic("server: redcon.Writer has no buffer field b []byte; bufferedReplies needs updating")
-	}
-	return f.Offset
-}()
