@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold/acl"
 	"github.com/leasehold/leasehold/contention"
+	"github.com/leasehold/leasehold/internal/limits"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/persist"
 	"github.com/leasehold/leasehold/protocol"
@@ -197,7 +198,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		conns:    make(map[uint64]*conn),
 		closing:  make(chan struct{}),
 		servingC: make(chan struct{}),
-		mem:      memoryGuard{read: heapInUse},
+		mem:      memoryGuard{read: limits.HeapInUse},
 	}
 	s.users.Store(users)
 	s.idle.Store(int64(cfg.IdleTimeout))
