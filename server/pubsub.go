@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/leasehold/leasehold/internal/glob"
+	"github.com/leasehold/leasehold/internal/ownerscope"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/protocol"
 	"github.com/tidwall/redcon"
@@ -155,7 +156,7 @@ const (
 func (f *viewedFrames) frameFor(c *conn, ev *locker.Event, head []string) []byte {
 	owner, visible, class := ev.Owner, true, eventAsIs
 	if v := c.eventView.Load(); v != nil {
-		owner, visible = showOwner(ev.Owner, v.scope)
+		owner, visible = ownerscope.Show(ev.Owner, v.scope)
 		switch {
 		case !visible:
 			class = eventHidden
@@ -176,7 +177,7 @@ func (f *viewedFrames) frameFor(c *conn, ev *locker.Event, head []string) []byte
 }
 
 // eventView is how a subscriber sees events once a server has scoped users:
-// through showOwner with its scope (nil for an admin).
+// through ownerscope.Show with its scope (nil for an admin).
 type eventView struct{ scope []byte }
 
 // set returns the channel or pattern table.

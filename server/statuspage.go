@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/ownerscope"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/protocol"
 )
@@ -83,9 +84,9 @@ func (s *Server) StatusLocks(cursor uint64, count int) (next uint64, locks []Sta
 	return next, locks
 }
 
-// adminOwner is owner as an admin sees it (showOwner with no scope).
+// adminOwner is owner as an admin sees it (ownerscope.Show with no scope).
 func adminOwner(owner string) string {
-	shown, _ := showOwner(owner, nil)
+	shown, _ := ownerscope.Show(owner, nil)
 	return shown
 }
 
