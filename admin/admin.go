@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leasehold/leasehold/server"
+	"github.com/leasehold/leasehold/internal/stats"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -84,7 +84,7 @@ type Source interface {
 	// Ready reports whether commands are served, and if not, why.
 	Ready() (ready bool, why string)
 	// StatsSnapshot reads the server's figures, at each scrape.
-	StatsSnapshot() server.Stats
+	StatsSnapshot() stats.Stats
 }
 
 // Server is a running admin listener. Its serving goroutine is its own and

@@ -1,7 +1,7 @@
 package admin
 
 import (
-	"github.com/leasehold/leasehold/server"
+	"github.com/leasehold/leasehold/internal/stats"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -15,11 +15,11 @@ import (
 // trafficMetrics are the command path's metrics of one series each.
 var trafficMetrics = []metric{
 	{"net_input_bytes_total", "Bytes read from client sockets (under TLS, the encrypted bytes after the handshake).", counter, nil,
-		func(st *server.Stats) float64 { return float64(st.Traffic.NetInputBytes) }},
+		func(st *stats.Stats) float64 { return float64(st.Traffic.NetInputBytes) }},
 	{"net_output_bytes_total", "Bytes written to client sockets (under TLS, the encrypted bytes after the handshake).", counter, nil,
-		func(st *server.Stats) float64 { return float64(st.Traffic.NetOutputBytes) }},
+		func(st *stats.Stats) float64 { return float64(st.Traffic.NetOutputBytes) }},
 	{"connections_closed_idle_total", "Connections closed by the idle timeout (--idle-timeout).", counter, nil,
-		func(st *server.Stats) float64 { return float64(st.Traffic.IdleCloses) }},
+		func(st *stats.Stats) float64 { return float64(st.Traffic.IdleCloses) }},
 }
 
 var (
@@ -40,8 +40,8 @@ var (
 
 // durationBuckets are the histogram's bucket bounds in seconds.
 var durationBuckets = func() []float64 {
-	b := make([]float64, len(server.LatencyBounds))
-	for i, d := range server.LatencyBounds {
+	b := make([]float64, len(stats.LatencyBounds))
+	for i, d := range stats.LatencyBounds {
 		b[i] = d.Seconds()
 	}
 	return b
@@ -57,7 +57,7 @@ func describeCommandMetrics(ch chan<- *prometheus.Desc) {
 }
 
 // collectCommandMetrics is Collect's part for the command path's metrics.
-func collectCommandMetrics(ch chan<- prometheus.Metric, st *server.Stats) {
+func collectCommandMetrics(ch chan<- prometheus.Metric, st *stats.Stats) {
 	for i, m := range trafficMetrics {
 		ch <- prometheus.MustNewConstMetric(trafficDescs[i], m.kind, m.value(st))
 	}

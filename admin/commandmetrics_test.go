@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/leasehold/leasehold/internal/servertest/lockserver"
+	"github.com/leasehold/leasehold/internal/stats"
 	"github.com/leasehold/leasehold/protocol"
 	"github.com/leasehold/leasehold/server"
 	dto "github.com/prometheus/client_model/go"
@@ -109,7 +110,7 @@ func TestCommandMetrics(t *testing.T) {
 			}
 			// The text format adds the +Inf bucket.
 			buckets := h.GetBucket()
-			if len(buckets) != len(server.LatencyBounds)+1 || buckets[0].GetUpperBound() != 1e-6 || buckets[len(buckets)-1].GetCumulativeCount() != h.GetSampleCount() {
+			if len(buckets) != len(stats.LatencyBounds)+1 || buckets[0].GetUpperBound() != 1e-6 || buckets[len(buckets)-1].GetCumulativeCount() != h.GetSampleCount() {
 				t.Errorf("ping's histogram buckets: %v", buckets)
 			}
 			if labelled(fams, "leasehold_command_duration_seconds", map[string]string{"command": "unknown"}) != nil {

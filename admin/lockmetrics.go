@@ -1,8 +1,8 @@
 package admin
 
 import (
+	"github.com/leasehold/leasehold/internal/stats"
 	"github.com/leasehold/leasehold/locker"
-	"github.com/leasehold/leasehold/server"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -11,19 +11,19 @@ import (
 // lock events the pub/sub hub routed and dropped.
 var lockGroup = group{always, []metric{
 	{"lock_handoffs_total", "Leases passed to a waiter as the lock freed (released, expired, forced, or a lock-delay or a wait ahead ended).", counter, nil,
-		func(st *server.Stats) float64 { return float64(st.Locks.HandOffs) }},
+		func(st *stats.Stats) float64 { return float64(st.Locks.HandOffs) }},
 	{"lock_delay_refusals_total", "ACQUIREs refused because a lock-delay was running.", counter, nil,
-		func(st *server.Stats) float64 { return float64(st.Locks.LockDelayRefusals) }},
+		func(st *stats.Stats) float64 { return float64(st.Locks.LockDelayRefusals) }},
 	{"leases_held_by_mode", "Live leases by mode: exclusive, shared (readers) and permit (a semaphore's).", gauge, prometheus.Labels{"mode": "exclusive"},
-		func(st *server.Stats) float64 { return float64(st.Locks.HeldExclusive) }},
+		func(st *stats.Stats) float64 { return float64(st.Locks.HeldExclusive) }},
 	{"leases_held_by_mode", "Live leases by mode: exclusive, shared (readers) and permit (a semaphore's).", gauge, prometheus.Labels{"mode": "shared"},
-		func(st *server.Stats) float64 { return float64(st.Locks.HeldShared) }},
+		func(st *stats.Stats) float64 { return float64(st.Locks.HeldShared) }},
 	{"leases_held_by_mode", "Live leases by mode: exclusive, shared (readers) and permit (a semaphore's).", gauge, prometheus.Labels{"mode": "permit"},
-		func(st *server.Stats) float64 { return float64(st.Locks.HeldPermits) }},
+		func(st *stats.Stats) float64 { return float64(st.Locks.HeldPermits) }},
 	{"events_published_total", "Lock events routed to pub/sub subscribers (made only while anyone subscribes).", counter, nil,
-		func(st *server.Stats) float64 { return float64(st.Traffic.EventsPublished) }},
+		func(st *stats.Stats) float64 { return float64(st.Traffic.EventsPublished) }},
 	{"events_dropped_total", "Lock event messages a subscriber did not get, its output being past its limit.", counter, nil,
-		func(st *server.Stats) float64 { return float64(st.Traffic.EventsDropped) }},
+		func(st *stats.Stats) float64 { return float64(st.Traffic.EventsDropped) }},
 }}
 
 // durationHistogram is one of the lock table's histograms as a Prometheus
@@ -31,16 +31,16 @@ var lockGroup = group{always, []metric{
 type durationHistogram struct {
 	name  string // without the namespace
 	help  string
-	value func(st *server.Stats) *locker.Histogram
+	value func(st *stats.Stats) *locker.Histogram
 }
 
 var histograms = []durationHistogram{
 	{"lock_wait_seconds", "Time waits spent queued, until granted or given up (timeout, unblock, hang-up).",
-		func(st *server.Stats) *locker.Histogram { return &st.Locks.WaitTime }},
+		func(st *stats.Stats) *locker.Histogram { return &st.Locks.WaitTime }},
 	{"lock_hold_seconds", "Time leases were held, from grant to release, forced release or deadline (an expired lease counts up to its deadline).",
-		func(st *server.Stats) *locker.Histogram { return &st.Locks.HoldTime }},
+		func(st *stats.Stats) *locker.Histogram { return &st.Locks.HoldTime }},
 	{"reaper_lateness_seconds", "How long after a lease's deadline the reaper expired it.",
-		func(st *server.Stats) *locker.Histogram { return &st.Locks.ReaperLateness }},
+		func(st *stats.Stats) *locker.Histogram { return &st.Locks.ReaperLateness }},
 }
 
 func (h durationHistogram) desc() *prometheus.Desc {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/contention"
+	"github.com/leasehold/leasehold/internal/stats"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/protocol"
 	"github.com/leasehold/leasehold/server"
@@ -113,7 +114,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 	}
 }
 
-// stats serves server.Stats, with the time it was read at.
+// stats serves stats.Stats, with the time it was read at.
 func (p *statusPage) stats(w http.ResponseWriter, _ *http.Request) {
 	st := p.src.StatsSnapshot()
 	ready, why := p.src.Ready()
@@ -122,7 +123,7 @@ func (p *statusPage) stats(w http.ResponseWriter, _ *http.Request) {
 		Ready  bool    `json:"ready"`
 		Why    string  `json:"why"`
 		Uptime float64 `json:"uptime_s"`
-		server.Stats
+		stats.Stats
 	}{time.Now().UnixMilli(), ready, why, st.Uptime.Seconds(), st})
 }
 

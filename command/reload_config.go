@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/limits"
 	"github.com/leasehold/leasehold/server"
 	"github.com/rs/zerolog"
 )
@@ -83,7 +84,7 @@ func reloadConfigFile(file string, given func(name string) bool, lv *logLevel, s
 			}
 		}
 		if v, ok := values["maxmemory"]; ok {
-			if maxMemory, err = server.ParseMemory(fmt.Sprint(v)); err != nil {
+			if maxMemory, err = limits.ParseMemory(fmt.Sprint(v)); err != nil {
 				return fmt.Errorf("config file %s: maxmemory: %w", file, err)
 			}
 		}

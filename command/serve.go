@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/limits"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/persist"
 	"github.com/leasehold/leasehold/protocol"
@@ -102,7 +103,7 @@ func serve(c *cli.Context) error {
 	cfg.ShutdownTimeout = dur("shutdown-timeout")
 	cfg.Limits.MaxBulkLen = num64("max-bulk-len")
 	cfg.Limits.MaxQueryBuffer = num64("max-query-buffer")
-	if cfg.OutputLimits, err = server.ParseOutputLimits(str("client-output-buffer-limit"), cfg.OutputLimits); err != nil {
+	if cfg.OutputLimits, err = limits.ParseOutputLimits(str("client-output-buffer-limit"), cfg.OutputLimits); err != nil {
 		return cannotStart(err)
 	}
 	cfg.Locker.Shards = num("shards")
@@ -111,7 +112,7 @@ func serve(c *cli.Context) error {
 	cfg.Locker.RequireCreate = flag(c, "require-create").Bool("require-create")
 	cfg.Locker.LockDelay = dur("lock-delay")
 	cfg.Locker.MaxLocks = num("max-locks")
-	if cfg.MaxMemory, err = server.ParseMemory(str("maxmemory")); err != nil {
+	if cfg.MaxMemory, err = limits.ParseMemory(str("maxmemory")); err != nil {
 		return usageError("invalid value %q for flag -maxmemory: %v", str("maxmemory"), err)
 	}
 	cfg.Locker.Tick = dur("tick")

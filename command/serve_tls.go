@@ -5,13 +5,13 @@ import (
 	"net"
 	"strconv"
 
-	"github.com/leasehold/leasehold/server"
+	"github.com/leasehold/leasehold/internal/tlsconf"
 	"github.com/urfave/cli/v2"
 )
 
 // tlsFlags are serve's TLS flags, Redis's names (docs/security.md).
 func tlsFlags() []cli.Flag {
-	def := server.DefaultTLSConfig()
+	def := tlsconf.Default()
 	return []cli.Flag{
 		&cli.IntFlag{Name: "tls-port", EnvVars: env("TLS_PORT"), Usage: "also listen for TLS on this port, on --addr's host, as Redis's tls-port (0: no TLS listener); --addr \"\" turns the plain listener off"},
 		&cli.StringFlag{Name: "tls-addr", EnvVars: env("TLS_ADDR"), Usage: "listen for TLS on this address, HOST:PORT, in place of --tls-port's"},
@@ -29,8 +29,8 @@ var tlsFileFlags = []string{"tls-cert-file", "tls-key-file", "tls-ca-cert-file",
 
 // tlsConfig reads serve's TLS flags. plainAddr is --addr, whose host
 // --tls-port listens on (127.0.0.1's if --addr is "").
-func tlsConfig(c *cli.Context, plainAddr string) (server.TLSConfig, error) {
-	cfg := server.DefaultTLSConfig()
+func tlsConfig(c *cli.Context, plainAddr string) (tlsconf.Config, error) {
+	cfg := tlsconf.Default()
 	str := func(name string) string { return flag(c, name).String(name) }
 	port := flag(c, "tls-port").Int("tls-port")
 	cfg.Addr = str("tls-addr")

@@ -293,3 +293,29 @@ func (c *Command) CheckArity(n int) error {
 func (c *Command) Usage() string {
 	return strings.TrimSpace(strings.ToUpper(c.Name) + " " + joinSyntax(c.Args, " "))
 }
+
+// Keys returns the keys that args, a call of c, name: those at the places
+// the command table gives, or MACQUIRE's numkeys keys. A MACQUIRE that does
+// not parse has none: its handler replies with the parse error and takes
+// nothing.
+func (c *Command) Keys(args [][]byte) [][]byte {
+	if c.Name == "macquire" {
+		req, err := ParseMAcquire(args)
+		if err != nil {
+			return nil
+		}
+		return req.Keys
+	}
+	if c.FirstKey <= 0 {
+		return nil
+	}
+	last := c.LastKey
+	if last < 0 {
+		last += len(args)
+	}
+	var keys [][]byte
+	for k := c.FirstKey; k <= last && k < len(args); k += max(c.Step, 1) {
+		keys = append(keys, args[k])
+	}
+	return keys
+}

@@ -530,3 +530,14 @@ func ParseLockStats(args [][]byte) (LockStatsRequest, error) {
 	}
 	return req, nil
 }
+
+// CheckClientName applies Redis's rule to a client name (CLIENT SETNAME,
+// CLIENT SETINFO, HELLO ... SETNAME): printable ASCII without spaces.
+func CheckClientName(name []byte) error {
+	for _, b := range name {
+		if b < '!' || b > '~' {
+			return ErrBadClientName
+		}
+	}
+	return nil
+}

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/leasehold/leasehold/acl"
@@ -202,45 +201,20 @@ func (c *conn) checkACL(i int, cmd *protocol.Command, args [][]byte) error {
 	if !u.CommandAllowed(i, sub) {
 		name := acl.CommandName(i, sub)
 		c.srv.auth.deniedCmd.Add(1)
-		c.srv.aclLog.add(c, "command", name, u.Name)
+		c.srv.aclLog.Add("command", name, u.Name, c.describe())
 		return protocol.NoPermCommandError(u.Name, name)
 	}
 	if u.AllKeys() {
 		return nil
 	}
-	for _, key := range commandKeys(cmd, args) {
+	for _, key := range cmd.Keys(args) {
 		if !u.KeyAllowed(key) {
 			c.srv.auth.deniedKey.Add(1)
-			c.srv.aclLog.add(c, "key", string(key), u.Name)
+			c.srv.aclLog.Add("key", string(key), u.Name, c.describe())
 			return protocol.ErrNoPermKey
 		}
 	}
 	return nil
-}
-
-// commandKeys returns the keys a command names: those the command table
-// places, or MACQUIRE's numkeys keys. A MACQUIRE that does not parse has
-// none: its handler replies with the parse error and takes nothing.
-func commandKeys(cmd *protocol.Command, args [][]byte) [][]byte {
-	if cmd.Name == "macquire" {
-		req, err := protocol.ParseMAcquire(args)
-		if err != nil {
-			return nil
-		}
-		return req.Keys
-	}
-	if cmd.FirstKey <= 0 {
-		return nil
-	}
-	last := cmd.LastKey
-	if last < 0 {
-		last += len(args)
-	}
-	var keys [][]byte
-	for k := cmd.FirstKey; k <= last && k < len(args); k += max(cmd.Step, 1) {
-		keys = append(keys, args[k])
-	}
-	return keys
 }
 
 // checkChannels is SUBSCRIBE's and PSUBSCRIBE's check of c's user's
@@ -258,7 +232,7 @@ func (c *conn) checkChannels(names [][]byte, pattern bool) error {
 		}
 		if !ok {
 			c.srv.auth.deniedChannel.Add(1)
-			c.srv.aclLog.add(c, "channel", string(n), u.Name)
+			c.srv.aclLog.Add("channel", string(n), u.Name, c.describe())
 			return protocol.ErrNoPermChannel
 		}
 	}
@@ -294,90 +268,35 @@ func aclLoadReason(err error) string {
 	return strings.TrimPrefix(strings.TrimPrefix(err.Error(), "server: "), "acl: ")
 }
 
-// ACL LOG, as Redis's: the latest refusals, newest first, at most
-// aclLogMax; a refusal like one logged less than aclLogGrouping ago (same
-// reason, object and user) counts in that entry instead.
-const (
-	aclLogMax      = 128
-	aclLogGrouping = 60 * time.Second
-)
-
-type aclLog struct {
-	mu      sync.Mutex // guards the fields below
-	entries []*aclLogEntry
-	nextID  uint64
-}
-
-type aclLogEntry struct {
-	count                    int
-	reason, object, username string
-	clientInfo               string
-	id                       uint64
-	created, updated         time.Time
-}
-
-// add logs a refusal of c: reason auth, command, key or channel; object
-// the command, key, channel, or AUTH; username the user, or the name an
-// AUTH tried.
-func (l *aclLog) add(c *conn, reason, object, username string) {
-	now, info := time.Now(), c.describe()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for i, e := range l.entries {
-		if e.reason == reason && e.object == object && e.username == username && now.Sub(e.updated) < aclLogGrouping {
-			e.count++
-			e.updated, e.clientInfo = now, info
-			copy(l.entries[1:i+1], l.entries[:i])
-			l.entries[0] = e
-			return
-		}
-	}
-	e := &aclLogEntry{count: 1, reason: reason, object: object, username: username, clientInfo: info, id: l.nextID, created: now, updated: now}
-	l.nextID++
-	if len(l.entries) < aclLogMax {
-		l.entries = append(l.entries, nil)
-	}
-	copy(l.entries[1:], l.entries)
-	l.entries[0] = e
-}
-
-// write writes ACL LOG's reply: the newest count entries, each as Redis's
-// map flattened for RESP2.
-func (l *aclLog) write(c *conn, count int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := min(count, len(l.entries))
+// writeACLLog writes ACL LOG's reply: the newest count entries of l, each
+// as Redis's map flattened for RESP2.
+func writeACLLog(c *conn, l *acl.Log, count int) {
+	entries := l.Newest(count)
 	now := time.Now()
-	c.wr.WriteArray(n)
-	for _, e := range l.entries[:n] {
+	c.wr.WriteArray(len(entries))
+	for _, e := range entries {
 		c.wr.WriteArray(20)
 		c.wr.WriteBulkString("count")
-		c.wr.WriteInt(e.count)
+		c.wr.WriteInt(e.Count)
 		c.wr.WriteBulkString("reason")
-		c.wr.WriteBulkString(e.reason)
+		c.wr.WriteBulkString(e.Reason)
 		c.wr.WriteBulkString("context")
 		c.wr.WriteBulkString("toplevel")
 		c.wr.WriteBulkString("object")
-		c.wr.WriteBulkString(e.object)
+		c.wr.WriteBulkString(e.Object)
 		c.wr.WriteBulkString("username")
-		c.wr.WriteBulkString(e.username)
+		c.wr.WriteBulkString(e.Username)
 		c.wr.WriteBulkString("age-seconds")
-		c.wr.WriteBulkString(strconv.FormatFloat(now.Sub(e.updated).Seconds(), 'f', 3, 64)) // since the last, as Redis
+		c.wr.WriteBulkString(strconv.FormatFloat(now.Sub(e.Updated).Seconds(), 'f', 3, 64)) // since the last, as Redis
 		c.wr.WriteBulkString("client-info")
-		c.wr.WriteBulkString(e.clientInfo)
+		c.wr.WriteBulkString(e.ClientInfo)
 		c.wr.WriteBulkString("entry-id")
-		c.wr.WriteUint64(e.id)
+		c.wr.WriteUint64(e.ID)
 		c.wr.WriteBulkString("timestamp-created")
-		c.wr.WriteInt64(e.created.UnixMilli())
+		c.wr.WriteInt64(e.Created.UnixMilli())
 		c.wr.WriteBulkString("timestamp-last-updated")
-		c.wr.WriteInt64(e.updated.UnixMilli())
+		c.wr.WriteInt64(e.Updated.UnixMilli())
 	}
-}
-
-func (l *aclLog) reset() {
-	l.mu.Lock()
-	l.entries = nil
-	l.mu.Unlock()
 }
 
 // handleACL serves ACL WHOAMI, CAT, LIST, USERS, LOG and LOAD; dispatch
@@ -426,7 +345,7 @@ func handleACL(c *conn, args [][]byte) error {
 		count := 10
 		if len(args) == 3 {
 			if strings.EqualFold(string(args[2]), "reset") {
-				c.srv.aclLog.reset()
+				c.srv.aclLog.Reset()
 				c.wr.WriteString("OK")
 				return nil
 			}
@@ -437,9 +356,9 @@ func handleACL(c *conn, args [][]byte) error {
 			if n < 0 {
 				return protocol.ErrACLLogCount
 			}
-			count = int(min(n, aclLogMax))
+			count = int(min(n, acl.LogMax))
 		}
-		c.srv.aclLog.write(c, count)
+		writeACLLog(c, &c.srv.aclLog, count)
 	case "load":
 		if c.srv.cfg.ACLFile == "" {
 			return protocol.ErrNoACLFile

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/acl"
 	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/protocol"
 	"github.com/redis/go-redis/v9"
@@ -444,17 +445,17 @@ func sha256Hex(s string) string {
 	return hex.EncodeToString(d[:])
 }
 
-// TestACLLogBounded: the log keeps the newest aclLogMax entries.
+// TestACLLogBounded: the log keeps the newest acl.LogMax entries.
 func TestACLLogBounded(t *testing.T) {
 	ts := startServer(t, withACLFile(t, aclTestFile))
 	locker := ts.userClient("locker", "lockerpw")
-	for i := range aclLogMax + 5 {
+	for i := range acl.LogMax + 5 {
 		do(t, locker, "ACQUIRE", "k"+strconv.Itoa(i), 1000).Err("NOPERM No permissions to access a key")
 	}
 	admin := ts.userClient("admin", "adminpw")
 	entries := do(t, admin, "ACL", "LOG", 1000).Slice()
-	if len(entries) != aclLogMax {
-		t.Fatalf("ACL LOG has %d entries, want %d", len(entries), aclLogMax)
+	if len(entries) != acl.LogMax {
+		t.Fatalf("ACL LOG has %d entries, want %d", len(entries), acl.LogMax)
 	}
 }
 

@@ -118,7 +118,7 @@ func (c *conn) authenticate(user, password []byte) error {
 // name, at most once every authFailureWarnEvery, with the number of
 // failures not logged since the last line.
 func (c *conn) authFailed(user []byte) {
-	c.srv.aclLog.add(c, "auth", "AUTH", string(user))
+	c.srv.aclLog.Add("auth", "AUTH", string(user), c.describe())
 	c.srv.authFailed(c.log, user)
 }
 

@@ -23,6 +23,6 @@ func (c *conn) authenticateByCertificate() {
 		return
 	}
 	c.srv.auth.deniedCert.Add(1)
-	c.srv.aclLog.add(c, "tls-cert", c.tlsCN, c.tlsCN)
+	c.srv.aclLog.Add("tls-cert", c.tlsCN, c.tlsCN, c.describe())
 	c.log.Debug().Str("cn", c.tlsCN[:min(len(c.tlsCN), 64)]).Msg("client certificate: its CN names no enabled user")
 }

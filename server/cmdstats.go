@@ -1,13 +1,12 @@
 package server
 
 import (
-	"math"
-	"math/bits"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/stats"
 	"github.com/leasehold/leasehold/protocol"
 )
 
@@ -38,31 +37,6 @@ import (
 // the table counts under "unknown", never under the client's text, which
 // would let a client create series without bound.
 
-// latencyBounds is the number of latency buckets with an upper bound: bucket
-// k holds the calls that took at most 2^k µs (1 µs to about 1.05 s), and one
-// more holds those above.
-const latencyBounds = 21
-
-// LatencyBounds are the upper bounds of CommandStats.Buckets, all but the
-// last, which counts the calls slower than the last bound.
-var LatencyBounds = func() []time.Duration {
-	b := make([]time.Duration, latencyBounds)
-	for k := range b {
-		b[k] = time.Microsecond << k
-	}
-	return b
-}()
-
-// latencyBucket is the index of the bucket for a call that took d ns: the
-// least k with d <= 2^k µs. For d >= 1, that is the bit length of
-// (d-1)/1000: d <= 1000·2^k iff (d-1)/1000 < 2^k.
-func latencyBucket(d int64) int {
-	if d <= 0 {
-		return 0
-	}
-	return min(bits.Len64(uint64(d-1)/1000), latencyBounds)
-}
-
 // unknownCommand is the name commands not in the table count under.
 const unknownCommand = "unknown"
 
@@ -81,7 +55,7 @@ const (
 // the adds (calls minus failed, read apart, could go down).
 type cmdCounters struct {
 	rejected, nanos atomic.Uint64
-	buckets         [cmdFailed + 1][latencyBounds + 1]atomic.Uint64 // by outcome (OK, failed), then latency
+	buckets         [cmdFailed + 1][stats.LatencyBoundCount + 1]atomic.Uint64 // by outcome (OK, failed), then latency
 }
 
 // counterBlock is a set of counters that a few writers add to (see the top
@@ -114,7 +88,7 @@ type cmdTally struct {
 func (t *cmdTally) record(b *counterBlock, i int, out outcome, d int64) {
 	bucket := 0
 	if out != cmdRejected {
-		bucket = latencyBucket(d)
+		bucket = stats.LatencyBucket(d)
 	} else {
 		d = 0
 	}
@@ -195,57 +169,18 @@ func (cs *commandStats) blocks() []*counterBlock {
 	return append(append([]*counterBlock(nil), cs.stripes...), cs.loops...)
 }
 
-// CommandStats is one command's figures: INFO commandstats' and
-// latencystats' line, and the metrics leasehold_commands_total and
-// leasehold_command_duration_seconds. Stats.Commands has those of the
-// commands called or rejected at least once, in the command table's order,
-// then "unknown". A connection's commands count once its round of commands
-// ends (or INFO runs in it).
-type CommandStats struct {
-	Name     string        // lower case, as in the command table; "unknown" for every name not in it
-	Calls    uint64        // commands that ran: OK and Failed
-	OK       uint64        // commands that ran and were not answered with an error
-	Failed   uint64        // commands that ran and were answered with an error
-	Rejected uint64        // commands refused before they ran (not in Calls)
-	Duration time.Duration // the time the Calls took
-	// Buckets counts the Calls by time taken: Buckets[k] those that took at
-	// most LatencyBounds[k] and more than the bound before, the last one
-	// those slower than every bound.
-	Buckets []uint64
-}
-
-// Percentile returns the upper bound of the bucket that the call at
-// quantile q (0 < q <= 1) falls in, or the last bound's double above them:
-// an estimate that errs high by at most a factor of two.
-func (st CommandStats) Percentile(q float64) time.Duration {
-	if st.Calls == 0 {
-		return 0
-	}
-	rank := min(max(uint64(math.Ceil(q*float64(st.Calls))), 1), st.Calls)
-	var seen uint64
-	for k, n := range st.Buckets {
-		if seen += n; seen >= rank {
-			if k < len(LatencyBounds) {
-				return LatencyBounds[k]
-			}
-			break
-		}
-	}
-	return 2 * LatencyBounds[len(LatencyBounds)-1]
-}
-
 // commandStats sums the blocks: the commands called (or rejected) at least
 // once, in the command table's order, "unknown" last.
-func (s *Server) commandStats() []CommandStats {
+func (s *Server) commandStats() []stats.CommandStats {
 	blocks := s.cmdStats.blocks()
-	var out []CommandStats
+	var out []stats.CommandStats
 	for i := range len(protocol.Commands) + 1 {
-		st := CommandStats{Name: unknownCommand}
+		st := stats.CommandStats{Name: unknownCommand}
 		if i < len(protocol.Commands) {
 			st.Name = protocol.Commands[i].Name
 		}
 		var nanos uint64
-		buckets := make([]uint64, latencyBounds+1)
+		buckets := make([]uint64, stats.LatencyBoundCount+1)
 		for _, b := range blocks {
 			cc := &b.cmds[i]
 			st.Rejected += cc.rejected.Load()

@@ -9,54 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/stats"
 	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/internal/tlstest"
 )
-
-func TestLatencyBucket(t *testing.T) {
-	for _, tc := range []struct {
-		d    time.Duration
-		want int
-	}{
-		{0, 0},
-		{-5, 0},
-		{1, 0},
-		{time.Microsecond, 0},
-		{time.Microsecond + 1, 1},
-		{2 * time.Microsecond, 1},
-		{3 * time.Microsecond, 2},
-		{1024 * time.Microsecond, 10},
-		{1024*time.Microsecond + 1, 11},
-		{LatencyBounds[latencyBounds-1], latencyBounds - 1},
-		{LatencyBounds[latencyBounds-1] + 1, latencyBounds},
-		{time.Hour, latencyBounds},
-	} {
-		if got := latencyBucket(int64(tc.d)); got != tc.want {
-			t.Errorf("latencyBucket(%v) = %d, want %d", tc.d, got, tc.want)
-		}
-		if k := tc.want; tc.d > 0 && k < latencyBounds && tc.d > LatencyBounds[k] {
-			t.Errorf("%v is above its bucket's bound %v", tc.d, LatencyBounds[k])
-		}
-	}
-}
-
-func TestPercentile(t *testing.T) {
-	st := CommandStats{Calls: 1000, Buckets: make([]uint64, latencyBounds+1)}
-	st.Buckets[2] = 990 // ≤ 4µs
-	st.Buckets[5] = 9   // ≤ 32µs
-	st.Buckets[latencyBounds] = 1
-	for q, want := range map[float64]time.Duration{
-		0.5:   4 * time.Microsecond,
-		0.99:  4 * time.Microsecond,
-		0.995: 32 * time.Microsecond,
-		0.999: 32 * time.Microsecond,
-		1:     2 * LatencyBounds[latencyBounds-1],
-	} {
-		if got := st.Percentile(q); got != want {
-			t.Errorf("Percentile(%v) = %v, want %v", q, got, want)
-		}
-	}
-}
 
 // transports runs f against a server on each transport: goroutines
 // (--io-loops 0) and one event loop.
@@ -70,13 +26,13 @@ func transports(t *testing.T, f func(t *testing.T, opts ...option)) {
 }
 
 // commandStatsOf is the figures of command name, zero if it has none.
-func commandStatsOf(s *Server, name string) CommandStats {
+func commandStatsOf(s *Server, name string) stats.CommandStats {
 	for _, st := range s.StatsSnapshot().Commands {
 		if st.Name == name {
 			return st
 		}
 	}
-	return CommandStats{Name: name}
+	return stats.CommandStats{Name: name}
 }
 
 // TestCommandStats: commands sent by a client are counted by name and

@@ -1,15 +1,14 @@
 package server
 
 import (
-	"fmt"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/leasehold/leasehold/internal/clusterinfo"
 	"github.com/leasehold/leasehold/internal/keyslot"
 	"github.com/leasehold/leasehold/protocol"
-	"github.com/leasehold/leasehold/replica"
 )
 
 // handleReadOnly is READONLY: stale reads from this node (see
@@ -48,13 +47,13 @@ func handleCluster(c *conn, args [][]byte) error {
 	}
 	switch sub {
 	case "info":
-		c.wr.WriteBulkString(formatClusterInfo(r.Stats()))
+		c.wr.WriteBulkString(clusterinfo.Info(r.Stats()))
 	case "nodes":
 		members, leaderID, err := r.Members()
 		if err != nil {
 			return protocol.ErrTryAgain
 		}
-		c.wr.WriteBulkString(formatClusterNodes(r.ID(), members, leaderID))
+		c.wr.WriteBulkString(clusterinfo.Nodes(r.ID(), members, leaderID))
 	case "myid":
 		c.wr.WriteBulkString(r.ID())
 	case "slots":
@@ -89,70 +88,7 @@ func (s *Server) infoCluster(b *strings.Builder) {
 		infoLine(b, "cluster_enabled", 0)
 		return
 	}
-	b.WriteString(formatClusterInfo(s.replica.Stats()))
-}
-
-// formatClusterInfo is CLUSTER INFO's text: field:value lines, as Redis's.
-func formatClusterInfo(st replica.Stats) string {
-	state := "ok"
-	if !st.LeaderKnown {
-		state = "fail"
-	}
-	var b strings.Builder
-	line := func(k, v string) { fmt.Fprintf(&b, "%s:%s\r\n", k, v) }
-	num := func(k string, v uint64) { line(k, strconv.FormatUint(v, 10)) }
-	line("cluster_enabled", "1")
-	line("cluster_state", state)
-	line("cluster_role", st.Role)
-	line("cluster_node_id", st.NodeID)
-	line("cluster_raft_addr", st.RaftAddr)
-	line("cluster_leader_id", st.LeaderID)
-	line("cluster_leader_raft_addr", st.LeaderRaftAddr)
-	num("cluster_term", st.Term)
-	num("cluster_term_begun", st.TermBegun)
-	num("cluster_fsm_term", st.FSMTerm)
-	num("cluster_commit_index", st.CommitIndex)
-	num("cluster_applied_index", st.AppliedIndex)
-	num("cluster_last_log_index", st.LastLogIndex)
-	num("cluster_last_snapshot_index", st.LastSnapshotIndex)
-	line("cluster_last_contact", st.LastContact)
-	line("cluster_known_nodes", strconv.Itoa(st.KnownNodes))
-	line("cluster_heartbeat_fast_path", st.HeartbeatFastPath)
-	num("cluster_proposed_entries", st.ProposedEntries)
-	num("cluster_proposed_batches", st.ProposedBatches)
-	line("cluster_settings", st.Settings)
-	if st.SettingsMismatch() {
-		line("cluster_settings_leader", st.SettingsLeader) // differs: lock commands are refused
-	}
-	return b.String()
-}
-
-// formatClusterNodes is CLUSTER NODES's text: a line per member, "id raft-addr
-// flags leader-id": flags are myself, leader or follower, and voter or
-// nonvoter.
-func formatClusterNodes(self string, members []replica.Member, leaderID string) string {
-	if leaderID == "" {
-		leaderID = "-"
-	}
-	var b strings.Builder
-	for _, s := range members {
-		var flags []string
-		if s.ID == self {
-			flags = append(flags, "myself")
-		}
-		if s.Leader {
-			flags = append(flags, "leader")
-		} else {
-			flags = append(flags, "follower")
-		}
-		if s.Voter {
-			flags = append(flags, "voter")
-		} else {
-			flags = append(flags, "nonvoter")
-		}
-		fmt.Fprintf(&b, "%s %s %s %s\n", s.ID, s.Addr, strings.Join(flags, ","), leaderID)
-	}
-	return b.String()
+	b.WriteString(clusterinfo.Info(s.replica.Stats()))
 }
 
 // Redis Cluster's routing, for clients that speak it (redis-cli -c,

@@ -82,7 +82,7 @@ func handleHello(c *conn, args [][]byte) error {
 			user, password = args[i+1], args[i+2]
 			i += 2
 		case bytes.EqualFold(args[i], []byte("setname")) && i+1 < len(args):
-			if err := validClientName(args[i+1]); err != nil {
+			if err := protocol.CheckClientName(args[i+1]); err != nil {
 				return err
 			}
 			name, setName = string(args[i+1]), true
@@ -122,16 +122,6 @@ func handleHello(c *conn, args [][]byte) error {
 	return nil
 }
 
-// validClientName applies Redis's rule: printable ASCII without spaces.
-func validClientName(name []byte) error {
-	for _, b := range name {
-		if b < '!' || b > '~' {
-			return protocol.ErrBadClientName
-		}
-	}
-	return nil
-}
-
 func handleClient(c *conn, args [][]byte) error {
 	sub := strings.ToLower(string(args[1]))
 	switch {
@@ -144,7 +134,7 @@ func handleClient(c *conn, args [][]byte) error {
 			c.wr.WriteBulkString(c.name)
 		}
 	case sub == "setname" && len(args) == 3:
-		if err := validClientName(args[2]); err != nil {
+		if err := protocol.CheckClientName(args[2]); err != nil {
 			return err
 		}
 		c.name = string(args[2])
@@ -152,12 +142,12 @@ func handleClient(c *conn, args [][]byte) error {
 	case sub == "setinfo" && len(args) == 4:
 		switch strings.ToLower(string(args[2])) {
 		case "lib-name":
-			if err := validClientName(args[3]); err != nil {
+			if err := protocol.CheckClientName(args[3]); err != nil {
 				return err
 			}
 			c.libName = string(args[3])
 		case "lib-ver":
-			if err := validClientName(args[3]); err != nil {
+			if err := protocol.CheckClientName(args[3]); err != nil {
 				return err
 			}
 			c.libVer = string(args[3])

@@ -50,7 +50,7 @@ func handleCommand(c *conn, args [][]byte) error {
 	if len(args) == 1 {
 		c.wr.WriteArray(len(protocol.Commands))
 		for i := range protocol.Commands {
-			writeCommandInfo(c, &protocol.Commands[i])
+			protocol.WriteCommandInfo(c.wr, &protocol.Commands[i])
 		}
 		return nil
 	}
@@ -71,7 +71,7 @@ func handleCommand(c *conn, args [][]byte) error {
 		c.wr.WriteArray(len(args) - 2)
 		for _, name := range args[2:] {
 			if cmd := protocol.Lookup(name); cmd != nil {
-				writeCommandInfo(c, cmd)
+				protocol.WriteCommandInfo(c.wr, cmd)
 			} else {
 				c.wr.WriteNull()
 			}
@@ -88,104 +88,9 @@ func handleCommand(c *conn, args [][]byte) error {
 				cmds = append(cmds, cmd)
 			}
 		}
-		c.wr.WriteArray(2 * len(cmds))
-		for _, cmd := range cmds {
-			c.wr.WriteBulkString(cmd.Name)
-			fields := 6
-			if len(cmd.Args) > 0 {
-				fields += 2
-			}
-			c.wr.WriteArray(fields)
-			c.wr.WriteBulkString("summary")
-			c.wr.WriteBulkString(cmd.Summary)
-			c.wr.WriteBulkString("since")
-			c.wr.WriteBulkString("0.1.0")
-			c.wr.WriteBulkString("group")
-			c.wr.WriteBulkString(cmd.Group)
-			if len(cmd.Args) > 0 {
-				c.wr.WriteBulkString("arguments")
-				writeArgDocs(c, cmd.Args)
-			}
-		}
+		protocol.WriteCommandDocs(c.wr, cmds)
 	default:
 		return protocol.UnknownSubcommandError("command", args[1])
 	}
 	return nil
-}
-
-// writeArgDocs writes arguments as COMMAND DOCS does: a list of maps,
-// flattened to arrays in RESP2.
-func writeArgDocs(c *conn, args []protocol.Arg) {
-	c.wr.WriteArray(len(args))
-	for _, a := range args {
-		var flags []string
-		if a.Optional {
-			flags = append(flags, "optional")
-		}
-		if a.Multiple {
-			flags = append(flags, "multiple")
-		}
-		fields := 4
-		if a.Token != "" {
-			fields += 2
-		}
-		if len(flags) > 0 {
-			fields += 2
-		}
-		if len(a.Args) > 0 {
-			fields += 2
-		}
-		c.wr.WriteArray(fields)
-		c.wr.WriteBulkString("name")
-		c.wr.WriteBulkString(a.Name)
-		c.wr.WriteBulkString("type")
-		c.wr.WriteBulkString(a.Type)
-		if a.Token != "" {
-			c.wr.WriteBulkString("token")
-			c.wr.WriteBulkString(a.Token)
-		}
-		if len(flags) > 0 {
-			c.wr.WriteBulkString("flags")
-			c.wr.WriteArray(len(flags))
-			for _, f := range flags {
-				c.wr.WriteString(f)
-			}
-		}
-		if len(a.Args) > 0 {
-			c.wr.WriteBulkString("arguments")
-			writeArgDocs(c, a.Args)
-		}
-	}
-}
-
-func writeCommandInfo(c *conn, cmd *protocol.Command) {
-	c.wr.WriteArray(10)
-	c.wr.WriteBulkString(cmd.Name)
-	c.wr.WriteInt(cmd.Arity)
-	c.wr.WriteArray(len(cmd.Flags))
-	for _, f := range cmd.Flags {
-		c.wr.WriteString(f)
-	}
-	c.wr.WriteInt(cmd.FirstKey)
-	c.wr.WriteInt(cmd.LastKey)
-	c.wr.WriteInt(cmd.Step)
-	c.wr.WriteArray(1)
-	c.wr.WriteString("@" + cmd.Category) // ACL categories
-	c.wr.WriteArray(0)                   // tips
-	c.wr.WriteArray(0)                   // key specs
-	c.wr.WriteArray(len(cmd.Subcommands))
-	for _, sub := range cmd.Subcommands {
-		c.wr.WriteArray(10)
-		c.wr.WriteBulkString(cmd.Name + "|" + sub.Name)
-		c.wr.WriteInt(sub.Arity)
-		c.wr.WriteArray(0) // flags
-		c.wr.WriteInt(0)
-		c.wr.WriteInt(0)
-		c.wr.WriteInt(0)
-		c.wr.WriteArray(1)
-		c.wr.WriteString("@" + sub.Category)
-		c.wr.WriteArray(0)
-		c.wr.WriteArray(0)
-		c.wr.WriteArray(0)
-	}
 }

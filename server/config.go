@@ -6,6 +6,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/limits"
+	"github.com/leasehold/leasehold/internal/tlsconf"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/persist"
 	"github.com/leasehold/leasehold/protocol"
@@ -36,7 +38,7 @@ type Config struct {
 	Limits protocol.ReaderLimits
 	// OutputLimits disconnect a client whose replies or messages pile up
 	// unread, as Redis's client-output-buffer-limit.
-	OutputLimits OutputLimits
+	OutputLimits limits.OutputLimits
 	// Locker configures the lock table.
 	Locker locker.Config
 	// Persist configures the data directory; without a Dir nothing touches
@@ -75,7 +77,7 @@ type Config struct {
 	PeerIsLoopback func(net.Addr) bool
 
 	// TLS configures a TLS listener beside (or instead of) Addr's.
-	TLS TLSConfig
+	TLS tlsconf.Config
 
 	// Cluster, when set, makes the server a member of a Raft group that
 	// replicates its lock table (cluster mode, cluster.go): its NodeID,
@@ -113,22 +115,22 @@ type Config struct {
 // limit is far below Redis's 512 MiB: no lock command needs more than a key
 // and an owner id, so 1 MiB bounds what a stranger can make us hold.
 func DefaultConfig() Config {
-	limits := protocol.DefaultReaderLimits()
-	limits.MaxBulkLen = 1 << 20
-	limits.MaxQueryBuffer = 64 << 20
+	reader := protocol.DefaultReaderLimits()
+	reader.MaxBulkLen = 1 << 20
+	reader.MaxQueryBuffer = 64 << 20
 	return Config{
 		Addr:         fmt.Sprintf("127.0.0.1:%d", DefaultPort),
 		MaxClients:   10000,
 		IOLoops:      defaultIOLoops,
-		Limits:       limits,
-		OutputLimits: DefaultOutputLimits(),
+		Limits:       reader,
+		OutputLimits: limits.DefaultOutputLimits(),
 		Locker:       locker.DefaultConfig(),
 		// Well inside the time a service manager gives before SIGKILL
 		// (Kubernetes: 30 s; systemd: 90 s).
 		ShutdownTimeout: 10 * time.Second,
 		Version:         "dev",
 		ProtectedMode:   true,
-		TLS:             DefaultTLSConfig(),
+		TLS:             tlsconf.Default(),
 		// The slowlog's are Redis's defaults.
 		SlowlogSlowerThan: 10000,
 		SlowlogMaxLen:     128,

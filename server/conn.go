@@ -245,7 +245,7 @@ func (c *conn) runCommands() (open bool) {
 
 // outputFull reports whether c's unsent output has reached outputPause.
 func (c *conn) outputFull() bool {
-	return int64(bufferedReplies(c.wr)+c.pending.Len())+c.unsent.Load() >= outputPause
+	return int64(protocol.BufferedReplies(c.wr)+c.pending.Len())+c.unsent.Load() >= outputPause
 }
 
 func (c *conn) readFailed(err error) {

@@ -327,7 +327,7 @@ func TestEventsSkipPatternsThatCannotMatch(t *testing.T) {
 // begins with "__lock__:") cannot be skipped and cost as the baseline.
 func BenchmarkPublishWithPatterns(b *testing.B) {
 	ev := locker.Event{Kind: locker.EventAcquired, Key: "jobs:42", Token: 7}
-	channel := []byte(EventChannelPrefix + ev.Key)
+	channel := []byte(protocol.EventChannelPrefix + ev.Key)
 	for _, n := range []int{1000, 100_000} {
 		for _, shape := range []struct{ name, format string }{
 			{"prefixed", "__lock__:p%d:*"},

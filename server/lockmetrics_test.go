@@ -4,6 +4,7 @@ import (
 	"net"
 	"testing"
 
+	"github.com/leasehold/leasehold/internal/limits"
 	"github.com/rs/zerolog"
 )
 
@@ -12,7 +13,7 @@ import (
 // one, while the subscriber is being closed; one queued does not.
 func TestDeliverPastLimitCountsDropped(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.OutputLimits.PubSub = OutputLimit{Hard: 100}
+	cfg.OutputLimits.PubSub = limits.OutputLimit{Hard: 100}
 	srv, err := New(cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)

@@ -83,7 +83,7 @@ func TestLockStatsContendedLock(t *testing.T) {
 	// through its event (the statistics count it before it is published).
 	cold, _ := holder.Do(c, "ACQUIRE", "cold", "30000").Int64()
 	holder.Do(c, "RELEASE", "cold", cold)
-	sub := ts.client().Subscribe(c, EventChannelPrefix+"brief")
+	sub := ts.client().Subscribe(c, protocol.EventChannelPrefix+"brief")
 	if _, err := sub.Receive(c); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
-	"runtime/metrics"
 	"sync/atomic"
 	"time"
 
@@ -45,25 +44,13 @@ type memoryGuard struct {
 	refusals atomic.Uint64 // commands refused with protocol.ErrMaxMemory
 	returns  atomic.Uint64 // times the heap's free pages were returned to the OS
 
-	// read is the reading: heapInUse, or a test's.
+	// read is the reading: limits.HeapInUse, or a test's.
 	read func() uint64
 
 	// Only the watch goroutine uses these.
 	lastGC    time.Time // the last collection the watch forced
 	lastFree  time.Time // the last return to the OS
 	peakTable int       // the lock table's bytes at their highest since lastFree
-}
-
-// heapObjects names the Go heap in use in runtime/metrics: the bytes of
-// objects allocated and not yet freed, runtime.MemStats.HeapAlloc without
-// stopping the world.
-const heapObjects = "/memory/classes/heap/objects:bytes"
-
-// heapInUse reads the Go heap in use.
-func heapInUse() uint64 {
-	s := [1]metrics.Sample{{Name: heapObjects}}
-	metrics.Read(s[:])
-	return s[0].Value.Uint64()
 }
 
 // denyOOM are the commands refused while the heap is over --maxmemory:

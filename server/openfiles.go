@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 
+	"github.com/leasehold/leasehold/internal/limits"
 	"github.com/rs/zerolog"
 )
 
@@ -13,9 +14,6 @@ import (
 // epoll and eventfd descriptors.
 const reservedFiles = 32
 
-// fileLimit is an open-file limit (RLIMIT_NOFILE): soft, then hard.
-type fileLimit struct{ cur, max uint64 }
-
 // fitMaxClients fits cfg.MaxClients to the process's open-file limit, as
 // Redis's adjustOpenFilesLimit does: if the soft limit is too low for that
 // many clients and the reserve, it raises it, to what is needed or else as
@@ -23,7 +21,7 @@ type fileLimit struct{ cur, max uint64 }
 // the limit allows, with a warning, and fails if it allows none. Where the
 // limit cannot be read (not Linux or macOS) it returns cfg.MaxClients.
 func fitMaxClients(cfg Config, log zerolog.Logger) (int, error) {
-	lim, err := openFilesLimit()
+	lim, err := limits.OpenFiles()
 	if err != nil {
 		log.Warn().Err(err).Int("max_clients", cfg.MaxClients).Msg("cannot read the open-file limit (ulimit -n); max clients left as given")
 		return cfg.MaxClients, nil
@@ -33,10 +31,10 @@ func fitMaxClients(cfg Config, log zerolog.Logger) (int, error) {
 	}
 	reserve := uint64(reservedFiles + 2*cfg.IOLoops)
 	need := uint64(cfg.MaxClients) + reserve
-	now, setErr := raiseFileLimit(*lim, need, setOpenFilesLimit)
+	now, setErr := limits.RaiseFileLimit(*lim, need, limits.SetOpenFiles)
 	if now >= need {
-		if now > lim.cur {
-			log.Info().Uint64("open_files_limit", now).Uint64("was", lim.cur).Msg("raised the open-file limit for max clients")
+		if now > lim.Cur {
+			log.Info().Uint64("open_files_limit", now).Uint64("was", lim.Cur).Msg("raised the open-file limit for max clients")
 		}
 		return cfg.MaxClients, nil
 	}
@@ -55,24 +53,6 @@ func fitMaxClients(cfg Config, log zerolog.Logger) (int, error) {
 		Uint64("open_files_needed", need).
 		Msg("max clients lowered to fit the open-file limit (ulimit -n)")
 	return clients, nil
-}
-
-// raiseFileLimit raises the soft limit lim.cur to need if it is lower,
-// through set: to need (raising the hard limit too, which only a privileged
-// process may), or else to the hard limit. It returns the soft limit now in
-// force and the error of the attempt to reach need.
-func raiseFileLimit(lim fileLimit, need uint64, set func(fileLimit) error) (uint64, error) {
-	if lim.cur >= need {
-		return lim.cur, nil
-	}
-	err := set(fileLimit{cur: need, max: max(lim.max, need)})
-	if err == nil {
-		return need, nil
-	}
-	if lim.cur < lim.max && set(fileLimit{cur: lim.max, max: lim.max}) == nil {
-		return lim.max, err
-	}
-	return lim.cur, err
 }
 
 // maxClients is --max-clients as in force (SetMaxClients may change it).

@@ -9,51 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/limits"
 	"github.com/leasehold/leasehold/internal/testutil"
-	"github.com/tidwall/redcon"
 )
 
-func TestParseOutputLimits(t *testing.T) {
-	def := DefaultOutputLimits()
-	tests := []struct {
-		in   string
-		want OutputLimits
-		err  string
-	}{
-		{in: "normal 0 0 0 pubsub 32mb 8mb 60", want: def},
-		{in: "normal 1kb 2k 3", want: OutputLimits{Normal: OutputLimit{Hard: 1024, Soft: 2000, SoftFor: 3 * time.Second}, PubSub: def.PubSub}},
-		{in: "PUBSUB 1GB 1m 0", want: OutputLimits{PubSub: OutputLimit{Hard: 1 << 30, Soft: 1e6}}},
-		{in: "pubsub 100 50b 1 normal 7 0 0", want: OutputLimits{Normal: OutputLimit{Hard: 7}, PubSub: OutputLimit{Hard: 100, Soft: 50, SoftFor: time.Second}}},
-		{in: "", err: "want groups"},
-		{in: "normal 0 0", err: "want groups"},
-		{in: "replica 256mb 64mb 60", err: "no replicas"},
-		{in: "other 0 0 0", err: "unknown class"},
-		{in: "normal -1 0 0", err: "size"},
-		{in: "normal 1tb 0 0", err: "size"},
-		{in: "normal 0 0 1.5", err: "soft seconds"},
-		{in: "normal 0 0 -1", err: "soft seconds"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			got, err := ParseOutputLimits(tt.in, def)
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("error %v, want one saying %q", err, tt.err)
-				}
-				return
-			}
-			if err != nil || got != tt.want {
-				t.Fatalf("got %+v, %v; want %+v", got, err, tt.want)
-			}
-			// String is Redis's CONFIG GET form, which parses back.
-			if again, err := ParseOutputLimits(got.String(), OutputLimits{}); err != nil || again != got {
-				t.Fatalf("%q parses to %+v, %v", got.String(), again, err)
-			}
-		})
-	}
-	if got := def.String(); got != "normal 0 0 0 pubsub 33554432 8388608 60" {
-		t.Fatalf("default %q, want Redis's", got)
-	}
+// TestConfigValidatesOutputLimits: Config.Validate refuses what
+// OutputLimits.Validate refuses.
+func TestConfigValidatesOutputLimits(t *testing.T) {
 	bad := DefaultConfig()
 	bad.OutputLimits.Normal.Soft = -1
 	if err := bad.Validate(); err == nil {
@@ -63,7 +25,7 @@ func TestParseOutputLimits(t *testing.T) {
 
 func TestOutputLimitsInInfoAndConfig(t *testing.T) {
 	ts := startServer(t, func(c *Config) {
-		c.OutputLimits.Normal = OutputLimit{Hard: 1 << 20, Soft: 1 << 19, SoftFor: 30 * time.Second}
+		c.OutputLimits.Normal = limits.OutputLimit{Hard: 1 << 20, Soft: 1 << 19, SoftFor: 30 * time.Second}
 	})
 	rdb := ts.client()
 	want := "normal 1048576 524288 30 pubsub 33554432 8388608 60"
@@ -110,7 +72,7 @@ func readUntilClosed(t *testing.T, rc *rawConn, timeout time.Duration) {
 // its output has stayed above it for the soft time). It is disconnected,
 // counted in INFO, and the other clients carry on.
 func TestOutputLimitDisconnectsNonReadingClient(t *testing.T) {
-	for _, lim := range []OutputLimit{
+	for _, lim := range []limits.OutputLimit{
 		{Hard: 16 << 10},
 		{Soft: 16 << 10, SoftFor: time.Second},
 	} {
@@ -139,12 +101,12 @@ func TestOutputLimitDisconnectsNonReadingClient(t *testing.T) {
 func TestOutputLimitSlowSubscriber(t *testing.T) {
 	tests := []struct {
 		name  string
-		lim   OutputLimit
+		lim   limits.OutputLimit
 		reads bool // the subscriber reads each time its messages are above the limit
 	}{
-		{"hard", OutputLimit{Hard: 64 << 10}, false},
-		{"soft", OutputLimit{Soft: 64 << 10, SoftFor: 500 * time.Millisecond}, false},
-		{"soft, then reads", OutputLimit{Soft: 64 << 10, SoftFor: time.Second}, true},
+		{"hard", limits.OutputLimit{Hard: 64 << 10}, false},
+		{"soft", limits.OutputLimit{Soft: 64 << 10, SoftFor: 500 * time.Millisecond}, false},
+		{"soft, then reads", limits.OutputLimit{Soft: 64 << 10, SoftFor: time.Second}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -253,8 +215,8 @@ func TestOutputLimitSlowSubscriber(t *testing.T) {
 func TestWriteSocketSoftLimitCloses(t *testing.T) {
 	for _, pubsub := range []bool{false, true} {
 		t.Run(fmt.Sprintf("pubsub=%v", pubsub), func(t *testing.T) {
-			lim := OutputLimit{Soft: 1 << 10, SoftFor: 100 * time.Millisecond}
-			ts := startServer(t, func(c *Config) { c.OutputLimits = OutputLimits{Normal: lim, PubSub: lim} })
+			lim := limits.OutputLimit{Soft: 1 << 10, SoftFor: 100 * time.Millisecond}
+			ts := startServer(t, func(c *Config) { c.OutputLimits = limits.OutputLimits{Normal: lim, PubSub: lim} })
 			server, client := net.Pipe() // unbuffered: a write waits for the client to read
 			t.Cleanup(func() { server.Close(); client.Close() })
 			c := newGoroutineConn(ts.Server, server)
@@ -314,22 +276,4 @@ func (ts *testServer) unsentMessages(t testing.TB, id int64) int64 {
 		}
 	}
 	return int64(n)
-}
-
-// TestBufferedReplies checks the one read of redcon's unexported buffer.
-func TestBufferedReplies(t *testing.T) {
-	var sink strings.Builder
-	w := redcon.NewWriter(&sink)
-	if n := bufferedReplies(w); n != 0 {
-		t.Fatalf("new writer: %d bytes", n)
-	}
-	w.WriteBulkString("hello")
-	w.WriteInt(42)
-	want := len("$5\r\nhello\r\n:42\r\n")
-	if n := bufferedReplies(w); n != want {
-		t.Fatalf("%d bytes buffered, want %d", n, want)
-	}
-	if err := w.Flush(); err != nil || bufferedReplies(w) != 0 || sink.Len() != want {
-		t.Fatalf("after Flush (%v): %d buffered, %d written", err, bufferedReplies(w), sink.Len())
-	}
 }

@@ -3,9 +3,9 @@ package server
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"strings"
 	"sync/atomic"
 
+	"github.com/leasehold/leasehold/internal/ownerscope"
 	"github.com/leasehold/leasehold/protocol"
 )
 
@@ -29,10 +29,6 @@ import (
 // run everything) has no scope: it acts on every lease and sees every
 // token, with another user's owner ids shown as user:owner.
 
-// scopeSep ends a user's scope; user names cannot contain it (acl refuses
-// them), so no scope is a prefix of another user's.
-const scopeSep = 0x00
-
 // scopeUser names c's user and reports whether it works in an owner
 // scope: a user that is not an admin.
 func (c *conn) scopeUser() (name string, scoped bool) {
@@ -54,7 +50,7 @@ func (c *conn) ownerScope() []byte {
 		return nil
 	}
 	if c.scope == nil || string(c.scope[:len(c.scope)-1]) != name {
-		c.scope = append(append(make([]byte, 0, len(name)+1), name...), scopeSep)
+		c.scope = append(append(make([]byte, 0, len(name)+1), name...), ownerscope.Sep)
 	}
 	return c.scope
 }
@@ -92,47 +88,22 @@ func newOwnerNumbers() *ownerNumbers {
 	return o
 }
 
-// appendAnonymous appends a made-up owner id, which starts with scopeSep so
-// that views tell it from one a client gave (see showOwner).
+// appendAnonymous appends a made-up owner id, which starts with ownerscope.Sep so
+// that views tell it from one a client gave (see ownerscope.Show).
 func (o *ownerNumbers) appendAnonymous(buf []byte) []byte {
-	buf = append(buf, scopeSep)
+	buf = append(buf, ownerscope.Sep)
 	buf = append(buf, o.run[:]...)
 	return binary.BigEndian.AppendUint64(buf, o.next.Add(1))
 }
 
 // ownerView is how STATUS and HOLDERS show leases to c: nil (as stored) on
-// a server without scoped users, else by showOwner.
+// a server without scoped users, else by ownerscope.Show.
 func (c *conn) ownerView() protocol.OwnerView {
 	scope := c.ownerScope()
 	if scope == nil && !c.srv.hasScopedUsers() {
 		return nil
 	}
-	return func(owner string) (string, bool) { return showOwner(owner, scope) }
-}
-
-// showOwner decides what a client with scope sees of a lease with owner:
-// with no scope (an admin), every lease, a scoped owner id as user:owner;
-// with a scope, only its own leases, their owner ids as the client gave
-// them; a made-up owner id shows as empty, as a lease taken without OWNER.
-func showOwner(owner string, scope []byte) (string, bool) {
-	if scope != nil {
-		rest, ok := strings.CutPrefix(owner, string(scope))
-		if !ok {
-			return "", false
-		}
-		if strings.HasPrefix(rest, string(rune(scopeSep))) {
-			return "", true
-		}
-		return rest, true
-	}
-	user, rest, scoped := strings.Cut(owner, string(rune(scopeSep)))
-	if !scoped {
-		return owner, true
-	}
-	if strings.HasPrefix(rest, string(rune(scopeSep))) {
-		rest = ""
-	}
-	return user + ":" + rest, true
+	return func(owner string) (string, bool) { return ownerscope.Show(owner, scope) }
 }
 
 // setEventView records, for the goroutines that publish events, how c sees

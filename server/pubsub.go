@@ -2,19 +2,15 @@ package server
 
 import (
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/leasehold/leasehold/internal/glob"
+	"github.com/leasehold/leasehold/internal/ownerscope"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/protocol"
 	"github.com/tidwall/redcon"
 )
-
-// EventChannelPrefix starts the pub/sub channel of every lock's events:
-// __lock__:<key>, as Redis names keyspace channels __keyspace@0__:<key>.
-const EventChannelPrefix = "__lock__:"
 
 // hub routes lock events to subscribed connections. It is the lock table's
 // EventSink: with no subscriber, Active is false and the table builds no
@@ -101,7 +97,7 @@ func (h *hub) Active() bool { return h.subs.Load() > 0 }
 // matching pattern. It never blocks on a subscriber.
 func (h *hub) Publish(ev locker.Event) {
 	h.published.Add(1)
-	channel := EventChannelPrefix + ev.Key
+	channel := protocol.EventChannelPrefix + ev.Key
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	if subs := h.channels[channel]; len(subs) > 0 {
@@ -160,7 +156,7 @@ const (
 func (f *viewedFrames) frameFor(c *conn, ev *locker.Event, head []string) []byte {
 	owner, visible, class := ev.Owner, true, eventAsIs
 	if v := c.eventView.Load(); v != nil {
-		owner, visible = showOwner(ev.Owner, v.scope)
+		owner, visible = ownerscope.Show(ev.Owner, v.scope)
 		switch {
 		case !visible:
 			class = eventHidden
@@ -175,27 +171,13 @@ func (f *viewedFrames) frameFor(c *conn, ev *locker.Event, head []string) []byte
 		for _, field := range head {
 			frame = redcon.AppendBulkString(frame, field)
 		}
-		f.frames[class] = redcon.AppendBulkString(frame, eventMessage(ev, owner, visible))
+		f.frames[class] = redcon.AppendBulkString(frame, protocol.EventMessage(ev, owner, visible))
 	}
 	return f.frames[class]
 }
 
-// eventMessage is an event's message: "<kind> <token>[ <owner>]", or the
-// kind alone for a subscriber that may not see the lease's token and owner
-// (ownership.go).
-func eventMessage(ev *locker.Event, owner string, visible bool) string {
-	if !visible {
-		return string(ev.Kind)
-	}
-	msg := string(ev.Kind) + " " + strconv.FormatUint(ev.Token, 10)
-	if owner != "" {
-		msg += " " + owner
-	}
-	return msg
-}
-
 // eventView is how a subscriber sees events once a server has scoped users:
-// through showOwner with its scope (nil for an admin).
+// through ownerscope.Show with its scope (nil for an admin).
 type eventView struct{ scope []byte }
 
 // set returns the channel or pattern table.

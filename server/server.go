@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold/acl"
 	"github.com/leasehold/leasehold/contention"
+	"github.com/leasehold/leasehold/internal/limits"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/persist"
 	"github.com/leasehold/leasehold/protocol"
@@ -43,7 +44,7 @@ type Server struct {
 	// SLOWLOG's (slowlog.go), and LOCKSTATS' (lockstats.go), fed by the
 	// lock table's events and the server's waits; hot is nil with
 	// --lockstats-top 0.
-	slowlog slowlog
+	slowlog slowCommands
 	hot     *contention.Stats
 
 	mu     sync.Mutex       // guards ln, tlsLn, conns, closed, loops, tls.handshaking
@@ -61,7 +62,7 @@ type Server struct {
 	owners     *ownerNumbers             // owner ids of scoped users' anonymous leases (ownership.go)
 	users      atomic.Pointer[acl.Store] // swapped whole by ReloadACL; dispatch reads it lock-free
 	aclMu      sync.Mutex                // serialises ReloadACL
-	aclLog     aclLog
+	aclLog     acl.Log
 	tls        *tlsState     // nil without a TLS listener
 	closing    chan struct{} // closed by Close: waits in progress end
 	serving    atomic.Bool   // set once Serve accepts connections (Ready)
@@ -197,7 +198,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		conns:    make(map[uint64]*conn),
 		closing:  make(chan struct{}),
 		servingC: make(chan struct{}),
-		mem:      memoryGuard{read: heapInUse},
+		mem:      memoryGuard{read: limits.HeapInUse},
 	}
 	s.users.Store(users)
 	s.idle.Store(int64(cfg.IdleTimeout))

@@ -1,15 +1,13 @@
 package server
 
 import (
-	"bytes"
-	"errors"
 	"net"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/ownerscope"
 	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/protocol"
 )
 
 // What the admin listener's status page (package admin) reads: locks with
@@ -86,9 +84,9 @@ func (s *Server) StatusLocks(cursor uint64, count int) (next uint64, locks []Sta
 	return next, locks
 }
 
-// adminOwner is owner as an admin sees it (showOwner with no scope).
+// adminOwner is owner as an admin sees it (ownerscope.Show with no scope).
 func adminOwner(owner string) string {
-	shown, _ := showOwner(owner, nil)
+	shown, _ := ownerscope.Show(owner, nil)
 	return shown
 }
 
@@ -114,7 +112,7 @@ type EventWatch struct {
 }
 
 // eventWatchPattern is every lock's event channel.
-const eventWatchPattern = EventChannelPrefix + "*"
+const eventWatchPattern = protocol.EventChannelPrefix + "*"
 
 // WatchEvents starts an EventWatch: onEvent is called with each lock event,
 // and onLost when events were lost (the watch fell behind and was cut off),
@@ -186,7 +184,7 @@ func (w *EventWatch) run(c *conn) {
 // deliver parses the pmessage frames of frames and hands on their events.
 func (w *EventWatch) deliver(frames []byte) {
 	for len(frames) > 0 {
-		ev, rest, err := parseEventFrame(frames)
+		ev, rest, err := protocol.ParseEventFrame(frames)
 		if err != nil {
 			w.srv.log.Error().Err(err).Msg("status page: unreadable event frame")
 			return
@@ -194,38 +192,4 @@ func (w *EventWatch) deliver(frames []byte) {
 		w.onEv(ev)
 		frames = rest
 	}
-}
-
-var errEventFrame = errors.New("server: not an event frame")
-
-// parseEventFrame reads one ["pmessage", pattern, channel, message] frame,
-// as frameFor makes it, from the start of b.
-func parseEventFrame(b []byte) (ev locker.Event, rest []byte, err error) {
-	if !bytes.HasPrefix(b, []byte("*4\r\n")) {
-		return ev, nil, errEventFrame
-	}
-	b = b[4:]
-	var fields [4]string
-	for n := range fields {
-		if len(b) == 0 || b[0] != '$' {
-			return ev, nil, errEventFrame
-		}
-		end := bytes.Index(b, []byte("\r\n"))
-		if end < 0 {
-			return ev, nil, errEventFrame
-		}
-		size, err := strconv.Atoi(string(b[1:end]))
-		if err != nil || size < 0 || len(b) < end+2+size+2 {
-			return ev, nil, errEventFrame
-		}
-		fields[n] = string(b[end+2 : end+2+size])
-		b = b[end+2+size+2:]
-	}
-	kind, msg, _ := strings.Cut(fields[3], " ")
-	token, owner, _ := strings.Cut(msg, " ")
-	ev.Kind = locker.EventKind(kind)
-	ev.Key = strings.TrimPrefix(fields[2], EventChannelPrefix)
-	ev.Token, _ = strconv.ParseUint(token, 10, 64)
-	ev.Owner = owner
-	return ev, b, nil
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/limits"
 	"github.com/leasehold/leasehold/locker"
 )
 
@@ -45,27 +46,11 @@ func TestStatusPageLocksAndEvents(t *testing.T) {
 	}
 }
 
-func TestParseEventFrame(t *testing.T) {
-	frame := []byte("*4\r\n$8\r\npmessage\r\n$10\r\n__lock__:*\r\n$10\r\n__lock__:k\r\n$14\r\nreleased 7 o p\r\n")
-	ev, rest, err := parseEventFrame(append(frame, frame...))
-	if err != nil || len(rest) != len(frame) {
-		t.Fatalf("err %v, rest %q", err, rest)
-	}
-	if want := (locker.Event{Kind: locker.EventReleased, Key: "k", Token: 7, Owner: "o p"}); ev != want {
-		t.Fatalf("event %+v, want %+v", ev, want)
-	}
-	for _, bad := range []string{"", "+OK\r\n", "*4\r\n$8\r\npmessage\r\n", "*4\r\n$99\r\nx\r\n"} {
-		if _, _, err := parseEventFrame([]byte(bad)); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
-	}
-}
-
 // TestEventWatchFallsBehind: a watch that does not keep up is cut off at
 // the pub/sub output limit as any subscriber is, reports the loss, and
 // subscribes again: later events arrive.
 func TestEventWatchFallsBehind(t *testing.T) {
-	ts := startServer(t, func(c *Config) { c.OutputLimits.PubSub = OutputLimit{Hard: 300} })
+	ts := startServer(t, func(c *Config) { c.OutputLimits.PubSub = limits.OutputLimit{Hard: 300} })
 	events := make(chan locker.Event, 1024)
 	lost := make(chan struct{}, 16)
 	release := make(chan struct{})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/servertest"
 	"github.com/leasehold/leasehold/internal/testutil"
+	"github.com/leasehold/leasehold/internal/tlsconf"
 	"github.com/leasehold/leasehold/internal/tlstest"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
@@ -168,17 +169,17 @@ func TestTLSConfigErrors(t *testing.T) {
 	f := tlstest.New(t, t.TempDir())
 	cases := []struct {
 		name   string
-		change func(*TLSConfig)
+		change func(*tlsconf.Config)
 		want   string
 	}{
-		{"no cert", func(c *TLSConfig) { c.CertFile = "" }, "tls-cert-file"},
-		{"missing cert", func(c *TLSConfig) { c.CertFile = f.Dir + "/nothing.crt" }, "nothing.crt"},
-		{"key of another cert", func(c *TLSConfig) { _, c.KeyFile = f.ClientCert(t, "x") }, "tls-key-file"},
-		{"missing ca", func(c *TLSConfig) { c.CACertFile = f.Dir + "/nothing-ca.crt" }, "nothing-ca.crt"},
-		{"ca not pem", func(c *TLSConfig) { c.CACertFile = f.ServerKey }, "no PEM certificate"},
-		{"auth without ca", func(c *TLSConfig) { c.CACertFile = "" }, "tls-ca-cert-file"},
-		{"bad auth", func(c *TLSConfig) { c.AuthClients = "maybe" }, "tls-auth-clients"},
-		{"tls 1.1", func(c *TLSConfig) { c.Protocols = "TLSv1.1 TLSv1.2" }, "not allowed"},
+		{"no cert", func(c *tlsconf.Config) { c.CertFile = "" }, "tls-cert-file"},
+		{"missing cert", func(c *tlsconf.Config) { c.CertFile = f.Dir + "/nothing.crt" }, "nothing.crt"},
+		{"key of another cert", func(c *tlsconf.Config) { _, c.KeyFile = f.ClientCert(t, "x") }, "tls-key-file"},
+		{"missing ca", func(c *tlsconf.Config) { c.CACertFile = f.Dir + "/nothing-ca.crt" }, "nothing-ca.crt"},
+		{"ca not pem", func(c *tlsconf.Config) { c.CACertFile = f.ServerKey }, "no PEM certificate"},
+		{"auth without ca", func(c *tlsconf.Config) { c.CACertFile = "" }, "tls-ca-cert-file"},
+		{"bad auth", func(c *tlsconf.Config) { c.AuthClients = "maybe" }, "tls-auth-clients"},
+		{"tls 1.1", func(c *tlsconf.Config) { c.Protocols = "TLSv1.1 TLSv1.2" }, "not allowed"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,8 +1,8 @@
-package server
+package ownerscope
 
 import "testing"
 
-func TestShowOwner(t *testing.T) {
+func TestShow(t *testing.T) {
 	alice := []byte("alice\x00")
 	anon := "alice\x00\x00" + "12345678" + "\x00\x00\x00\x00\x00\x00\x00\x01"
 	tests := []struct {
@@ -23,9 +23,9 @@ func TestShowOwner(t *testing.T) {
 		{"", nil, "", true},
 	}
 	for _, tt := range tests {
-		shown, visible := showOwner(tt.owner, tt.scope)
+		shown, visible := Show(tt.owner, tt.scope)
 		if shown != tt.shown || visible != tt.visible {
-			t.Errorf("showOwner(%q, %q) = %q, %v; want %q, %v", tt.owner, tt.scope, shown, visible, tt.shown, tt.visible)
+			t.Errorf("Show(%q, %q) = %q, %v; want %q, %v", tt.owner, tt.scope, shown, visible, tt.shown, tt.visible)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package server
+package outbuf
 
 import (
 	"bytes"
@@ -12,11 +12,11 @@ import (
 // in order, and that Len counts what waits.
 func TestOutBuf(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	var o outBuf
+	var o Buf
 	var in, out []byte
 	full := errors.New("socket failed")
 	for round := range 2000 {
-		p := make([]byte, rng.IntN(3*outBlockMax))
+		p := make([]byte, rng.IntN(3*blockMax))
 		for i := range p {
 			p[i] = byte(len(in) + i)
 		}

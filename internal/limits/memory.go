@@ -1,9 +1,10 @@
-package server
+package limits
 
 import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 )
@@ -39,4 +40,17 @@ func ParseMemory(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is more than %d bytes", s, int64(math.MaxInt64))
 	}
 	return n * mul, nil
+}
+
+// heapObjects names the Go heap in use in runtime/metrics: the bytes of
+// objects allocated and not yet freed, runtime.MemStats.HeapAlloc without
+// stopping the world.
+const heapObjects = "/memory/classes/heap/objects:bytes"
+
+// HeapInUse reads the Go heap in use, the reading --maxmemory is checked
+// against.
+func HeapInUse() uint64 {
+	s := [1]metrics.Sample{{Name: heapObjects}}
+	metrics.Read(s[:])
+	return s[0].Value.Uint64()
 }
