@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/acl"
+	"github.com/leasehold/leasehold/internal/outbuf"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/protocol"
 	"github.com/rs/zerolog"
@@ -66,7 +67,7 @@ type conn struct {
 	linearizeErr          error                      // cluster mode, event loop: why the leader check made for deferred failed
 	linearizedTo          int64                      // cluster mode, event loop: the input received when the last leader check began
 	waitSeq               uint64                     // cluster mode: numbers its waits (cluster_wait.go)
-	pending               outBuf                     // event loop: reply bytes the socket has not taken yet
+	pending               outbuf.Buf                 // event loop: reply bytes the socket has not taken yet
 	sockErr               error                      // a write failed, or the commit before it, or the client spoke HTTP: write nothing more
 	lastRead              int64                      // event loop: monotonic ns of the last read, for the idle timeout
 	drained               bool                       // event loop: the last read emptied the socket

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/limits"
 	"github.com/leasehold/leasehold/protocol"
 	"github.com/tidwall/redcon"
 )
@@ -328,7 +329,7 @@ func (c *conn) writeQueued() error {
 // the soft output limit's, once the unsent output has stayed above it for
 // the soft time, or the idle timeout's (a client that stops reading is as
 // idle as one that stops sending), whichever comes first.
-func (c *conn) armWriteDeadline(lim OutputLimit) {
+func (c *conn) armWriteDeadline(lim limits.OutputLimit) {
 	var at time.Time
 	if idle := c.srv.idleTimeout(); idle > 0 {
 		at = time.Now().Add(idle)

@@ -38,16 +38,12 @@ const (
 	outputPause = 64 << 10
 )
 
-// OutputLimit is one class's output buffer limit (limits.OutputLimit),
-// under the name the transports' signatures use.
-type OutputLimit = limits.OutputLimit
-
 // errOutputLimit ends a connection whose output passed its class's limit.
 var errOutputLimit = errors.New("server: client output buffer limit reached")
 
 // outputLimit returns the limits of c's class. Its caller runs c's
 // commands: the subscriptions that decide the class change only there.
-func (c *conn) outputLimit() OutputLimit {
+func (c *conn) outputLimit() limits.OutputLimit {
 	if c.subscriptions() > 0 {
 		return c.srv.cfg.OutputLimits.PubSub
 	}
@@ -58,7 +54,7 @@ func (c *conn) outputLimit() OutputLimit {
 // output pass: "hard" at once, "soft" once the output has stayed above it
 // since since (monotonic ns, 0 for not yet) for lim.SoftFor. The caller
 // tracks since: aboveSoft reports whether it should be running.
-func overOutputLimit(lim OutputLimit, size, since, now int64) (bound string, aboveSoft bool) {
+func overOutputLimit(lim limits.OutputLimit, size, since, now int64) (bound string, aboveSoft bool) {
 	switch {
 	case lim.Hard > 0 && size > lim.Hard:
 		return "hard", true
@@ -73,7 +69,7 @@ func overOutputLimit(lim OutputLimit, size, since, now int64) (bound string, abo
 
 // outputLimitReached logs and counts the disconnection of c for passing
 // its output buffer limit.
-func (c *conn) outputLimitReached(bound string, size int64, lim OutputLimit, pubsub bool) {
+func (c *conn) outputLimitReached(bound string, size int64, lim limits.OutputLimit, pubsub bool) {
 	c.srv.stats.outputLimitCloses.Add(1)
 	class := "normal"
 	if pubsub {
