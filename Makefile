@@ -82,15 +82,29 @@ $(NODE_MODULES): clients/node/package.json clients/node/package-lock.json
 	cd clients/node && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
+# The packages whose tests take longest, named first: go test starts
+# packages in the order given (GOMAXPROCS at a time, two on a two-core
+# machine), and in ./...'s alphabetical order the server's, the longest,
+# started last and ran alone at the end.
+TEST_FIRST := ./server ./locker ./cluster ./command ./chaos ./clients/...
+# Tests that time the server while an attack loads its process, on a 1 s
+# lease: they run after the others, alone on the machine (a package of CPU-
+# bound tests beside them, as the order above makes likely, could delay a
+# renewal past its lease), once per transport.
+TEST_ALONE := ^TestBystanderKeepsItsLeaseUnderAttack$$
+
 ## test: formatting, go.mod tidiness, vet, staticcheck, this help, and every
 ## test under the race detector (fuzz seeds included; the chaos harness's
 ## short run, TestChaos in ./chaos, among them: it needs root and ip netns,
-## skips without them, and fails without them under CI=true).
+## skips without them, and fails without them under CI=true); then the
+## server's transport tests (server/transport_test.go lists them) again over
+## the goroutine-per-connection transport and over two event loops.
 test: deps fmt-check tidy-check vet lint help-check
-	$(GO) test -race -count=1 -timeout 10m ./...
-	@echo "server tests again over the goroutine-per-connection transport:"
-	LEASEHOLD_TEST_IO_LOOPS=0 $(GO) test -race -count=1 -timeout 10m ./server
-	LEASEHOLD_TEST_IO_LOOPS=2 $(GO) test -race -count=1 -timeout 10m ./server
+	$(GO) test -race -count=1 -timeout 10m -skip '$(TEST_ALONE)' $(TEST_FIRST) ./...
+	$(GO) test -race -count=1 -timeout 10m -run '$(TEST_ALONE)' ./server
+	@echo "the server's transport tests again, over a goroutine per connection and over two event loops:"
+	LEASEHOLD_TEST_IO_LOOPS=0 LEASEHOLD_TEST_TRANSPORT_ONLY=1 $(GO) test -race -count=1 -timeout 10m ./server
+	LEASEHOLD_TEST_IO_LOOPS=2 LEASEHOLD_TEST_TRANSPORT_ONLY=1 $(GO) test -race -count=1 -timeout 10m ./server
 
 ## fmt-check: fail when a Go file is not gofmt'ed.
 fmt-check:

@@ -39,6 +39,7 @@ func withManualClock(clock *locker.ManualClock) option {
 // shards, and the transport servertest.IOLoopsEnv asks for, changed by opts.
 func testConfig(t testing.TB, opts ...option) Config {
 	t.Helper()
+	skipUnlessTransportTest(t) // transport_test.go
 	cfg := DefaultConfig()
 	cfg.Addr = servertest.Addr
 	cfg.Locker.Shards = 8

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,6 +37,46 @@ func IOLoops() (n int, set bool, err error) {
 		return 0, false, fmt.Errorf("%s=%q: %w", IOLoopsEnv, v, err)
 	}
 	return n, true, nil
+}
+
+// TransportOnlyEnv names the environment variable that marks a pass over
+// one more transport: set to 1 (as `make test` does for its passes with
+// IOLoopsEnv set), the server package runs only the tests whose behaviour
+// depends on the transport, those its server/transport_test.go lists; every
+// other test ran in the main pass, and skips saying so.
+const TransportOnlyEnv = "LEASEHOLD_TEST_TRANSPORT_ONLY"
+
+// TransportOnly reads TransportOnlyEnv: whether this is a pass for the
+// transport's tests only. A value other than unset, 0 or 1 is an error.
+func TransportOnly() (bool, error) {
+	switch v := os.Getenv(TransportOnlyEnv); v {
+	case "", "0":
+		return false, nil
+	case "1":
+		return true, nil
+	default:
+		return false, fmt.Errorf("%s=%q: want 1, 0 or unset", TransportOnlyEnv, v)
+	}
+}
+
+// SkipUnlessTransportTest skips t in a pass TransportOnlyEnv marks, unless
+// its top-level test (t's name up to the first "/") is one of tests; it
+// fails t when TransportOnlyEnv holds something else than 1, 0 or nothing.
+// Outside such a pass it does nothing. Call it from the test's goroutine,
+// before the test starts anything.
+func SkipUnlessTransportTest(t testing.TB, tests map[string]bool) {
+	t.Helper()
+	only, err := TransportOnly()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !only {
+		return
+	}
+	name, _, _ := strings.Cut(t.Name(), "/")
+	if !tests[name] {
+		t.Skipf("%s=1: %s does not depend on the transport; it ran in the main pass", TransportOnlyEnv, name)
+	}
 }
 
 // Server is what Start runs. *server.Server satisfies it.

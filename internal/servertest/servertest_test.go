@@ -95,3 +95,38 @@ func TestCloseReportsServeError(t *testing.T) {
 		t.Fatalf("Close: %v, want it to report Serve's %v", err, odd)
 	}
 }
+
+// TestSkipUnlessTransportTest: in a transport pass a test runs when listed
+// (its subtests with it) and skips otherwise; outside one every test runs;
+// a value of the variable other than 0 or 1 fails the test.
+func TestSkipUnlessTransportTest(t *testing.T) {
+	listed := map[string]bool{"TestSkipUnlessTransportTest": true}
+	skipped := func(t *testing.T, tests map[string]bool) bool {
+		var ran bool
+		t.Run("sub", func(t *testing.T) {
+			SkipUnlessTransportTest(t, tests)
+			ran = true
+		})
+		return !ran
+	}
+	for _, tc := range []struct {
+		env    string
+		tests  map[string]bool
+		skip   bool
+		reason string
+	}{
+		{"", nil, false, "no pass: every test runs"},
+		{"0", nil, false, "0 is no pass"},
+		{"1", listed, false, "a listed test runs in the pass"},
+		{"1", map[string]bool{"TestOther": true}, true, "an unlisted test skips in the pass"},
+	} {
+		t.Setenv(TransportOnlyEnv, tc.env)
+		if got := skipped(t, tc.tests); got != tc.skip {
+			t.Errorf("%s=%q: skipped %v, want %v (%s)", TransportOnlyEnv, tc.env, got, tc.skip, tc.reason)
+		}
+	}
+	t.Setenv(TransportOnlyEnv, "yes")
+	if _, err := TransportOnly(); err == nil {
+		t.Errorf("%s=yes: no error", TransportOnlyEnv)
+	}
+}
