@@ -2,12 +2,12 @@ package locker
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 // TestErrorsListsEverySentinel: every Err variable in this package's sources
@@ -26,20 +26,9 @@ func TestErrorsListsEverySentinel(t *testing.T) {
 		listed[err.Error()] = n
 	}
 
-	names, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
+	fset, files := testutil.ParseSources(t, false)
 	found := 0
-	for _, name := range names {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range files {
 		for _, decl := range f.Decls {
 			gd, ok := decl.(*ast.GenDecl)
 			if !ok || gd.Tok != token.VAR {

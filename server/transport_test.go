@@ -2,13 +2,11 @@ package server
 
 import (
 	"go/ast"
-	"go/parser"
-	gotoken "go/token"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/leasehold/leasehold/internal/servertest"
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 // transportTestNames names the tests whose behaviour depends on the transport
@@ -130,17 +128,9 @@ func skipUnlessTransportTest(t testing.TB) {
 // fuzz target that no file of the package declares (whatever its build
 // constraints), or names one twice.
 func TestListedTransportTestsExist(t *testing.T) {
-	files, err := filepath.Glob("*_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, files := testutil.ParseSources(t, true)
 	declared := map[string]bool{}
-	fset := gotoken.NewFileSet()
-	for _, f := range files {
-		file, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, file := range files {
 		for _, d := range file.Decls {
 			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil {
 				declared[fn.Name.Name] = true

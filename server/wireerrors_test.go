@@ -2,14 +2,13 @@ package server
 
 import (
 	"go/ast"
-	"go/parser"
 	gotoken "go/token"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/protocol"
 )
 
@@ -28,20 +27,9 @@ var wireErrorText = func() *regexp.Regexp {
 // and write protocol's errors, never make their own, neither as a
 // protocol.Error literal nor as a "-ERR ..." or "ERR ..." string.
 func TestNoWireErrorsOutsideProtocol(t *testing.T) {
-	names, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := gotoken.NewFileSet()
+	fset, files := testutil.ParseSources(t, false)
 	parsed := 0
-	for _, name := range names {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range files {
 		parsed++
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch n := n.(type) {

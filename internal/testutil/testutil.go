@@ -1,8 +1,8 @@
 // Package testutil holds the small helpers that tests in several packages
 // of this module share: a buffer a test can read while a process or a
 // logger writes to it, an environment free of leasehold's settings, a
-// damaged byte in a data file, a missing tool, an HTTP GET. Only tests
-// import it.
+// damaged byte in a data file, a missing tool, an HTTP GET, the package's
+// own sources parsed. Only tests import it.
 // Starting a server is servertest's.
 package testutil
 
