@@ -177,6 +177,7 @@ func (t *Table) checkAll(req *Request) error {
 // key is checked, and then all are granted or none.
 func (t *Table) acquireAllAtOnce(req *Request) ([]uint64, bool, error) {
 	keys, ttl, owner, mode := req.Keys, req.TTL, req.Owner, req.Mode
+	renew := len(owner) > 0 && !req.NoRenew
 	type place struct {
 		h     uint32
 		shard int
@@ -242,7 +243,7 @@ func (t *Table) acquireAllAtOnce(req *Request) ([]uint64, bool, error) {
 		case mode == Shared && s.at(i).flags&flagSemaphore != 0:
 			return nil, false, &KeyError{Key: string(p.key), Err: ErrSharedSemaphore}
 		}
-		if len(owner) > 0 {
+		if renew {
 			if n, err := s.ownersLease(i, owner, mode); err != nil {
 				return nil, false, err
 			} else if n != noLease {
@@ -265,7 +266,7 @@ func (t *Table) acquireAllAtOnce(req *Request) ([]uint64, bool, error) {
 		i := s.lookup(p.h, p.key)
 		if i == 0 {
 			i = s.insert(p.h, p.key)
-		} else if len(owner) > 0 {
+		} else if renew {
 			if n, _ := s.ownersLease(i, owner, mode); n != noLease {
 				tokens[p.at] = s.renewLease(i, n, now, int64(ttl))
 				continue
@@ -281,7 +282,7 @@ func (t *Table) acquireAllAtOnce(req *Request) ([]uint64, bool, error) {
 func (t *Table) advanceAll(mw *MultiWait) (tokens []uint64, granted bool, err error) {
 	for mw.next < len(mw.keys) {
 		w := &Wait{Notify: func(uint64) { mw.Notify() }, ttl: mw.hold, priority: mw.priority, mode: mw.mode}
-		token, granted, err := t.take(mw.keys[mw.next], mw.hold, mw.owner, mw.mode, w)
+		token, granted, err := t.take(mw.keys[mw.next], mw.hold, mw.owner, mw.mode, true, w)
 		switch {
 		case err != nil: // the lock was deleted meanwhile, under --require-create
 			mw.done = true

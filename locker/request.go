@@ -43,7 +43,12 @@ type Request struct {
 	// is safe, and a waiting request of Owner's takes the place of one
 	// already queued rather than queueing twice.
 	Owner []byte
-	Mode  Mode
+	// NoRenew refuses the request when Owner already holds a live lease of
+	// the lock, as when anyone else holds one, instead of renewing it: a
+	// Redis client's SET key value NX, which fails on a key that exists
+	// whatever its value.
+	NoRenew bool
+	Mode    Mode
 	// Priority places a waiting request in each lock's queue: higher first,
 	// then in order of arrival. Only AcquireWait and AcquireAllWait queue.
 	Priority int

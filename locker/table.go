@@ -298,13 +298,15 @@ func (t *Table) acquire(req *Request, w *Wait) (token uint64, granted bool, err 
 			return 0, false, err
 		}
 	}
-	return t.take(req.Key, req.TTL, req.Owner, req.Mode, w)
+	return t.take(req.Key, req.TTL, req.Owner, req.Mode, !req.NoRenew, w)
 }
 
 // take is acquire without checking its arguments, for AcquireAllWait's
 // leases that are held longer than max-ttl while the rest are waited for.
 // The caller has set w's ttl, mode and priority; take copies the owner.
-func (t *Table) take(key []byte, ttl time.Duration, owner []byte, mode Mode, w *Wait) (token uint64, granted bool, err error) {
+// With renew, a live lease of owner's is renewed (see Request.Owner);
+// without, it is in the way as anyone's (Request.NoRenew).
+func (t *Table) take(key []byte, ttl time.Duration, owner []byte, mode Mode, renew bool, w *Wait) (token uint64, granted bool, err error) {
 	h, s := t.locate(key)
 	now := int64(t.cfg.Clock.Now())
 	s.mu.Lock()
@@ -331,7 +333,7 @@ func (t *Table) take(key []byte, ttl time.Duration, owner []byte, mode Mode, w *
 	if mode == Shared && e.flags&flagSemaphore != 0 {
 		return 0, false, &KeyError{Key: string(key), Err: ErrSharedSemaphore}
 	}
-	if len(owner) > 0 {
+	if len(owner) > 0 && renew {
 		// A retry: the owner's lease is renewed and its token returned again.
 		switch n, err := s.ownersLease(i, owner, mode); {
 		case err != nil:

@@ -34,6 +34,11 @@ const (
 	OpSettings        // Settings: the leader's lock-table settings (FSM.SettingsMismatch)
 	OpWaitAll         // Keys, TTL, Owner, Shared, Priority, Waiter, Wait: MACQUIRE ... WAIT
 	OpGrace           // TTL: every live lease runs at least this long from now (FSM.applyGrace)
+	// The operations of Redis lock libraries (SET ... NX, their scripts):
+	OpAcquireNew    // Key, TTL, Owner: OpAcquire refused when Owner holds the lock already (SET NX)
+	OpAcquireAllNew // Keys, TTL, Owner: OpAcquireAll likewise
+	OpReleaseOwned  // Key, Owner (nil: any), Scope: locker.Table.ReleaseOwned
+	OpExtendOwned   // Key, Owner (nil: any), Scope, TTL, AddTTL: locker.Table.ExtendOwned
 	opEnd
 )
 
@@ -47,6 +52,7 @@ type Command struct {
 	Token   uint64
 	TTL     time.Duration
 	Shared  bool
+	AddTTL  bool // OpExtendOwned: TTL is added to the time left
 	Options locker.CreateOptions
 	Term    uint64
 	Floor   uint64
@@ -126,6 +132,24 @@ func appendCommand(dst []byte, c *Command) []byte {
 		dst = binary.AppendVarint(dst, int64(c.TTL))
 		dst = appendBytes(dst, c.Owner)
 		dst = appendBool(dst, c.Shared)
+	case OpAcquireNew:
+		dst = appendBytes(dst, c.Key)
+		dst = binary.AppendVarint(dst, int64(c.TTL))
+		dst = appendBytes(dst, c.Owner)
+	case OpAcquireAllNew:
+		dst = appendKeys(dst, c.Keys)
+		dst = binary.AppendVarint(dst, int64(c.TTL))
+		dst = appendBytes(dst, c.Owner)
+	case OpReleaseOwned:
+		dst = appendBytes(dst, c.Key)
+		dst = appendScope(dst, c.Owner)
+		dst = appendScope(dst, c.Scope)
+	case OpExtendOwned:
+		dst = appendBytes(dst, c.Key)
+		dst = appendScope(dst, c.Owner)
+		dst = appendScope(dst, c.Scope)
+		dst = binary.AppendVarint(dst, int64(c.TTL))
+		dst = appendBool(dst, c.AddTTL)
 	case OpAcquireAll, OpWaitAll:
 		dst = binary.AppendUvarint(dst, uint64(len(c.Keys)))
 		for _, k := range c.Keys {
@@ -189,7 +213,17 @@ var (
 	appendBool  = bin.AppendBool
 )
 
-// appendScope tells a nil scope (every lease) from an empty one.
+// appendKeys appends a list of keys.
+func appendKeys(dst []byte, keys [][]byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(keys)))
+	for _, k := range keys {
+		dst = appendBytes(dst, k)
+	}
+	return dst
+}
+
+// appendScope tells a nil scope (every lease) from an empty one; so too a
+// nil owner (any) from an empty one.
 func appendScope(dst, scope []byte) []byte {
 	if scope == nil {
 		return append(dst, 0)
@@ -263,6 +297,19 @@ func (d *decoder) bool() bool {
 	return false
 }
 
+func (d *decoder) keys() [][]byte {
+	n := d.Uvarint()
+	if n > uint64(len(d.B)) { // each key takes a byte at least
+		d.Fail()
+		return nil
+	}
+	keys := make([][]byte, n)
+	for i := range keys {
+		keys[i] = d.Bytes()
+	}
+	return keys
+}
+
 func (d *decoder) scope() []byte {
 	if !d.bool() {
 		return nil
@@ -286,6 +333,16 @@ func (d *decoder) command(c *Command) {
 		c.Options.Limit = int(d.Varint())
 	case OpAcquire:
 		c.Key, c.TTL, c.Owner, c.Shared = d.Bytes(), time.Duration(d.Varint()), d.Bytes(), d.bool()
+	case OpAcquireNew:
+		c.Key, c.TTL, c.Owner = d.Bytes(), time.Duration(d.Varint()), d.Bytes()
+	case OpAcquireAllNew:
+		c.Keys = d.keys()
+		c.TTL, c.Owner = time.Duration(d.Varint()), d.Bytes()
+	case OpReleaseOwned:
+		c.Key, c.Owner, c.Scope = d.Bytes(), d.scope(), d.scope()
+	case OpExtendOwned:
+		c.Key, c.Owner, c.Scope = d.Bytes(), d.scope(), d.scope()
+		c.TTL, c.AddTTL = time.Duration(d.Varint()), d.bool()
 	case OpAcquireAll, OpWaitAll:
 		n := d.Uvarint()
 		if n > uint64(len(d.B)) {

@@ -32,6 +32,12 @@ func sampleCommands() []Command {
 		{Op: OpWait, Key: []byte("k"), TTL: time.Second, Priority: 1 << 31, Waiter: []byte("w"), Wait: 1},
 		{Op: OpCancelWait, Waiter: []byte("n1/c2/99")},
 		{Op: OpSettings, Settings: []byte("max-ttl=24h0m0s")},
+		{Op: OpAcquireNew, Key: []byte("legacy:job"), TTL: 10 * time.Second, Owner: []byte("f3a9")},
+		{Op: OpAcquireAllNew, Keys: [][]byte{[]byte("a"), []byte("b")}, TTL: time.Second, Owner: []byte("o")},
+		{Op: OpReleaseOwned, Key: []byte("legacy:job"), Owner: []byte("f3a9"), Scope: []byte("alice\x00")},
+		{Op: OpReleaseOwned, Key: []byte("legacy:job")},
+		{Op: OpExtendOwned, Key: []byte("legacy:job"), Owner: []byte("f3a9"), TTL: 3 * time.Second, AddTTL: true},
+		{Op: OpExtendOwned, Key: []byte("legacy:job"), Scope: []byte{}, TTL: time.Second},
 	}
 }
 
@@ -52,7 +58,7 @@ func TestEntryRoundTrip(t *testing.T) {
 			got[i].Due = want[i].Due
 		}
 		if !reflect.DeepEqual(got[i], want[i]) {
-			t.Errorf("command %d: got %+v, want %+v", i, got[i], want[i])
+			t.Errorf("command %d: got %#v, want %#v", i, got[i], want[i])
 		}
 	}
 	if len(got) != len(want) {

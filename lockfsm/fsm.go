@@ -178,13 +178,13 @@ func (f *FSM) apply(t *locker.Table, c *Command) (r Result) {
 			f.term.Store(c.Term)
 		}
 		t.RaiseTokenFloor(c.Floor)
-	case OpCreate, OpRelease, OpExtend, OpDelete, OpForceRelease:
+	case OpCreate, OpRelease, OpExtend, OpDelete, OpForceRelease, OpReleaseOwned, OpExtendOwned:
 		r = Run(t, c)
-	case OpAcquire:
+	case OpAcquire, OpAcquireNew:
 		if r = Run(t, c); r.Granted {
 			f.waits.Load().claim(c.Key, r.Token)
 		}
-	case OpAcquireAll:
+	case OpAcquireAll, OpAcquireAllNew:
 		req := c.Request()
 		r = f.acquireAll(t, &req)
 	case OpFire:

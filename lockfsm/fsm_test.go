@@ -105,7 +105,20 @@ func randomCommand(rng *rand.Rand, term uint64, due []locker.Due, tokens []uint6
 	key := []byte(keys[rng.IntN(len(keys))])
 	owners := [][]byte{nil, []byte("alice\x00w1"), []byte("bob\x00w1")}
 	scopes := [][]byte{nil, []byte("alice\x00"), []byte("bob\x00")}
-	switch n := rng.IntN(100); {
+	switch n := rng.IntN(110); {
+	case n >= 100:
+		// The Redis lock libraries' operations, by owner.
+		owner := owners[rng.IntN(3)]
+		switch n {
+		case 100, 101, 102:
+			return Command{Op: OpAcquireNew, Key: key, TTL: time.Duration(1+rng.IntN(3)) * time.Second, Owner: owner}
+		case 103:
+			return Command{Op: OpAcquireAllNew, Keys: [][]byte{[]byte("b"), []byte("c")}, TTL: 2 * time.Second, Owner: owner}
+		case 104, 105, 106:
+			return Command{Op: OpReleaseOwned, Key: key, Owner: owner, Scope: scopes[rng.IntN(3)]}
+		default:
+			return Command{Op: OpExtendOwned, Key: key, Owner: owner, Scope: scopes[rng.IntN(3)], TTL: time.Duration(1+rng.IntN(3)) * time.Second, AddTTL: n == 109}
+		}
 	case n < 5:
 		return Command{Op: OpCreate, Key: []byte("sem"), Options: locker.CreateOptions{Limit: 2, LockDelay: time.Second, LockDelaySet: true}}
 	case n < 20:

@@ -3,7 +3,9 @@ package lockfsm
 import "github.com/leasehold/leasehold/locker"
 
 // Run applies c, one of the commands a client's request becomes (OpCreate,
-// OpAcquire, OpAcquireAll, OpRelease, OpExtend, OpDelete, OpForceRelease),
+// OpAcquire, OpAcquireAll, OpRelease, OpExtend, OpDelete, OpForceRelease,
+// and the Redis lock libraries' OpAcquireNew, OpAcquireAllNew,
+// OpReleaseOwned, OpExtendOwned),
 // to t, and returns what it did. It is the one place these commands meet
 // the table: a single node runs them with it on its own table, and the FSM
 // applies them with it on every replica (adding what waits need). It
@@ -16,9 +18,19 @@ func Run(t *locker.Table, c *Command) (r Result) {
 	case OpAcquire:
 		req := c.Request()
 		r.Token, r.Granted, r.Err = t.Acquire(&req)
-	case OpAcquireAll:
+	case OpAcquireAll, OpAcquireAllNew:
 		req := c.Request()
 		r.Tokens, r.Granted, r.Err = t.AcquireAll(&req)
+	case OpAcquireNew:
+		req := c.Request()
+		r.Token, r.Granted, r.Err = t.Acquire(&req)
+	case OpReleaseOwned:
+		r.N = int(t.ReleaseOwned(c.Key, c.Owner, c.Scope))
+		r.Granted = r.N == int(locker.OwnedDone)
+	case OpExtendOwned:
+		var owned locker.Owned
+		owned, r.Err = t.ExtendOwned(c.Key, c.Owner, c.Scope, c.TTL, c.AddTTL)
+		r.N, r.Granted = int(owned), owned == locker.OwnedDone
 	case OpRelease:
 		r.Granted = t.ReleaseScoped(c.Key, c.Token, c.Scope)
 	case OpExtend:
@@ -37,7 +49,8 @@ func Run(t *locker.Table, c *Command) (r Result) {
 // OpAcquireAll, OpWait, OpWaitAll): its key or keys, ttl, owner, mode, and
 // for a wait its priority and how long it may wait.
 func (c *Command) Request() locker.Request {
-	return locker.Request{Key: c.Key, Keys: c.Keys, TTL: c.TTL, Owner: c.Owner, Mode: modeOf(c.Shared), Priority: c.Priority, Wait: c.Wait}
+	return locker.Request{Key: c.Key, Keys: c.Keys, TTL: c.TTL, Owner: c.Owner, Mode: modeOf(c.Shared), Priority: c.Priority, Wait: c.Wait,
+		NoRenew: c.Op == OpAcquireNew || c.Op == OpAcquireAllNew}
 }
 
 // modeOf is the lease mode of a command's Shared.

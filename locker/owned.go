@@ -1,0 +1,135 @@
+package locker
+
+import (
+	"time"
+)
+
+// Leases named by their owner rather than their token: what Redis lock
+// libraries do, whose lock is a key holding the owner's random value and
+// whose unlock is "delete the key if it still holds my value". The server
+// maps those libraries' commands and scripts to these.
+
+// Owned is what an operation on an owner's lease found.
+type Owned uint8
+
+const (
+	// NotHeld: the lock has no live lease (to Redis, the key does not
+	// exist).
+	NotHeld Owned = iota
+	// HeldByOther: it has live leases, none of them the one asked for.
+	HeldByOther
+	// OwnedDone: the owner's lease was found, and released or extended.
+	OwnedDone
+)
+
+// ReleaseOwned ends owner's live lease of key, exclusive or one of a holder
+// set, if its owner begins with scope (see ReleaseScoped). A nil owner
+// names every live lease in scope: Redis's DEL, which ends a lock whoever
+// holds it. Waiters are then granted as after Release.
+func (t *Table) ReleaseOwned(key, owner, scope []byte) Owned {
+	h, s := t.locate(key)
+	now := int64(t.cfg.Clock.Now())
+	s.mu.Lock()
+	defer t.unlock(s)
+	i := s.find(h, key, now)
+	if i == 0 || !s.live(i) {
+		return NotHeld
+	}
+	done := false
+	if e := s.at(i); e.flags&flagHeld != 0 && s.inScope(e, scope) && (owner == nil || s.ownerIs(e, owner)) {
+		s.counts.released.Add(1)
+		s.journal(ChangeRelease, i, e.token, 0, nil, false)
+		s.emitEnd(EventReleased, i, now)
+		s.endLease(i, now)
+		done = true
+	}
+	if hs := s.holders(i); hs != nil {
+		for n := len(hs.items) - 1; n >= 0; n-- {
+			if s.holders(i) == nil {
+				break // the last one gone, the set is forgotten
+			}
+			h := &hs.items[n]
+			if !h.delayed && holderInScope(h.owner, scope) && (owner == nil || h.owner == string(owner)) {
+				s.releaseHolder(i, n, now)
+				done = true
+				if owner != nil {
+					break
+				}
+			}
+		}
+	}
+	if !done {
+		return HeldByOther
+	}
+	s.handOff(i, now)
+	s.removeIfUnused(i)
+	return OwnedDone
+}
+
+// ExtendOwned moves the deadline of owner's live lease of key (exclusive or
+// one of a holder set, in scope) to now+ttl, or with add to its deadline
+// +ttl. A nil owner names every live lease in scope: Redis's PEXPIRE. The
+// new ttl must be in the table's range (ErrTTLRange).
+func (t *Table) ExtendOwned(key, owner, scope []byte, ttl time.Duration, add bool) (Owned, error) {
+	if !add {
+		if err := t.checkTTL(ttl); err != nil {
+			return NotHeld, err
+		}
+	}
+	h, s := t.locate(key)
+	now := int64(t.cfg.Clock.Now())
+	s.mu.Lock()
+	defer t.unlock(s)
+	i := s.find(h, key, now)
+	if i == 0 || !s.live(i) {
+		return NotHeld, nil
+	}
+	// newTTL is a lease's ttl from now, checked before any lease moves.
+	newTTL := func(deadline int64) (int64, error) {
+		d := time.Duration(ttl)
+		if add {
+			d += time.Duration(max(deadline-now, 0))
+		}
+		return int64(d), t.checkTTL(d)
+	}
+	found := false
+	if e := s.at(i); e.flags&flagHeld != 0 && s.inScope(e, scope) && (owner == nil || s.ownerIs(e, owner)) {
+		d, err := newTTL(e.deadline)
+		if err != nil {
+			return HeldByOther, err
+		}
+		s.renew(i, now, d)
+		found = true
+	}
+	if hs := s.holders(i); hs != nil {
+		for n := range hs.items {
+			h := &hs.items[n]
+			if h.delayed || !holderInScope(h.owner, scope) || owner != nil && h.owner != string(owner) {
+				continue
+			}
+			d, err := newTTL(h.deadline)
+			if err != nil {
+				return HeldByOther, err
+			}
+			s.renewHolder(i, n, now, d)
+			found = true
+			if owner != nil {
+				break
+			}
+		}
+	}
+	if !found {
+		return HeldByOther, nil
+	}
+	return OwnedDone, nil
+}
+
+// live reports whether settled entry i has a live lease: its own or one of
+// its holder set's.
+func (s *shard) live(i uint32) bool {
+	if s.at(i).flags&flagHeld != 0 {
+		return true
+	}
+	hs := s.holders(i)
+	return hs != nil && hs.live > 0
+}
