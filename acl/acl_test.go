@@ -281,8 +281,25 @@ func TestKeysAndChannels(t *testing.T) {
 
 func TestCategoryCommands(t *testing.T) {
 	got, ok := CategoryCommands("LOCK")
-	if want := []string{"acquire", "macquire", "release", "mrelease", "extend"}; !ok || !slices.Equal(got, want) {
+	if want := []string{"acquire", "macquire", "release", "mrelease", "extend",
+		"set", "del", "unlink", "pexpire", "expire", "pexpireat", "expireat", "eval", "evalsha", "script"}; !ok || !slices.Equal(got, want) {
 		t.Fatalf("lock: %v, want %v", got, want)
+	}
+	// Redis's categories name the Redis commands too.
+	if got, _ := CategoryCommands("scripting"); !slices.Equal(got, []string{"eval", "evalsha", "eval_ro", "evalsha_ro", "script"}) {
+		t.Fatalf("scripting: %v", got)
+	}
+	if got, _ := CategoryCommands("write"); !slices.Contains(got, "set") || slices.Contains(got, "get") || slices.Contains(got, "acquire") {
+		t.Fatalf("write: %v", got)
+	}
+	u := mustUser(t, "legacy", "on", "nopass", "~legacy:*", "+@write", "+@read", "+@scripting", "-del")
+	for _, c := range []struct {
+		cmd  string
+		want bool
+	}{{"set", true}, {"get", true}, {"evalsha", true}, {"pexpire", true}, {"del", false}, {"acquire", false}, {"status", true}} {
+		if got := u.CommandAllowed(protocol.LookupIndex([]byte(c.cmd)), nil); got != c.want {
+			t.Errorf("+@write +@read +@scripting -del: %s allowed %v, want %v", c.cmd, got, c.want)
+		}
 	}
 	admin, _ := CategoryCommands("admin")
 	for _, want := range []string{"force-release", "info", "config", "acl|list", "acl|load"} {

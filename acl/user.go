@@ -46,13 +46,20 @@ type unitTable struct {
 	base     []int            // by command index: its unit, or for a command with subcommands its "other subcommands" unit
 	subs     []map[string]int // by command index: listed subcommand -> unit
 	category []string         // by unit
+	also     [][]string       // by unit: Redis's categories of a Redis command (protocol.Command.RedisCategories)
 	name     []string         // by unit: "cmd" or "cmd|sub"
+}
+
+// inCategory reports whether unit is in the ACL category cat.
+func (t *unitTable) inCategory(unit int, cat string) bool {
+	return t.category[unit] == cat || slices.Contains(t.also[unit], cat)
 }
 
 var units = func() unitTable {
 	var t unitTable
-	add := func(cat, name string) int {
+	add := func(cat, name string, also ...string) int {
 		t.category = append(t.category, cat)
+		t.also = append(t.also, also)
 		t.name = append(t.name, name)
 		t.n++
 		return t.n - 1
@@ -61,7 +68,7 @@ var units = func() unitTable {
 	t.subs = make([]map[string]int, len(protocol.Commands))
 	for i, cmd := range protocol.Commands {
 		if len(cmd.Subcommands) == 0 {
-			t.base[i] = add(cmd.Category, cmd.Name)
+			t.base[i] = add(cmd.Category, cmd.Name, cmd.RedisCategories...)
 			continue
 		}
 		t.subs[i] = map[string]int{}
@@ -253,7 +260,7 @@ func (u *User) applyCommand(allow bool, name string) error {
 		if cat == protocol.CategoryConnection && !allow {
 			return ErrConnectionCommand
 		}
-		match = func(unit int) bool { return units.category[unit] == cat }
+		match = func(unit int) bool { return units.inCategory(unit, cat) }
 	default:
 		cmdName, sub, hasSub := strings.Cut(name, "|")
 		i := protocol.LookupIndex([]byte(cmdName))
@@ -448,7 +455,7 @@ func CategoryCommands(cat string) ([]string, bool) {
 	}
 	var names []string
 	for v, c := range units.category {
-		if c == cat && !strings.HasSuffix(units.name[v], "|*") {
+		if (c == cat || slices.Contains(units.also[v], cat)) && !strings.HasSuffix(units.name[v], "|*") {
 			names = append(names, units.name[v])
 		}
 	}

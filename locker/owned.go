@@ -133,3 +133,23 @@ func (s *shard) live(i uint32) bool {
 	hs := s.holders(i)
 	return hs != nil && hs.live > 0
 }
+
+// OwnedTTL reports what owner's live lease of key (exclusive or one of a
+// holder set) has left: OwnedDone and the time, or NotHeld or HeldByOther.
+func (t *Table) OwnedTTL(key, owner []byte) (Owned, time.Duration) {
+	h, s := t.locate(key)
+	now := int64(t.cfg.Clock.Now())
+	s.mu.Lock()
+	defer t.unlock(s)
+	i := s.find(h, key, now)
+	if i == 0 || !s.live(i) {
+		return NotHeld, 0
+	}
+	if e := s.at(i); e.flags&flagHeld != 0 && s.ownerIs(e, owner) {
+		return OwnedDone, time.Duration(max(e.deadline-now, 0))
+	}
+	if n := s.ownersHolder(i, owner); n >= 0 {
+		return OwnedDone, time.Duration(max(s.holders(i).items[n].deadline-now, 0))
+	}
+	return HeldByOther, 0
+}

@@ -39,6 +39,7 @@ const (
 	OpAcquireAllNew // Keys, TTL, Owner: OpAcquireAll likewise
 	OpReleaseOwned  // Key, Owner (nil: any), Scope: locker.Table.ReleaseOwned
 	OpExtendOwned   // Key, Owner (nil: any), Scope, TTL, AddTTL: locker.Table.ExtendOwned
+	OpOwnedTTL      // Key, Owner: locker.Table.OwnedTTL, a read that changes nothing
 	opEnd
 )
 
@@ -150,6 +151,9 @@ func appendCommand(dst []byte, c *Command) []byte {
 		dst = appendScope(dst, c.Scope)
 		dst = binary.AppendVarint(dst, int64(c.TTL))
 		dst = appendBool(dst, c.AddTTL)
+	case OpOwnedTTL:
+		dst = appendBytes(dst, c.Key)
+		dst = appendBytes(dst, c.Owner)
 	case OpAcquireAll, OpWaitAll:
 		dst = binary.AppendUvarint(dst, uint64(len(c.Keys)))
 		for _, k := range c.Keys {
@@ -343,6 +347,8 @@ func (d *decoder) command(c *Command) {
 	case OpExtendOwned:
 		c.Key, c.Owner, c.Scope = d.Bytes(), d.scope(), d.scope()
 		c.TTL, c.AddTTL = time.Duration(d.Varint()), d.bool()
+	case OpOwnedTTL:
+		c.Key, c.Owner = d.Bytes(), d.Bytes()
 	case OpAcquireAll, OpWaitAll:
 		n := d.Uvarint()
 		if n > uint64(len(d.B)) {

@@ -38,6 +38,7 @@ func sampleCommands() []Command {
 		{Op: OpReleaseOwned, Key: []byte("legacy:job")},
 		{Op: OpExtendOwned, Key: []byte("legacy:job"), Owner: []byte("f3a9"), TTL: 3 * time.Second, AddTTL: true},
 		{Op: OpExtendOwned, Key: []byte("legacy:job"), Scope: []byte{}, TTL: time.Second},
+		{Op: OpOwnedTTL, Key: []byte("legacy:job"), Owner: []byte("f3a9")},
 	}
 }
 

@@ -52,7 +52,11 @@ func OnGrant(fn func(waiter, key []byte, tokens []uint64)) Option {
 // Result is what one command did, for the server to answer its client.
 type Result struct {
 	// Token is ACQUIRE's token; Tokens MACQUIRE's, in the order of its
-	// keys. Both are set only when Granted.
+	// keys. Both are set only when Granted. For OpOwnedTTL, Token is the
+	// milliseconds left on the owner's lease.
+	//
+	// For the owner's operations (OpReleaseOwned, OpExtendOwned,
+	// OpOwnedTTL), N is the locker.Owned they found.
 	Token  uint64
 	Tokens []uint64
 	// Granted: ACQUIRE and MACQUIRE granted, RELEASE released, EXTEND
@@ -178,7 +182,7 @@ func (f *FSM) apply(t *locker.Table, c *Command) (r Result) {
 			f.term.Store(c.Term)
 		}
 		t.RaiseTokenFloor(c.Floor)
-	case OpCreate, OpRelease, OpExtend, OpDelete, OpForceRelease, OpReleaseOwned, OpExtendOwned:
+	case OpCreate, OpRelease, OpExtend, OpDelete, OpForceRelease, OpReleaseOwned, OpExtendOwned, OpOwnedTTL:
 		r = Run(t, c)
 	case OpAcquire, OpAcquireNew:
 		if r = Run(t, c); r.Granted {

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,6 +23,10 @@ type Command struct {
 	// Category is the ACL category (docs/security.md) that a user's +@cat
 	// and -@cat rules grant or take away, one of Categories.
 	Category string
+	// RedisCategories are Redis's ACL categories of a Redis command
+	// (@write, @keyspace, @string, @scripting), which a user's rules may
+	// name too, as they would for Redis.
+	RedisCategories []string
 	// Subcommands are the subcommands that have an ACL category of their
 	// own (CLIENT, ACL), each allowed or denied by +cmd|sub rules. A
 	// subcommand not listed is CategoryAdmin: an unlisted one fails
@@ -49,8 +54,25 @@ const (
 	CategoryConnection = "connection" // the connection's own state: always allowed
 )
 
+// Redis's ACL categories of the Redis commands leasehold runs (SET, GET,
+// DEL, PEXPIRE, EVAL...), for rules written for Redis. @read is
+// CategoryRead.
+const (
+	CategoryWrite     = "write"
+	CategoryKeyspace  = "keyspace"
+	CategoryString    = "string"
+	CategoryScripting = "scripting"
+)
+
 // Categories lists the ACL categories, in the order ACL CAT lists them.
-var Categories = []string{CategoryRead, CategoryLock, CategoryManage, CategoryAdmin, CategoryConnection}
+var Categories = []string{CategoryRead, CategoryLock, CategoryManage, CategoryAdmin, CategoryConnection,
+	CategoryWrite, CategoryKeyspace, CategoryString, CategoryScripting}
+
+// InCategory reports whether c is in the ACL category cat: its own or one
+// of its Redis categories.
+func (c *Command) InCategory(cat string) bool {
+	return c.Category == cat || slices.Contains(c.RedisCategories, cat)
+}
 
 // Arg describes one argument in the shape of Redis's COMMAND DOCS, which
 // redis-cli turns into typing hints.
@@ -120,7 +142,14 @@ const (
 	GroupConnection = "connection"
 	GroupServer     = "server"
 	GroupPubSub     = "pubsub"
+	// GroupRedis are the Redis commands that Redis lock libraries send,
+	// run on the lock table (docs/redis-compat.md).
+	GroupRedis = "redis"
 )
+
+// UsesLocks reports whether c runs on the lock table: the lock group, and
+// the Redis commands the lock libraries send.
+func (c *Command) UsesLocks() bool { return c.Group == GroupLock || c.Group == GroupRedis }
 
 // Commands is the command table, in the order the docs list them.
 var Commands = []Command{
@@ -148,6 +177,40 @@ var Commands = []Command{
 		Args: []Arg{key("key"), integer("token").opt()}, Summary: "The operator's override: ends the lease the token names whoever holds it, or every lease of the lock, and a lock-delay in progress; returns how many it ended."},
 	{Name: "locks", Arity: -2, Flags: []string{"readonly"}, Group: GroupLock, Category: CategoryRead,
 		Args: []Arg{integer("cursor"), Arg{Name: "pattern", Type: "pattern", Token: "MATCH", Optional: true}, integer("count").after("COUNT").opt()}, Summary: "Iterates over lock names, SCAN-style."},
+
+	{Name: "set", Arity: -3, Flags: []string{"write", "denyoom"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupRedis, Category: CategoryLock, RedisCategories: []string{CategoryWrite, CategoryString},
+		Args: []Arg{key("key"), str("owner"), token("NX"), oneof("expiration", integer("seconds").after("EX"), integer("milliseconds").after("PX"), integer("unix-time-seconds").after("EXAT"), integer("unix-time-milliseconds").after("PXAT"), token("KEEPTTL")).opt()},
+		Summary: "Redis's lock: takes the lock with the value as its owner and the expiration as its lease (a fencing token is granted, STATUS shows it); OK, or nil when held. NX is required: a value is never overwritten."},
+	{Name: "get", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupRedis, Category: CategoryRead, RedisCategories: []string{CategoryString},
+		Args: []Arg{key("key")}, Summary: "The owner of the lock's exclusive lease (a SET's value), or nil when it is free."},
+	{Name: "del", Arity: -2, Flags: []string{"write"}, FirstKey: 1, LastKey: -1, Step: 1, Group: GroupRedis, Category: CategoryLock, RedisCategories: []string{CategoryWrite, CategoryKeyspace},
+		Args: []Arg{key("key").many()}, Summary: "Releases every lease of each lock, whoever holds it (a user of --acl-file only their own); returns how many locks it released."},
+	{Name: "unlink", Arity: -2, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: -1, Step: 1, Group: GroupRedis, Category: CategoryLock, RedisCategories: []string{CategoryWrite, CategoryKeyspace},
+		Args: []Arg{key("key").many()}, Summary: "The same as DEL."},
+	{Name: "exists", Arity: -2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: -1, Step: 1, Group: GroupRedis, Category: CategoryRead, RedisCategories: []string{CategoryKeyspace},
+		Args: []Arg{key("key").many()}, Summary: "How many of the keys are held by a live lease (a key named twice counts twice)."},
+	{Name: "pexpire", Arity: -3, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupRedis, Category: CategoryLock, RedisCategories: []string{CategoryWrite, CategoryKeyspace},
+		Args: []Arg{key("key"), integer("milliseconds")}, Summary: "Sets the ttl of the lock's leases, whoever holds them; 0 when it is free. A ttl at or below 0 releases them."},
+	{Name: "expire", Arity: -3, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupRedis, Category: CategoryLock, RedisCategories: []string{CategoryWrite, CategoryKeyspace},
+		Args: []Arg{key("key"), integer("seconds")}, Summary: "PEXPIRE in seconds."},
+	{Name: "pexpireat", Arity: -3, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupRedis, Category: CategoryLock, RedisCategories: []string{CategoryWrite, CategoryKeyspace},
+		Args: []Arg{key("key"), integer("unix-time-milliseconds")}, Summary: "PEXPIRE to a Unix time in milliseconds, by this node's clock."},
+	{Name: "expireat", Arity: -3, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupRedis, Category: CategoryLock, RedisCategories: []string{CategoryWrite, CategoryKeyspace},
+		Args: []Arg{key("key"), integer("unix-time-seconds")}, Summary: "PEXPIRE to a Unix time in seconds, by this node's clock."},
+	{Name: "pttl", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupRedis, Category: CategoryRead, RedisCategories: []string{CategoryKeyspace},
+		Args: []Arg{key("key")}, Summary: "Milliseconds left on the lock's exclusive lease; -2 when it is free."},
+	{Name: "ttl", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupRedis, Category: CategoryRead, RedisCategories: []string{CategoryKeyspace},
+		Args: []Arg{key("key")}, Summary: "PTTL in seconds, rounded."},
+	{Name: "eval", Arity: -3, Flags: []string{"write", "movablekeys"}, Group: GroupRedis, Category: CategoryLock, RedisCategories: []string{CategoryScripting},
+		Args: []Arg{str("script"), integer("numkeys"), key("key").many().opt(), str("arg").many().opt()}, Summary: "Runs a Redis lock library's script (compare-and-delete, compare-and-expire...) as the lock operation it is; a script leasehold does not know is refused, naming the libraries it runs."},
+	{Name: "evalsha", Arity: -3, Flags: []string{"write", "movablekeys"}, Group: GroupRedis, Category: CategoryLock, RedisCategories: []string{CategoryScripting},
+		Args: []Arg{str("sha1"), integer("numkeys"), key("key").many().opt(), str("arg").many().opt()}, Summary: "EVAL of a script by its SHA1, once this node has seen it (EVAL, SCRIPT LOAD); NOSCRIPT otherwise."},
+	{Name: "eval_ro", Arity: -3, Flags: []string{"readonly", "movablekeys"}, Group: GroupRedis, Category: CategoryRead, RedisCategories: []string{CategoryScripting},
+		Args: []Arg{str("script"), integer("numkeys"), key("key").many().opt(), str("arg").many().opt()}, Summary: "EVAL of a script that only reads."},
+	{Name: "evalsha_ro", Arity: -3, Flags: []string{"readonly", "movablekeys"}, Group: GroupRedis, Category: CategoryRead, RedisCategories: []string{CategoryScripting},
+		Args: []Arg{str("sha1"), integer("numkeys"), key("key").many().opt(), str("arg").many().opt()}, Summary: "EVALSHA of a script that only reads."},
+	{Name: "script", Arity: -2, Flags: []string{}, Group: GroupRedis, Category: CategoryLock, RedisCategories: []string{CategoryScripting},
+		Args: []Arg{oneof("subcommand", str("script").after("LOAD"), str("sha1").many().after("EXISTS"), block("flush", oneof("mode", token("ASYNC"), token("SYNC")).opt()).after("FLUSH"))}, Summary: "This node's scripts, as Redis's: LOAD one (refused if leasehold does not know it) and get its SHA1, ask which EXIST, FLUSH them."},
 
 	{Name: "subscribe", Arity: -2, Flags: []string{"pubsub", "fast"}, Group: GroupPubSub, Category: CategoryRead,
 		Args: []Arg{str("channel").many()}, Summary: "Listens for lock events on channels named __lock__:<key>."},
@@ -211,20 +274,28 @@ var Commands = []Command{
 // maxNameLen is the longest command name; longer names cannot match.
 const maxNameLen = 16
 
+// slotWays is how many commands may share a slot of commandSlots.
+const slotWays = 3
+
 // commandSlots finds a command from its name's length and first two letters
-// without hashing the name: every command in the table differs in one of the
-// three (init checks), so a lookup is one array read and one comparison.
-var commandSlots = func() (t [maxNameLen + 1][26][26]int8) {
+// without hashing the name: at most slotWays commands share the three
+// (EXTEND, EXISTS and EXPIRE do; init checks), so a lookup is an array read
+// and a comparison or three.
+var commandSlots = func() (t [maxNameLen + 1][26][26][slotWays]int8) {
 	for i, c := range Commands {
 		n := c.Name
 		if len(n) < 2 || len(n) > maxNameLen || n[0] < 'a' || n[0] > 'z' || n[1] < 'a' || n[1] > 'z' {
 			panic("protocol: command name " + n + " does not fit the lookup table")
 		}
 		slot := &t[len(n)][n[0]-'a'][n[1]-'a']
-		if *slot != 0 {
-			panic("protocol: commands " + n + " and " + Commands[*slot-1].Name + " share a lookup slot")
+		way := 0
+		for way < slotWays && slot[way] != 0 {
+			way++
 		}
-		*slot = int8(i + 1)
+		if way == slotWays {
+			panic("protocol: more than " + strconv.Itoa(slotWays) + " commands share the lookup slot of " + n)
+		}
+		slot[way] = int8(i + 1)
 	}
 	return t
 }()
@@ -239,11 +310,16 @@ func LookupIndex(name []byte) int {
 	if first < 'a' || first > 'z' || second < 'a' || second > 'z' {
 		return -1
 	}
-	i := int(commandSlots[len(name)][first-'a'][second-'a']) - 1
-	if i < 0 || !equalFoldASCII(name, Commands[i].Name) {
-		return -1
+	for _, way := range &commandSlots[len(name)][first-'a'][second-'a'] {
+		i := int(way) - 1
+		if i < 0 {
+			return -1
+		}
+		if equalFoldASCII(name, Commands[i].Name) {
+			return i
+		}
 	}
-	return i
+	return -1
 }
 
 // equalFoldASCII compares b with the lower-case name s, ignoring ASCII case.
@@ -295,12 +371,19 @@ func (c *Command) Usage() string {
 }
 
 // Keys returns the keys that args, a call of c, name: those at the places
-// the command table gives, or MACQUIRE's numkeys keys. A MACQUIRE that does
+// the command table gives, or MACQUIRE's or a script's numkeys keys. A MACQUIRE that does
 // not parse has none: its handler replies with the parse error and takes
 // nothing.
 func (c *Command) Keys(args [][]byte) [][]byte {
 	if c.Name == "macquire" {
 		req, err := ParseMAcquire(args)
+		if err != nil {
+			return nil
+		}
+		return req.Keys
+	}
+	if strings.HasPrefix(c.Name, "eval") {
+		req, err := ParseEval(args)
 		if err != nil {
 			return nil
 		}

@@ -115,7 +115,7 @@ func TestLookupIndexDoesNotAllocate(t *testing.T) {
 }
 
 func TestCommandTable(t *testing.T) {
-	groups := map[string]bool{GroupLock: true, GroupConnection: true, GroupServer: true, GroupPubSub: true}
+	groups := map[string]bool{GroupLock: true, GroupConnection: true, GroupServer: true, GroupPubSub: true, GroupRedis: true}
 	seen := map[string]bool{}
 	for i := range Commands {
 		c := &Commands[i]

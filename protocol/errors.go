@@ -49,6 +49,8 @@ const (
 	CodeTryAgain  = "TRYAGAIN"  // cluster mode: no leader ready (an election); nothing ran, retry (Redis Cluster's code, which go-redis retries)
 	CodeUncertain = "UNCERTAIN" // cluster mode: a change may or may not have been applied (the leader was lost mid-way)
 	CodeMoved     = "MOVED"     // cluster mode with --redirect: send the command to the leader at this address (Redis Cluster's code)
+	CodeWrongType = "WRONGTYPE" // GET, PTTL or a script of a lock held in shared mode or as a semaphore: no one owner (Redis's code)
+	CodeNoScript  = "NOSCRIPT"  // EVALSHA of a script this node has not seen (Redis's code; the libraries then send EVAL)
 )
 
 // ErrorCodes documents every code, for COMMAND DOCS' neighbours and docs/commands.md.
@@ -67,6 +69,8 @@ var ErrorCodes = []struct{ Code, Meaning string }{
 	{CodeTryAgain, "Cluster mode: the cluster has no leader ready to take the command (an election is under way, or this node cannot reach the leader); nothing ran; the node has already waited 2 s for a leader. Retry after a moment, on another node if this one stays cut off: the leasehold clients do; go-redis retries it only briefly (its MaxRetries), redis-py's `RedisCluster` retries it and its plain `Redis` raises `TryAgainError`. Redis Cluster's code. See [cluster.md](cluster.md)."},
 	{CodeUncertain, "Cluster mode: the command was sent to the leader, which was lost before its outcome was known: it may or may not have been applied (the next leader may still commit it, within about an election timeout). Never read it as a refusal: retry `ACQUIRE` with the same `OWNER` (which returns the lease if it was granted), check with `STATUS`, or `RELEASE` again. See [cluster.md](cluster.md)."},
 	{CodeMoved, "Cluster mode with `--redirect`: this node is a follower; `MOVED <slot> <host:port>` names the key's slot and the leader's address, where the command must go. `redis-cli -c` and go-redis's `ClusterClient` follow it. Without `--redirect` a follower forwards the command itself. Redis Cluster's code. See [cluster.md](cluster.md)."},
+	{CodeWrongType, "`GET`, `PTTL`, `TTL` or a lock library's script named a lock held in shared mode or as a semaphore, which has no one owner and ttl; `STATUS` and `HOLDERS` show its leases. Redis's code for an operation on a key of another type. See [redis-compat.md](redis-compat.md)."},
+	{CodeNoScript, "`EVALSHA` of a script this node has not been given with `EVAL` or `SCRIPT LOAD` (each node keeps its own, as each Redis does); the lock libraries then send `EVAL`, as they do to Redis. Redis's text: `NOSCRIPT No matching script. Please use EVAL.` See [redis-compat.md](redis-compat.md)."},
 	{CodeShutdown, "The server is shutting down (SIGTERM or SIGINT): a parked `ACQUIRE` or `MACQUIRE` ... `WAIT` ends with this error and nothing was granted; retry against the server once it is back."},
 }
 
@@ -125,6 +129,24 @@ var (
 	ErrTooMuchBacktrack = &Error{CodeErr, "the parts after a '*' of a connection's patterns may be at most " + strconv.Itoa(MaxBacktrackPerConn) + " bytes in all"}
 	// ErrEmptyOwner is OWNER with an empty id.
 	ErrEmptyOwner = &Error{CodeErr, "OWNER must not be empty"}
+	// ErrEmptyValue is a SET whose value, the lock's owner, is empty.
+	ErrEmptyValue = &Error{CodeErr, "SET's value names the lock's owner and must not be empty"}
+	// ErrSetNeedsNX is a SET without NX (or with XX): leasehold's keys are
+	// locks, taken when free and never overwritten.
+	ErrSetNeedsNX = &Error{CodeErr, "leasehold's SET takes a lock: it needs NX (SET key owner NX PX ms) and never overwrites a value; see docs/redis-compat.md"}
+	// ErrSetGet is SET ... GET, which no lock library sends.
+	ErrSetGet = &Error{CodeErr, "leasehold's SET does not take GET; read the owner with GET key"}
+	// ErrExpireOptions is PEXPIRE or EXPIRE with NX, XX, GT or LT.
+	ErrExpireOptions = &Error{CodeErr, "leasehold's PEXPIRE and EXPIRE take no NX, XX, GT or LT"}
+	// ErrWrongType is GET, PTTL or TTL of a lock held in shared mode or as
+	// a semaphore, which has no one owner: Redis's text, with why.
+	ErrWrongType = &Error{CodeWrongType, "Operation against a key holding the wrong kind of value: the lock is held in shared mode or as a semaphore (STATUS and HOLDERS show its leases)"}
+	// ErrNegativeNumKeys and ErrTooManyNumKeys are EVAL's numkeys out of
+	// range, Redis's texts.
+	ErrNegativeNumKeys = &Error{CodeErr, "Number of keys can't be negative"}
+	ErrTooManyNumKeys  = &Error{CodeErr, "Number of keys can't be greater than number of args"}
+	// ErrNoScript is EVALSHA of a script this node does not have, Redis's text.
+	ErrNoScript = &Error{CodeNoScript, "No matching script. Please use EVAL."}
 	// ErrUnblocked ends a WAIT that CLIENT UNBLOCK ... ERROR cut short, Redis's text.
 	ErrUnblocked = &Error{CodeUnblocked, "client unblocked via CLIENT UNBLOCK"}
 	// ErrShutdown ends a WAIT that the server's shutdown cut short.
@@ -273,6 +295,35 @@ func UnknownCommandError(args [][]byte) *Error {
 // UnknownSubcommandError is Redis's reply to an unknown subcommand.
 func UnknownSubcommandError(cmd string, sub []byte) *Error {
 	return &Error{CodeErr, "unknown subcommand '" + quotePrintable(sub, 64) + "'. Try " + strings.ToUpper(cmd) + " HELP."}
+}
+
+// UnknownScriptError is the reply to EVAL or SCRIPT LOAD of a script that
+// is none of the lock libraries' leasehold runs.
+func UnknownScriptError() *Error {
+	return &Error{CodeErr, "leasehold runs no Lua: it runs the lock scripts of " + KnownScriptLibraries +
+		" as lock operations, and this script is none of them (see docs/redis-compat.md)"}
+}
+
+// UnsupportedScriptError is the reply to a known script of a library
+// leasehold does not run.
+func UnsupportedScriptError(library string) *Error {
+	return &Error{CodeErr, "leasehold does not run " + library + ": it works on a Redis sorted set, not a lock; use redis-semaphore's Mutex, or leasehold's CREATE key LIMIT n semaphores (see docs/redis-compat.md)"}
+}
+
+// ScriptArgsError is the reply to a known script called with too few keys
+// or arguments.
+func ScriptArgsError(library string) *Error {
+	return &Error{CodeErr, "too few keys or arguments for the script of " + library}
+}
+
+// ErrWriteInReadOnlyScript is EVAL_RO or EVALSHA_RO of a script that
+// writes, Redis's text.
+var ErrWriteInReadOnlyScript = &Error{CodeErr, "Write commands are not allowed from read-only scripts."}
+
+// UnsupportedOptionError is Redis's reply to an option PEXPIRE and EXPIRE
+// do not know.
+func UnsupportedOptionError(opt []byte) *Error {
+	return &Error{CodeErr, "Unsupported option " + quotePrintable(opt, 128)}
 }
 
 // InvalidExpireError is Redis's reply to a ttl that is zero or negative.

@@ -66,6 +66,7 @@ type lockReply struct {
 	write     func(c *conn, r lockReply, cmds []lockfsm.Command, res []lockfsm.Result) error
 	ephemeral bool                          // ACQUIRE, MACQUIRE: tie the leases to the connection
 	force     *protocol.ForceReleaseRequest // FORCE-RELEASE: what the operator asked, for the log
+	script    *protocol.Script              // EVAL and its kin: the script whose reply this is
 	err       error                         // an error reply queued behind proposals (queueError)
 	wait      *blockState                   // a WAIT on an event loop in cluster mode (replicated_wait_loop.go)
 }

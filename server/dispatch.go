@@ -53,6 +53,24 @@ var handlersByName = map[string]handler{
 	"cluster":      handleCluster,
 
 	"force-release": handleForceRelease, // the operator's override
+
+	// The Redis commands of Redis lock libraries (commands_redis.go).
+	"set":        handleSet,
+	"get":        handleGet,
+	"del":        handleDel,
+	"unlink":     handleDel,
+	"exists":     handleExists,
+	"pexpire":    handleExpire,
+	"expire":     handleExpire,
+	"pexpireat":  handleExpire,
+	"expireat":   handleExpire,
+	"pttl":       handlePTTL,
+	"ttl":        handlePTTL,
+	"eval":       handleEval,
+	"evalsha":    handleEval,
+	"eval_ro":    handleEval,
+	"evalsha_ro": handleEval,
+	"script":     handleScript,
 }
 
 // commandHandlers lines the handlers up with protocol.Commands. A command

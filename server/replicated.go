@@ -21,8 +21,9 @@ type replicatedApplier struct {
 	redirect bool // Config.Redirect: MOVED on a follower
 }
 
-// lockCommands marks, by index in protocol.Commands, the commands of the
-// lock group: those the applier admits. readCommands marks those that only
+// lockCommands marks, by index in protocol.Commands, the commands that run
+// on the lock table (the lock group and the Redis commands): those the
+// applier admits. readCommands marks those that only
 // read the table (Redis's "readonly" flag), lockWriteCommands those that
 // change it ("write"), which a connection proposes together in cluster mode.
 var (
@@ -36,7 +37,7 @@ var (
 func lockCommandsFlagged(flag string) []bool {
 	has := make([]bool, len(protocol.Commands))
 	for i, cmd := range protocol.Commands {
-		has[i] = cmd.Group == protocol.GroupLock && (flag == "" || slices.Contains(cmd.Flags, flag))
+		has[i] = cmd.UsesLocks() && (flag == "" || slices.Contains(cmd.Flags, flag))
 	}
 	return has
 }

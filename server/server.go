@@ -46,6 +46,9 @@ type Server struct {
 	// --lockstats-top 0.
 	slowlog slowCommands
 	hot     *contention.Stats
+	// scripts are the lock libraries' scripts this node has learnt by
+	// EVAL or SCRIPT LOAD in another spelling (scripts.go).
+	scripts scriptCache
 
 	mu     sync.Mutex       // guards ln, tlsLn, conns, closed, loops, tls.handshaking
 	ln     net.Listener     // nil with Config.Addr ""
