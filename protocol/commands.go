@@ -179,7 +179,7 @@ var Commands = []Command{
 		Args: []Arg{integer("cursor"), Arg{Name: "pattern", Type: "pattern", Token: "MATCH", Optional: true}, integer("count").after("COUNT").opt()}, Summary: "Iterates over lock names, SCAN-style."},
 
 	{Name: "set", Arity: -3, Flags: []string{"write", "denyoom"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupRedis, Category: CategoryLock, RedisCategories: []string{CategoryWrite, CategoryString},
-		Args: []Arg{key("key"), str("owner"), token("NX"), oneof("expiration", integer("seconds").after("EX"), integer("milliseconds").after("PX"), integer("unix-time-seconds").after("EXAT"), integer("unix-time-milliseconds").after("PXAT"), token("KEEPTTL")).opt()},
+		Args:    []Arg{key("key"), str("owner"), token("NX"), oneof("expiration", integer("seconds").after("EX"), integer("milliseconds").after("PX"), integer("unix-time-seconds").after("EXAT"), integer("unix-time-milliseconds").after("PXAT"), token("KEEPTTL")).opt()},
 		Summary: "Redis's lock: takes the lock with the value as its owner and the expiration as its lease (a fencing token is granted, STATUS shows it); OK, or nil when held. NX is required: a value is never overwritten."},
 	{Name: "get", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupRedis, Category: CategoryRead, RedisCategories: []string{CategoryString},
 		Args: []Arg{key("key")}, Summary: "The owner of the lock's exclusive lease (a SET's value), or nil when it is free."},
