@@ -97,6 +97,23 @@ func TestACLCategories(t *testing.T) {
 		noKey("connection", "READWRITE"),
 		noKey("read", "CLUSTER", "INFO"),
 		noKey("admin", "CLUSTER", "FORGET", "n9"),
+		// The Redis lock libraries' commands, by their own category.
+		withKey("lock", func(k string) []any { return []any{"SET", k, "v", "NX", "PX", 1000} }),
+		withKey("read", func(k string) []any { return []any{"GET", k} }),
+		withKey("lock", func(k string) []any { return []any{"DEL", k} }),
+		withKey("lock", func(k string) []any { return []any{"UNLINK", k} }),
+		withKey("read", func(k string) []any { return []any{"EXISTS", k} }),
+		withKey("lock", func(k string) []any { return []any{"PEXPIRE", k, 1000} }),
+		withKey("lock", func(k string) []any { return []any{"EXPIRE", k, 1} }),
+		withKey("lock", func(k string) []any { return []any{"PEXPIREAT", k, 1} }),
+		withKey("lock", func(k string) []any { return []any{"EXPIREAT", k, 1} }),
+		withKey("read", func(k string) []any { return []any{"PTTL", k} }),
+		withKey("read", func(k string) []any { return []any{"TTL", k} }),
+		withKey("lock", func(k string) []any { return []any{"EVAL", script(t, "redis-py Lock.release").Text, 1, k, "v"} }),
+		withKey("lock", func(k string) []any { return []any{"EVALSHA", script(t, "redis-py Lock.release").SHA1, 1, k, "v"} }),
+		withKey("read", func(k string) []any { return []any{"EVAL_RO", script(t, "bsm/redislock Lock.TTL").Text, 1, k, "v"} }),
+		withKey("read", func(k string) []any { return []any{"EVALSHA_RO", script(t, "bsm/redislock Lock.TTL").SHA1, 1, k, "v"} }),
+		noKey("lock", "SCRIPT", "EXISTS", "x"),
 	}
 	covered := map[string]bool{"subscribe": true, "psubscribe": true, "unsubscribe": true, "punsubscribe": true, "auth": true, "hello": true, "quit": true}
 	for _, cmd := range commands {
@@ -368,7 +385,8 @@ func TestACLCommands(t *testing.T) {
 	if got := do(t, reader, "ACL", "CAT").Slice(); len(got) != len(protocol.Categories) {
 		t.Fatalf("ACL CAT = %v", got)
 	}
-	if got := do(t, reader, "ACL", "CAT", "lock").Slice(); !slices.Equal(got, []any{"acquire", "macquire", "release", "mrelease", "extend"}) {
+	if got := do(t, reader, "ACL", "CAT", "lock").Slice(); !slices.Equal(got, []any{"acquire", "macquire", "release", "mrelease", "extend",
+		"set", "del", "unlink", "pexpire", "expire", "pexpireat", "expireat", "eval", "evalsha", "script"}) {
 		t.Fatalf("ACL CAT lock = %v", got)
 	}
 	do(t, reader, "ACL", "CAT", "nosuch").Err("ERR Unknown category 'nosuch'")

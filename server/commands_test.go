@@ -274,7 +274,7 @@ func TestCommandErrors(t *testing.T) {
 		// Unknown commands quote their first arguments as Redis does.
 		{[]any{"foo"}, "ERR unknown command 'foo', with args beginning with: "},
 		{[]any{"foo", "a", "b c"}, "ERR unknown command 'foo', with args beginning with: 'a' 'b c' "},
-		{[]any{"GET", "k"}, "ERR unknown command 'GET', with args beginning with: 'k' "},
+		{[]any{"HGET", "h", "k"}, "ERR unknown command 'HGET', with args beginning with: 'h' 'k' "},
 		{[]any{"acquirex", "k"}, "ERR unknown command 'acquirex'"},
 		{[]any{"foo\r\nbar", "x\ny"}, "ERR unknown command 'foo??bar', with args beginning with: 'x?y' "},
 
