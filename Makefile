@@ -17,6 +17,8 @@ ETCD_PKGS  := etcd-server
 PYTHON_PKGS := python3 python3-redis
 NODE_PKGS   := nodejs npm
 NODE_MODULES := clients/node/node_modules/.package-lock.json
+# The Redis lock libraries clients/redislibs's tests run against leasehold.
+REDISLIBS_NODE_MODULES := clients/redislibs/node/node_modules/.package-lock.json
 # Debian's python3-redis is for Debian's python3: a python3 earlier on PATH
 # (pyenv, a venv) may not see it. The tests try both, in this order.
 HAVE_PY_REDIS := { python3 -c 'import redis' || /usr/bin/python3 -c 'import redis'; } 2>/dev/null
@@ -46,8 +48,9 @@ run: build
 ## iproute2 (ip netns, for the chaos harness), systemd (systemd-analyze, for
 ## scripts/leasehold.service's test), chromium (the status page's browser
 ## test), node and npm, shellcheck; then the node client example's packages
-## (npm ci in clients/node).
-deps: $(NODE_MODULES)
+## (npm ci in clients/node) and the Redis lock libraries that
+## clients/redislibs's tests run (npm ci in clients/redislibs/node).
+deps: $(NODE_MODULES) $(REDISLIBS_NODE_MODULES)
 	$(GO) mod download
 	@pkgs=""; \
 	if ! command -v redis-cli >/dev/null || ! command -v redis-benchmark >/dev/null || ! command -v redis-server >/dev/null; then pkgs="$$pkgs $(REDIS_PKGS)"; fi; \
@@ -80,6 +83,11 @@ $(NODE_MODULES): clients/node/package.json clients/node/package-lock.json
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(NODE_PKGS); \
 	fi
 	cd clients/node && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+# node and npm come with $(NODE_MODULES) (the order-only prerequisite).
+$(REDISLIBS_NODE_MODULES): clients/redislibs/node/package.json clients/redislibs/node/package-lock.json | $(NODE_MODULES)
+	cd clients/redislibs/node && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 # The packages whose tests take longest, named first: go test starts
