@@ -91,17 +91,26 @@ func ScriptSHA1(text []byte) string {
 // KnownScriptBySHA finds a known script by the SHA1 (in hex, either case) of
 // its exact text, without allocating; nil if none.
 func KnownScriptBySHA(sha []byte) *Script {
-	if len(sha) != 2*sha1.Size {
+	lower, ok := LowerSHA1(sha)
+	if !ok {
 		return nil
 	}
-	var lower [2 * sha1.Size]byte
+	return scriptsBySHA[string(lower[:])]
+}
+
+// LowerSHA1 is a SHA1 in hex in lower case, and false if sha is not 40
+// bytes long.
+func LowerSHA1(sha []byte) (lower [2 * sha1.Size]byte, ok bool) {
+	if len(sha) != 2*sha1.Size {
+		return lower, false
+	}
 	for i, c := range sha {
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
 		}
 		lower[i] = c
 	}
-	return scriptsBySHA[string(lower[:])]
+	return lower, true
 }
 
 // RecognizeScript finds the known script text is, exactly or but for its

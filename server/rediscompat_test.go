@@ -1,13 +1,17 @@
 package server
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+	"github.com/tidwall/redcon"
 
 	"github.com/leasehold/leasehold/protocol"
 )
@@ -251,5 +255,44 @@ func TestRedisLockThroughFollower(t *testing.T) {
 			t.Fatalf("release after the failover: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestLibraryCycleAllocatesNothing: a Redis lock library's cycle, SET NX PX
+// then the release script by EVALSHA, allocates nothing on a single node,
+// as the ACQUIRE and RELEASE cycle does not (TestLockCycleAllocatesNothing).
+func TestLibraryCycleAllocatesNothing(t *testing.T) {
+	srv, err := New(DefaultConfig(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	var out bytes.Buffer
+	c := newConn(srv, "test", "test")
+	c.wr = redcon.NewWriter(&out)
+	keys := make([][]byte, 256)
+	for i := range keys {
+		keys[i] = []byte(fmt.Sprintf("lock:%07d", i))
+	}
+	set := [][]byte{[]byte("SET"), nil, []byte("3b2e3c9aeb9f11f1a17702fc00000001"), []byte("PX"), []byte("30000"), []byte("NX")}
+	release := [][]byte{[]byte("EVALSHA"), []byte(script(t, "redis-py Lock.release").SHA1), []byte("1"), nil, set[2]}
+	n := 0
+	cycle := func() {
+		k := keys[n%len(keys)]
+		n++
+		set[1], release[3] = k, k
+		c.dispatch(set)
+		c.dispatch(release)
+		c.flush()
+		if out.String() != "+OK\r\n:1\r\n" {
+			t.Fatalf("SET and the release answered %q", out.String())
+		}
+		out.Reset()
+	}
+	for range 2 * len(keys) { // every buffer grown to fit
+		cycle()
+	}
+	if allocs := testing.AllocsPerRun(2*len(keys), cycle); allocs != 0 {
+		t.Fatalf("%v allocations per library cycle, want 0", allocs)
 	}
 }

@@ -54,9 +54,13 @@ func (sc *scriptCache) lookup(sha []byte) *protocol.Script {
 	if s := protocol.KnownScriptBySHA(sha); s != nil {
 		return s
 	}
+	lower, ok := protocol.LowerSHA1(sha)
+	if !ok {
+		return nil
+	}
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	return sc.learnt[strings.ToLower(string(sha))]
+	return sc.learnt[string(lower[:])]
 }
 
 func (sc *scriptCache) flush() {
