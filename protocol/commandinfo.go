@@ -94,7 +94,7 @@ func WriteCommandInfo(w *redcon.Writer, cmd *Command) {
 		w.WriteString("@" + cat)
 	}
 	w.WriteArray(0) // tips
-	w.WriteArray(0)                   // key specs
+	w.WriteArray(0) // key specs
 	w.WriteArray(len(cmd.Subcommands))
 	for _, sub := range cmd.Subcommands {
 		w.WriteArray(10)
