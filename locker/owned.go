@@ -1,6 +1,7 @@
 package locker
 
 import (
+	"slices"
 	"time"
 )
 
@@ -152,4 +153,66 @@ func (t *Table) OwnedTTL(key, owner []byte) (Owned, time.Duration) {
 		return OwnedDone, time.Duration(max(s.holders(i).items[n].deadline-now, 0))
 	}
 	return HeldByOther, 0
+}
+
+// ExtendAllOwned moves the deadline of owner's live lease of every one of
+// keys to now+ttl, all or none: if one key has no lease of owner's, none
+// moves, and it returns what that key had (NotHeld or HeldByOther), the
+// first such in the keys' order. Redis lock libraries extend a lock of
+// several keys this way (redlock's extend script).
+func (t *Table) ExtendAllOwned(keys [][]byte, owner []byte, ttl time.Duration) (Owned, error) {
+	if err := t.checkTTL(ttl); err != nil {
+		return NotHeld, err
+	}
+	type place struct {
+		h     uint32
+		shard int
+		n     int // the owner's lease: entryLease or its place in the holder set
+		i     uint32
+	}
+	places := make([]place, len(keys))
+	order := make([]int, 0, len(keys)) // distinct shards, in locking order
+	for j, k := range keys {
+		places[j].h, places[j].shard = t.place(k)
+		if !slices.Contains(order, places[j].shard) {
+			order = append(order, places[j].shard)
+		}
+	}
+	slices.Sort(order)
+	for _, si := range order {
+		t.shards[si].mu.Lock()
+	}
+	defer func() {
+		for _, si := range order {
+			t.unlock(t.shards[si])
+		}
+	}()
+	now := int64(t.cfg.Clock.Now())
+	// Checked in the keys' order, whatever the shards, so that every
+	// replica gives the same answer.
+	for j, k := range keys {
+		p := &places[j]
+		s := t.shards[p.shard]
+		p.i = s.find(p.h, k, now)
+		switch {
+		case p.i == 0 || !s.live(p.i):
+			return NotHeld, nil
+		case s.at(p.i).flags&flagHeld != 0 && s.ownerIs(s.at(p.i), owner):
+			p.n = entryLease
+		default:
+			if p.n = s.ownersHolder(p.i, owner); p.n < 0 {
+				return HeldByOther, nil
+			}
+		}
+	}
+	for j := range keys {
+		p := &places[j]
+		s := t.shards[p.shard]
+		if p.n == entryLease {
+			s.renew(p.i, now, int64(ttl))
+		} else {
+			s.renewHolder(p.i, p.n, now, int64(ttl))
+		}
+	}
+	return OwnedDone, nil
 }

@@ -139,3 +139,32 @@ func TestExtendOwned(t *testing.T) {
 		t.Fatalf("ExtendOwned of an expired lease = %v, want NotHeld", got)
 	}
 }
+
+// TestExtendAllOwned: all the owner's leases move, or none does.
+func TestExtendAllOwned(t *testing.T) {
+	tb, _ := newTestTable(t)
+	keys := [][]byte{[]byte("a"), []byte("b"), []byte("c")}
+	for _, k := range keys[:2] {
+		mustAcquire(t, tb, string(k), 10*time.Second, "v1")
+	}
+	ttlOf := func(k string) time.Duration { st, _ := tb.Status([]byte(k)); return st.TTL }
+	if got, err := tb.ExtendAllOwned(keys, []byte("v1"), time.Minute); got != NotHeld || err != nil {
+		t.Fatalf("ExtendAllOwned with c free = %v, %v; want NotHeld", got, err)
+	}
+	if ttlOf("a") != 10*time.Second || ttlOf("b") != 10*time.Second {
+		t.Fatal("a refused ExtendAllOwned moved a lease")
+	}
+	mustAcquire(t, tb, "c", 10*time.Second, "v2")
+	if got, _ := tb.ExtendAllOwned(keys, []byte("v1"), time.Minute); got != HeldByOther {
+		t.Fatalf("ExtendAllOwned with c another's = %v; want HeldByOther", got)
+	}
+	if got, err := tb.ExtendAllOwned(keys[:2], []byte("v1"), time.Minute); got != OwnedDone || err != nil {
+		t.Fatalf("ExtendAllOwned of the owner's = %v, %v", got, err)
+	}
+	if ttlOf("a") != time.Minute || ttlOf("b") != time.Minute || ttlOf("c") != 10*time.Second {
+		t.Fatalf("ttls %v %v %v after extending a and b to 1m", ttlOf("a"), ttlOf("b"), ttlOf("c"))
+	}
+	if _, err := tb.ExtendAllOwned(keys[:2], []byte("v1"), 0); !errors.Is(err, ErrTTLRange) {
+		t.Fatalf("ExtendAllOwned with ttl 0: %v, want ErrTTLRange", err)
+	}
+}

@@ -35,11 +35,12 @@ const (
 	OpWaitAll         // Keys, TTL, Owner, Shared, Priority, Waiter, Wait: MACQUIRE ... WAIT
 	OpGrace           // TTL: every live lease runs at least this long from now (FSM.applyGrace)
 	// The operations of Redis lock libraries (SET ... NX, their scripts):
-	OpAcquireNew    // Key, TTL, Owner: OpAcquire refused when Owner holds the lock already (SET NX)
-	OpAcquireAllNew // Keys, TTL, Owner: OpAcquireAll likewise
-	OpReleaseOwned  // Key, Owner (nil: any), Scope: locker.Table.ReleaseOwned
-	OpExtendOwned   // Key, Owner (nil: any), Scope, TTL, AddTTL: locker.Table.ExtendOwned
-	OpOwnedTTL      // Key, Owner: locker.Table.OwnedTTL, a read that changes nothing
+	OpAcquireNew     // Key, TTL, Owner: OpAcquire refused when Owner holds the lock already (SET NX)
+	OpAcquireAllNew  // Keys, TTL, Owner: OpAcquireAll likewise
+	OpReleaseOwned   // Key, Owner (nil: any), Scope: locker.Table.ReleaseOwned
+	OpExtendOwned    // Key, Owner (nil: any), Scope, TTL, AddTTL: locker.Table.ExtendOwned
+	OpOwnedTTL       // Key, Owner: locker.Table.OwnedTTL, a read that changes nothing
+	OpExtendAllOwned // Keys, Owner, TTL: locker.Table.ExtendAllOwned
 	opEnd
 )
 
@@ -154,6 +155,10 @@ func appendCommand(dst []byte, c *Command) []byte {
 	case OpOwnedTTL:
 		dst = appendBytes(dst, c.Key)
 		dst = appendBytes(dst, c.Owner)
+	case OpExtendAllOwned:
+		dst = appendKeys(dst, c.Keys)
+		dst = appendBytes(dst, c.Owner)
+		dst = binary.AppendVarint(dst, int64(c.TTL))
 	case OpAcquireAll, OpWaitAll:
 		dst = binary.AppendUvarint(dst, uint64(len(c.Keys)))
 		for _, k := range c.Keys {
@@ -349,6 +354,9 @@ func (d *decoder) command(c *Command) {
 		c.TTL, c.AddTTL = time.Duration(d.Varint()), d.bool()
 	case OpOwnedTTL:
 		c.Key, c.Owner = d.Bytes(), d.Bytes()
+	case OpExtendAllOwned:
+		c.Keys = d.keys()
+		c.Owner, c.TTL = d.Bytes(), time.Duration(d.Varint())
 	case OpAcquireAll, OpWaitAll:
 		n := d.Uvarint()
 		if n > uint64(len(d.B)) {

@@ -39,6 +39,7 @@ func sampleCommands() []Command {
 		{Op: OpExtendOwned, Key: []byte("legacy:job"), Owner: []byte("f3a9"), TTL: 3 * time.Second, AddTTL: true},
 		{Op: OpExtendOwned, Key: []byte("legacy:job"), Scope: []byte{}, TTL: time.Second},
 		{Op: OpOwnedTTL, Key: []byte("legacy:job"), Owner: []byte("f3a9")},
+		{Op: OpExtendAllOwned, Keys: [][]byte{[]byte("a"), []byte("b")}, Owner: []byte("f3a9"), TTL: time.Minute},
 	}
 }
 

@@ -56,7 +56,7 @@ type Result struct {
 	// milliseconds left on the owner's lease.
 	//
 	// For the owner's operations (OpReleaseOwned, OpExtendOwned,
-	// OpOwnedTTL), N is the locker.Owned they found.
+	// OpExtendAllOwned, OpOwnedTTL), N is the locker.Owned they found.
 	Token  uint64
 	Tokens []uint64
 	// Granted: ACQUIRE and MACQUIRE granted, RELEASE released, EXTEND
@@ -182,7 +182,7 @@ func (f *FSM) apply(t *locker.Table, c *Command) (r Result) {
 			f.term.Store(c.Term)
 		}
 		t.RaiseTokenFloor(c.Floor)
-	case OpCreate, OpRelease, OpExtend, OpDelete, OpForceRelease, OpReleaseOwned, OpExtendOwned, OpOwnedTTL:
+	case OpCreate, OpRelease, OpExtend, OpDelete, OpForceRelease, OpReleaseOwned, OpExtendOwned, OpExtendAllOwned, OpOwnedTTL:
 		r = Run(t, c)
 	case OpAcquire, OpAcquireNew:
 		if r = Run(t, c); r.Granted {

@@ -114,8 +114,10 @@ func randomCommand(rng *rand.Rand, term uint64, due []locker.Due, tokens []uint6
 			return Command{Op: OpAcquireNew, Key: key, TTL: time.Duration(1+rng.IntN(3)) * time.Second, Owner: owner}
 		case 103:
 			return Command{Op: OpAcquireAllNew, Keys: [][]byte{[]byte("b"), []byte("c")}, TTL: 2 * time.Second, Owner: owner}
-		case 104, 105, 106:
+		case 104, 105:
 			return Command{Op: OpReleaseOwned, Key: key, Owner: owner, Scope: scopes[rng.IntN(3)]}
+		case 106:
+			return Command{Op: OpExtendAllOwned, Keys: [][]byte{[]byte("c"), []byte("b"), []byte("a")}, Owner: owner, TTL: 3 * time.Second}
 		default:
 			return Command{Op: OpExtendOwned, Key: key, Owner: owner, Scope: scopes[rng.IntN(3)], TTL: time.Duration(1+rng.IntN(3)) * time.Second, AddTTL: n == 109}
 		}
@@ -278,7 +280,7 @@ func TestReplicasAgree(t *testing.T) {
 		leader.clock.Advance(time.Duration(rng.IntN(400)) * time.Millisecond)
 		follower.clock.Advance(time.Duration(rng.IntN(2000)) * time.Millisecond) // a clock that runs fast decides nothing
 	}
-	for range 2000 {
+	for range 2500 {
 		step(leader, follower)
 	}
 	if !bytes.Equal(dump(t, leader), dump(t, follower)) {

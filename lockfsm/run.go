@@ -5,7 +5,7 @@ import "github.com/leasehold/leasehold/locker"
 // Run applies c, one of the commands a client's request becomes (OpCreate,
 // OpAcquire, OpAcquireAll, OpRelease, OpExtend, OpDelete, OpForceRelease,
 // and the Redis lock libraries' OpAcquireNew, OpAcquireAllNew,
-// OpReleaseOwned, OpExtendOwned, OpOwnedTTL),
+// OpReleaseOwned, OpExtendOwned, OpExtendAllOwned, OpOwnedTTL),
 // to t, and returns what it did. It is the one place these commands meet
 // the table: a single node runs them with it on its own table, and the FSM
 // applies them with it on every replica (adding what waits need). It
@@ -30,6 +30,10 @@ func Run(t *locker.Table, c *Command) (r Result) {
 	case OpExtendOwned:
 		var owned locker.Owned
 		owned, r.Err = t.ExtendOwned(c.Key, c.Owner, c.Scope, c.TTL, c.AddTTL)
+		r.N, r.Granted = int(owned), owned == locker.OwnedDone
+	case OpExtendAllOwned:
+		var owned locker.Owned
+		owned, r.Err = t.ExtendAllOwned(c.Keys, c.Owner, c.TTL)
 		r.N, r.Granted = int(owned), owned == locker.OwnedDone
 	case OpOwnedTTL:
 		owned, ttl := t.OwnedTTL(c.Key, c.Owner)

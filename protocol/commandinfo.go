@@ -88,10 +88,13 @@ func WriteCommandInfo(w *redcon.Writer, cmd *Command) {
 	w.WriteInt(cmd.FirstKey)
 	w.WriteInt(cmd.LastKey)
 	w.WriteInt(cmd.Step)
-	w.WriteArray(1)
-	w.WriteString("@" + cmd.Category) // ACL categories
-	w.WriteArray(0)                   // tips
-	w.WriteArray(0)                   // key specs
+	w.WriteArray(1 + len(cmd.RedisCategories)) // ACL categories
+	w.WriteString("@" + cmd.Category)
+	for _, cat := range cmd.RedisCategories {
+		w.WriteString("@" + cat)
+	}
+	w.WriteArray(0) // tips
+	w.WriteArray(0) // key specs
 	w.WriteArray(len(cmd.Subcommands))
 	for _, sub := range cmd.Subcommands {
 		w.WriteArray(10)

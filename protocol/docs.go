@@ -22,6 +22,9 @@ func CommandTableMarkdown() string {
 // they differ.
 func categoryCell(c Command) string {
 	cell := "@" + c.Category
+	for _, cat := range c.RedisCategories {
+		cell += " @" + cat
+	}
 	var subs []string
 	for _, s := range c.Subcommands {
 		if s.Category != c.Category {

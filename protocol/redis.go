@@ -39,9 +39,8 @@ func ParseSet(args [][]byte) (SetRequest, error) {
 			get = true
 		case equalFoldASCII(opt, "keepttl") && unit == "":
 			keepTTL = true
-		case !keepTTL && unit == "" && i+1 < len(args) && (equalFoldASCII(opt, "px") || equalFoldASCII(opt, "ex") ||
-			equalFoldASCII(opt, "pxat") || equalFoldASCII(opt, "exat")):
-			unit = string(lowerASCII(opt))
+		case !keepTTL && unit == "" && i+1 < len(args) && expireUnit(opt) != "":
+			unit = expireUnit(opt)
 			i++
 			value = args[i]
 		default:
@@ -89,15 +88,14 @@ func toMillis(n int64, seconds bool) (int64, bool) {
 	return n, true
 }
 
-func lowerASCII(b []byte) []byte {
-	out := make([]byte, len(b))
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
+// expireUnit is SET's expire option opt in lower case, "" if it is none.
+func expireUnit(opt []byte) string {
+	for _, u := range [...]string{"px", "ex", "pxat", "exat"} {
+		if equalFoldASCII(opt, u) {
+			return u
 		}
-		out[i] = c
 	}
-	return out
+	return ""
 }
 
 // ExpireRequest is PEXPIRE key ms, EXPIRE key s, PEXPIREAT key unix-ms or

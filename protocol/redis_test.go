@@ -144,9 +144,16 @@ func TestRecognizeScriptShape(t *testing.T) {
 	if s := RecognizeScript([]byte(respelt)); s == nil || s.Kind != ScriptRelease {
 		t.Fatalf("a respelt release: %+v", s)
 	}
+	// The usual release, as scripts/loadgen and many applications write it.
+	tight := `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`
+	if s := RecognizeScript([]byte(tight)); s == nil || s.Kind != ScriptRelease {
+		t.Fatalf("the release without spaces after commas: %+v", s)
+	}
 	for _, other := range []string{
 		strings.Replace(release, "del", "unlink", 1),
 		strings.Replace(release, "==", "~=", 1),
+		strings.Replace(release, "return 0", "return 00", 1),
+		strings.Replace(release, "else return", "elsereturn", 1),
 		"return 1",
 		"",
 	} {

@@ -91,17 +91,26 @@ func ScriptSHA1(text []byte) string {
 // KnownScriptBySHA finds a known script by the SHA1 (in hex, either case) of
 // its exact text, without allocating; nil if none.
 func KnownScriptBySHA(sha []byte) *Script {
-	if len(sha) != 2*sha1.Size {
+	lower, ok := LowerSHA1(sha)
+	if !ok {
 		return nil
 	}
-	var lower [2 * sha1.Size]byte
+	return scriptsBySHA[string(lower[:])]
+}
+
+// LowerSHA1 is a SHA1 in hex in lower case, and false if sha is not 40
+// bytes long.
+func LowerSHA1(sha []byte) (lower [2 * sha1.Size]byte, ok bool) {
+	if len(sha) != 2*sha1.Size {
+		return lower, false
+	}
 	for i, c := range sha {
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
 		}
 		lower[i] = c
 	}
-	return scriptsBySHA[string(lower[:])]
+	return lower, true
 }
 
 // RecognizeScript finds the known script text is, exactly or but for its
@@ -113,26 +122,41 @@ func RecognizeScript(text []byte) *Script {
 	return scriptsByShape[sha1.Sum([]byte(scriptShape(string(text))))]
 }
 
-// scriptShape is a Lua script without its comments, with every run of
-// white space one space: what two spellings of the same script share.
-// The libraries' scripts have no "--" and no runs of spaces inside their
-// strings, where this would change them.
+// scriptShape is a Lua script without its comments and with no white space
+// but the one space that keeps two words apart: what two spellings of the
+// same script share ("get",KEYS[1] and "get", KEYS[1] alike). The
+// libraries' scripts have no "--" and no white space inside their strings,
+// where this would change them.
 func scriptShape(text string) string {
 	var b strings.Builder
-	space := false
+	b.Grow(len(text))
+	pendingSpace := false
 	for line := range strings.Lines(text) {
 		if i := strings.Index(line, "--"); i >= 0 {
 			line = line[:i]
 		}
-		for _, f := range strings.Fields(line) {
-			if space {
-				b.WriteByte(' ')
+		for i := 0; i < len(line); i++ {
+			c := line[i]
+			if c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' {
+				pendingSpace = b.Len() > 0
+				continue
 			}
-			b.WriteString(f)
-			space = true
+			if pendingSpace && isWordByte(c) {
+				if s := b.String(); isWordByte(s[len(s)-1]) {
+					b.WriteByte(' ')
+				}
+			}
+			pendingSpace = false
+			b.WriteByte(c)
 		}
+		pendingSpace = b.Len() > 0
 	}
 	return b.String()
+}
+
+// isWordByte reports whether c may be part of a Lua name or number.
+func isWordByte(c byte) bool {
+	return c == '_' || c == '.' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }
 
 // ScriptCall is a known script's call: its keys and the arguments its Kind

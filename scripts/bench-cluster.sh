@@ -52,6 +52,7 @@ ONLY=${ONLY:-}
 
 LH_CLUSTER="leasehold, 3 nodes"
 LH_WAL="leasehold, 3 nodes, raft-wal"
+LH_LIB="leasehold, 3 nodes, library cycle"
 LH_SINGLE="leasehold, 1 node"
 ETCD_CLUSTER="etcd, 3 nodes"
 
@@ -313,6 +314,9 @@ run_system() {
 	cluster)
 		start_lh_cluster
 		cycles "$LH_CLUSTER" leasehold "$LEADER" "$(lh_pids)" "$2"
+		# A Redis lock library's cycle (SET NX PX, EVALSHA release), on the
+		# same cluster.
+		cycles "$LH_LIB" leasehold-redis "$LEADER" "$(lh_pids)" "$2"
 		stop_lh_cluster
 		;;
 	wal)
@@ -404,5 +408,5 @@ fi
 # ---- the table ---------------------------------------------------------------
 
 log "done in ${SECONDS}s"
-bin/clusterbench report -in "$RAW" -cluster "$LH_CLUSTER" -cluster-wal "$LH_WAL" -etcd "$ETCD_CLUSTER" -single "$LH_SINGLE" | tee "$OUT_DIR/$TS-cluster.md"
+bin/clusterbench report -in "$RAW" -cluster "$LH_CLUSTER" -cluster-wal "$LH_WAL" -cluster-lib "$LH_LIB" -etcd "$ETCD_CLUSTER" -single "$LH_SINGLE" | tee "$OUT_DIR/$TS-cluster.md"
 log "wrote $OUT_DIR/$TS-cluster.{md,jsonl}, logs in $WORK/"

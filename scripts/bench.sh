@@ -346,11 +346,13 @@ rb() {
 }
 
 # loadgen TARGET MODE ARGS...: bin/loadgen on one core (LOADGEN_GOMAXPROCS);
-# its JSON line goes to OUT and to $WORK/loadgen.jsonl.
+# its JSON line goes to OUT and to $WORK/loadgen.jsonl. LOADGEN_PROTO=redis
+# has it send Redis's lock commands (SET NX PX, the release by EVALSHA)
+# whatever the target: a Redis lock library's cycle, run on leasehold too.
 loadgen() {
 	local tgt=$1 mode=$2
 	shift 2
-	measure "$tgt" env GOMAXPROCS="$LOADGEN_GOMAXPROCS" bin/loadgen "$mode" -target "$tgt" -addr "127.0.0.1:$(port_of "$tgt")" "$@"
+	measure "$tgt" env GOMAXPROCS="$LOADGEN_GOMAXPROCS" bin/loadgen "$mode" -target "${LOADGEN_PROTO:-$tgt}" -addr "127.0.0.1:$(port_of "$tgt")" "$@"
 	printf '%s\n' "$OUT" >>"$WORK/loadgen.jsonl"
 }
 
@@ -425,6 +427,15 @@ if section throughput; then
 		for p in 1 16; do
 			for tgt in $(order "$r"); do
 				cycle "cycle contended ($CONTENDED_KEYS keys), -P$p" "$tgt" "$r" "$p" "$CONTENDED_KEYS" "ratio>=1.5"
+			done
+		done
+		# The lock libraries' cycle, the same commands to both servers:
+		# SET NX PX, then the compare-and-delete release by EVALSHA.
+		for p in 1 16; do
+			goal="ratio>=1.0"
+			[ "$p" = 1 ] || goal="ratio>=1.5"
+			for tgt in $(order "$r"); do
+				LOADGEN_PROTO=redis cycle "library cycle (SET NX PX + EVALSHA release, 1M keys), -P$p" "$tgt" "$r" "$p" 1000000 "$goal"
 			done
 		done
 	done

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/locker"
+	"github.com/leasehold/leasehold/protocol"
 	"github.com/rs/zerolog"
 )
 
@@ -26,6 +27,9 @@ func FuzzCommands(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 1, 9, 0, 1, 0, 1, 3, 0, 2, 12, 1, 0, 0, 11, 0, 2, 1, 0})
 	f.Add([]byte{7, 0, 0, 4, 2, 1, 0, 0, 0, 3, 2, 3, 0, 1, 2, 8, 1, 0, 10, 2, 7})
 	f.Add([]byte{1, 0, 2, 3, 0, 1, 2, 2, 1, 0, 2, 3, 4, 5, 1, 0, 3, 0, 2, 13, 2, 1})
+	// The Redis commands: SET NX, scripts, DEL and PEXPIRE among ACQUIREs.
+	f.Add([]byte{14, 0, 0, 1, 0, 17, 1, 0, 0, 0, 3, 0, 0, 1, 0, 0, 1, 7, 0, 0, 18, 2, 0, 16, 0, 1, 0, 15, 1, 0, 1})
+	f.Add([]byte{14, 1, 1, 0, 1, 1, 17, 0, 10, 1, 1, 2, 1, 0, 0, 0, 17, 2, 11, 0, 0, 1, 3, 1, 17, 1, 13, 1, 1, 1, 0})
 	clock := &locker.ManualClock{}
 	ts := startServerLogging(f, zerolog.Nop(), withManualClock(clock))
 	runs := 0
@@ -142,7 +146,7 @@ func (r *fuzzRun) options(args []string) (_ []string, waits bool) {
 }
 
 func (r *fuzzRun) step() {
-	op, c := r.next()%14, r.conns[r.next()%len(r.conns)]
+	op, c := r.next()%19, r.conns[r.next()%len(r.conns)]
 	var args []string
 	async := false
 	switch op {
@@ -192,6 +196,35 @@ func (r *fuzzRun) step() {
 		c.nc.Close()
 		*c = *r.dial()
 		return
+	case 14: // the Redis lock libraries' commands (commands_redis.go)
+		args = []string{"SET", r.key(), r.pick(fuzzOwners), "NX"}
+		switch r.next() % 4 {
+		case 0:
+			args = append(args, "PX", r.pick(fuzzTTLs))
+		case 1:
+			args = append(args, "EX", r.pick(fuzzNums))
+		case 2:
+			args = append(args, "PXAT", r.pick(fuzzTTLs))
+		}
+	case 15:
+		args = []string{r.pick([]string{"DEL", "UNLINK"}), r.key(), r.key()}
+	case 16:
+		args = []string{r.pick([]string{"PEXPIRE", "EXPIRE", "PEXPIREAT"}), r.key(), r.pick(fuzzTTLs)}
+	case 17:
+		s := protocol.KnownScripts[r.next()%len(protocol.KnownScripts)]
+		n := 1 + r.next()%2
+		args = []string{"EVALSHA", s.SHA1, strconv.Itoa(n)}
+		for range n {
+			args = append(args, r.key())
+		}
+		for range r.next() % 5 {
+			args = append(args, r.pick(append(fuzzOwners, fuzzTTLs...)))
+		}
+	case 18:
+		args = []string{r.pick([]string{"GET", "PTTL", "TTL", "EXISTS", "EVALSHA_RO"}), r.key()}
+		if args[0] == "EVALSHA_RO" {
+			args = append(args[:1], "6484da7d58920897fdc22b7f9afd1a3d47524ea8", "1", r.key(), r.pick(fuzzOwners))
+		}
 	case 13:
 		target := r.conns[r.next()%len(r.conns)]
 		args = []string{"CLIENT", "UNBLOCK", strconv.FormatInt(target.id, 10)}

@@ -54,9 +54,13 @@ func (sc *scriptCache) lookup(sha []byte) *protocol.Script {
 	if s := protocol.KnownScriptBySHA(sha); s != nil {
 		return s
 	}
+	lower, ok := protocol.LowerSHA1(sha)
+	if !ok {
+		return nil
+	}
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	return sc.learnt[strings.ToLower(string(sha))]
+	return sc.learnt[string(lower[:])]
 }
 
 func (sc *scriptCache) flush() {
@@ -130,20 +134,22 @@ func handleEval(c *conn, args [][]byte) error {
 		}
 		cmds = c.scratch.one()
 		cmds[0] = lockfsm.Command{Op: lockfsm.OpAcquireAllNew, Keys: call.Keys, Owner: owner, TTL: call.TTL}
-	case protocol.ScriptExtendAll, protocol.ScriptReleaseEach:
-		if s.Kind == protocol.ScriptExtendAll && call.TTL <= 0 {
+	case protocol.ScriptExtendAll:
+		if call.TTL <= 0 {
 			return protocol.InvalidExpireError("set")
 		}
 		if len(call.Keys) > protocol.MaxMultiKeys {
 			return protocol.ErrBadNumKeys
 		}
+		cmds = c.scratch.one()
+		cmds[0] = lockfsm.Command{Op: lockfsm.OpExtendAllOwned, Keys: call.Keys, Owner: owner, TTL: call.TTL}
+	case protocol.ScriptReleaseEach:
+		if len(call.Keys) > protocol.MaxMultiKeys {
+			return protocol.ErrBadNumKeys
+		}
 		cmds = c.scratch.commands(len(call.Keys))
 		for j, k := range call.Keys {
-			if s.Kind == protocol.ScriptExtendAll {
-				cmds[j] = lockfsm.Command{Op: lockfsm.OpExtendOwned, Key: k, Owner: owner, TTL: call.TTL}
-			} else {
-				cmds[j] = lockfsm.Command{Op: lockfsm.OpReleaseOwned, Key: k, Owner: owner}
-			}
+			cmds[j] = lockfsm.Command{Op: lockfsm.OpReleaseOwned, Key: k, Owner: owner}
 		}
 	default:
 		return protocol.UnsupportedScriptError(s.Library)
@@ -185,15 +191,9 @@ func replyScript(c *conn, r lockReply, cmds []lockfsm.Command, res []lockfsm.Res
 		} else {
 			c.wr.WriteInt(-3)
 		}
-	case protocol.ScriptAcquireAll:
+	case protocol.ScriptAcquireAll, protocol.ScriptExtendAll:
 		if res[0].Granted {
 			c.wr.WriteInt(len(cmds[0].Keys))
-		} else {
-			c.wr.WriteInt(0)
-		}
-	case protocol.ScriptExtendAll:
-		if done == len(res) {
-			c.wr.WriteInt(done)
 		} else {
 			c.wr.WriteInt(0)
 		}

@@ -45,7 +45,7 @@ var transportTestNames = []string{
 	// Cluster mode on the transport: replies parked until their entry is
 	// applied, commands deferred behind them, WAITs on a loop's timers and
 	// hand-offs, CLIENT UNBLOCK, hang-ups, forwards from many clients.
-	"TestClusterPipelineKeepsReplyOrder", "TestClusterPipelineOfNoChangeIsAnswered",
+	"TestClusterPipelineKeepsReplyOrder", "TestClusterPipelineOfNoChangeIsAnswered", "TestRedisLockThroughFollower",
 	"TestClusterFollowerReadsAndEvents", "TestClusterEphemeralEndsWithItsConnection",
 	"TestClusterWait", "TestClusterWaitSurvivesLeaderLoss", "TestClusterMAcquireWait", "TestClusterClientUnblock",
 	"TestClusterForwardsManyClients", "TestClusterRedirect",

@@ -13,7 +13,12 @@ import (
 )
 
 // leasehold talks RESP to leasehold nodes.
-type leasehold struct{}
+type leasehold struct {
+	// redisProto: the cycle of a Redis lock library (SET key token NX PX
+	// ttl, then the compare-and-delete release by EVALSHA), which
+	// leasehold runs as ACQUIRE and a release by owner.
+	redisProto bool
+}
 
 // clusterInfo returns the CLUSTER INFO fields of the node at addr.
 func clusterInfo(addr string) (map[string]string, error) {
@@ -71,7 +76,7 @@ func (leasehold) leader(addrs []string) (int, error) {
 	return lead, nil
 }
 
-func (leasehold) cycles(addr string, o cycleOpts) (*cycleResult, error) {
+func (l leasehold) cycles(addr string, o cycleOpts) (*cycleResult, error) {
 	type worker struct {
 		c                      *respConn
 		hist                   hist.Histogram
@@ -98,7 +103,11 @@ func (leasehold) cycles(addr string, o cycleOpts) (*cycleResult, error) {
 			tokens := make([]string, o.pipeline)
 			ttl := strconv.FormatInt(o.ttlMs, 10)
 			for time.Now().Before(end) {
-				if err := lhBatch(w.c, o, keys, tokens, ttl, &w.hist, &w.grants); err != nil {
+				batch := lhBatch
+				if l.redisProto {
+					batch = libBatch
+				}
+				if err := batch(w.c, o, keys, tokens, ttl, &w.hist, &w.grants); err != nil {
 					w.errors++
 					w.firstErr = err
 					return // the stream may be out of step: stop this connection
@@ -175,6 +184,67 @@ func lhBatch(c *respConn, o cycleOpts, keys, tokens []string, ttl string, h *his
 			return fmt.Errorf("RELEASE: %s", r.str)
 		case r.kind != ':':
 			return fmt.Errorf("RELEASE: unexpected reply %v", r)
+		}
+		h.Record(time.Since(sent))
+	}
+	return nil
+}
+
+// releaseSHA1 is the SHA1 of redis-py's Lock.release script, which every
+// leasehold node knows.
+const releaseSHA1 = "c3f8721cbb97f72bc19e972846bd7aaf91901658"
+
+// libBatch is lhBatch as a Redis lock library does it: len(keys) SET NX
+// PX, each with a token of its own, in one write, then the releases by
+// EVALSHA of those taken.
+func libBatch(c *respConn, o cycleOpts, keys, tokens []string, ttl string, h *hist.Histogram, grants *uint64) error {
+	for i := range keys {
+		keys[i] = o.prefix + strconv.Itoa(rand.IntN(o.keys))
+		tokens[i] = strconv.FormatUint(rand.Uint64(), 16)
+		c.add("SET", keys[i], tokens[i], "NX", "PX", ttl)
+	}
+	sent := time.Now()
+	if err := c.flush(); err != nil {
+		return err
+	}
+	won := 0
+	for i := range keys {
+		r, err := c.read()
+		switch {
+		case err != nil:
+			return err
+		case r.isErr():
+			return fmt.Errorf("SET: %s", r.str)
+		case r.null:
+			tokens[i] = ""
+			h.Record(time.Since(sent))
+		case r.kind == '+':
+			won++
+		default:
+			return fmt.Errorf("SET: unexpected reply %v", r)
+		}
+	}
+	*grants += uint64(won)
+	for i := range keys {
+		if tokens[i] != "" {
+			c.add("EVALSHA", releaseSHA1, "1", keys[i], tokens[i])
+		}
+	}
+	if won == 0 {
+		return nil
+	}
+	if err := c.flush(); err != nil {
+		return err
+	}
+	for range won {
+		r, err := c.read()
+		switch {
+		case err != nil:
+			return err
+		case r.isErr():
+			return fmt.Errorf("EVALSHA: %s", r.str)
+		case r.kind != ':':
+			return fmt.Errorf("EVALSHA: unexpected reply %v", r)
 		}
 		h.Record(time.Since(sent))
 	}

@@ -86,10 +86,12 @@ func parseSystem(name string) (system, error) {
 	switch name {
 	case "leasehold":
 		return leasehold{}, nil
+	case "leasehold-redis":
+		return leasehold{redisProto: true}, nil
 	case "etcd":
 		return etcd{}, nil
 	}
-	return nil, fmt.Errorf("unknown -target %q: want leasehold or etcd", name)
+	return nil, fmt.Errorf("unknown -target %q: want leasehold, leasehold-redis or etcd", name)
 }
 
 // cycleOpts are the cycle mode's flags.
