@@ -4,7 +4,8 @@ server at LOCKS_ADDR (HOST:PORT). Run by clients/redislibs's Go tests:
     LOCKS_ADDR=HOST:PORT python3 redispy_lock.py SCENARIO KEY
 
 SCENARIO is api (the Lock's calls, one step a line), notimeout (a Lock
-without a timeout: SET NX with no expiry), count (threads incrementing a
+without a timeout: SET NX with no expiry; LOCKS_TARGET=redis when the
+server is redis-server, where it never expires), count (threads incrementing a
 counter under the lock: prints "count N" and "overlaps N") or hold (takes
 the lock, prints "held TOKEN", waits for a line on stdin, then extends and
 releases it). A step that goes wrong ends the run with its traceback on
@@ -133,9 +134,20 @@ def api(key):
 
 def notimeout(key):
     r = client()
+    if os.environ.get("LOCKS_TARGET") != "redis":
+        # leasehold has no lease without end: SET NX with no expiry takes
+        # the lock's default ttl, and a lock with none refuses it
+        # (docs/redis-compat.md). CREATE gives it one.
+        e = expect(redis.exceptions.ResponseError, "a lock without a timeout or a default ttl", r.lock(key).acquire, blocking=False)
+        assert str(e) == "no ttl given and the lock has no default ttl", str(e)
+        step("refused without a default ttl")
+        r.execute_command("CREATE", key, "TTL", "10000")
     a = r.lock(key)
     assert a.acquire(blocking=False)
-    assert r.pttl(key) == -1, r.pttl(key)
+    if os.environ.get("LOCKS_TARGET") == "redis":
+        assert r.pttl(key) == -1, r.pttl(key)
+    else:
+        in_range(r.pttl(key), 9000, 10000, "PTTL of a lock taken with its default ttl")
     assert not r.lock(key).acquire(blocking=False)
     e = expect(LockError, "extend of a lock without a timeout", a.extend, 1)
     assert str(e) == "Cannot extend a lock with no timeout", str(e)
