@@ -159,16 +159,18 @@ func TestRedsync(t *testing.T) {
 		}
 	}, func(t *testing.T, tg *target) {
 		const key = "redsync:hold"
-		m := newRedsync(t, tg).NewMutex(key, redsync.WithExpiry(15*time.Second), redsync.WithTries(1))
-		if err := m.TryLock(); err != nil {
-			t.Fatalf("TryLock: %v", err)
-		}
-		holdThroughFailover(t, tg, key, m.Value(), 15*time.Second, func() {
-			ok, err := m.Extend()
-			expectOK(t, "Extend", ok, err)
-			inRange(t, "the lease after Extend", tg.expectHeld(t, key, m.Value(), 15*time.Second).ttl, 10*time.Second, 15*time.Second)
-			ok, err = m.Unlock()
-			expectOK(t, "Unlock", ok, err)
+		holdThroughFailover(t, tg, key, 15*time.Second, func(t *testing.T) (string, func()) {
+			m := newRedsync(t, tg).NewMutex(key, redsync.WithExpiry(15*time.Second), redsync.WithTries(1))
+			if err := m.TryLock(); err != nil {
+				t.Fatalf("TryLock: %v", err)
+			}
+			return m.Value(), func() {
+				ok, err := m.Extend()
+				expectOK(t, "Extend", ok, err)
+				inRange(t, "the lease after Extend", tg.expectHeld(t, key, m.Value(), 15*time.Second).ttl, 10*time.Second, 15*time.Second)
+				ok, err = m.Unlock()
+				expectOK(t, "Unlock", ok, err)
+			}
 		})
 	})
 }
@@ -267,22 +269,24 @@ func TestRedislock(t *testing.T) {
 		}
 	}, func(t *testing.T, tg *target) {
 		const key = "redislock:hold"
-		ctx := context.Background()
-		l, err := redislock.New(client(t, tg.addr)).Obtain(ctx, key, 15*time.Second, nil)
-		if err != nil {
-			t.Fatalf("Obtain: %v", err)
-		}
-		holdThroughFailover(t, tg, key, l.Token(), 15*time.Second, func() {
-			if err := l.Refresh(ctx, 15*time.Second, nil); err != nil {
-				t.Fatalf("Refresh: %v", err)
-			}
-			ttl, err := l.TTL(ctx)
+		holdThroughFailover(t, tg, key, 15*time.Second, func(t *testing.T) (string, func()) {
+			ctx := context.Background()
+			l, err := redislock.New(client(t, tg.addr)).Obtain(ctx, key, 15*time.Second, nil)
 			if err != nil {
-				t.Fatalf("TTL: %v", err)
+				t.Fatalf("Obtain: %v", err)
 			}
-			inRange(t, "TTL after Refresh", ttl, 10*time.Second, 15*time.Second)
-			if err := l.Release(ctx); err != nil {
-				t.Fatalf("Release: %v", err)
+			return l.Token(), func() {
+				if err := l.Refresh(ctx, 15*time.Second, nil); err != nil {
+					t.Fatalf("Refresh: %v", err)
+				}
+				ttl, err := l.TTL(ctx)
+				if err != nil {
+					t.Fatalf("TTL: %v", err)
+				}
+				inRange(t, "TTL after Refresh", ttl, 10*time.Second, 15*time.Second)
+				if err := l.Release(ctx); err != nil {
+					t.Fatalf("Release: %v", err)
+				}
 			}
 		})
 	})

@@ -72,13 +72,15 @@ func testScriptLib(t *testing.T, lib scriptLib) {
 		}
 		t.Run(name, func(t *testing.T) {
 			const key = "lib:hold"
-			p := lib.run(t, tg, "hold", key)
-			owner := p.waitLine(t, "held ")
-			holdThroughFailover(t, tg, lib.redisKey(key), owner, 15*time.Second, func() {
-				if _, err := fmt.Fprintln(p.stdin, "go"); err != nil {
-					t.Fatalf("go-ahead: %v: %s", err, p)
+			holdThroughFailover(t, tg, lib.redisKey(key), 15*time.Second, func(t *testing.T) (string, func()) {
+				p := lib.run(t, tg, "hold", key)
+				owner := p.waitLine(t, "held ")
+				return owner, func() {
+					if _, err := fmt.Fprintln(p.stdin, "go"); err != nil {
+						t.Fatalf("go-ahead: %v: %s", err, p)
+					}
+					expectTranscript(t, p, append(append([]string{"held " + owner}, lib.holdSteps...), "ok")...)
 				}
-				expectTranscript(t, p, append(append([]string{"held " + owner}, lib.holdSteps...), "ok")...)
 			})
 		})
 	})
