@@ -101,23 +101,14 @@ func eachTarget(t *testing.T, f func(t *testing.T, tg *target)) {
 }
 
 // startCluster starts a 3-node cluster and targets one of its followers.
-// Closing the leader hands its leadership over, most often before the
-// transfer's time runs out: an election follows instead, as after a crash.
+// A leader being closed would hand its leadership over first, most often
+// in time; with no time for that (TransferTimeout), the others elect one,
+// as after a crash.
 func startCluster(t *testing.T) *target {
 	t.Helper()
 	nodes := lockserver.StartCluster(t, 3, func(c *cluster.Config) { c.TransferTimeout = time.Nanosecond })
-	leader, err := lockserver.WaitLeader(nodes...)
-	if err != nil {
-		t.Fatal(err)
-	}
 	tg := &target{nodes: nodes, dead: map[*lockserver.Node]bool{}}
-	for _, n := range nodes {
-		if n != leader {
-			tg.follower = n
-			break
-		}
-	}
-	tg.addr = tg.follower.Addr
+	tg.pickFollower(t)
 	return tg
 }
 
