@@ -208,3 +208,31 @@ func TestScriptCall(t *testing.T) {
 		t.Fatal("UnknownScriptError is not an ERR")
 	}
 }
+
+// TestScriptCache: a respelt script is learnt by its SHA1, bounded, and
+// forgotten by Flush; the libraries' own stay known.
+func TestScriptCache(t *testing.T) {
+	var sc ScriptCache
+	own := KnownScripts[0]
+	respelt := own.Text + "\n-- ours\n"
+	sha := ScriptSHA1([]byte(respelt))
+	if sc.Lookup([]byte(sha)) != nil {
+		t.Fatal("a respelt script known before it was given")
+	}
+	if s, got := sc.Recognize([]byte(respelt)); s == nil || got != sha || sc.Lookup([]byte(strings.ToUpper(sha))) != s {
+		t.Fatalf("Recognize = %v, %q; want the script and %s, then found by it", s, got, sha)
+	}
+	if s, _ := sc.Recognize([]byte("return 1")); s != nil || sc.Lookup([]byte(ScriptSHA1([]byte("return 1")))) != nil {
+		t.Fatal("an unknown script was learnt")
+	}
+	for i := range maxLearntScripts {
+		sc.Recognize([]byte(own.Text + strings.Repeat(" ", i+1)))
+	}
+	if n := len(sc.learnt); n > maxLearntScripts {
+		t.Fatalf("%d spellings learnt, more than %d", n, maxLearntScripts)
+	}
+	sc.Flush()
+	if sc.Lookup([]byte(sha)) != nil || sc.Lookup([]byte(own.SHA1)) == nil {
+		t.Fatal("Flush: a learnt spelling stays, or a library's own is forgotten")
+	}
+}

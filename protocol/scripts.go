@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -212,3 +213,60 @@ func (s *Script) Call(req EvalRequest) (ScriptCall, error) {
 // KnownScriptLibraries names the libraries whose scripts leasehold runs,
 // for the error a script of none of them gets.
 const KnownScriptLibraries = "redis-py's Lock, redsync, bsm/redislock, redlock 4, @sesamecare-oss/redlock and redis-semaphore's Mutex"
+
+// ScriptCache holds the SHA1s of scripts a node was given (EVAL, SCRIPT
+// LOAD) in a spelling other than a library's own, whose SHA1s every node
+// knows from the start. A library that gets NOSCRIPT sends the script
+// again, as it does to a Redis that restarted or to another node.
+type ScriptCache struct {
+	mu     sync.Mutex
+	learnt map[string]*Script
+}
+
+// maxLearntScripts bounds the cache: beyond it, the oldest spellings are
+// forgotten all at once (SCRIPT FLUSH's effect), and their libraries send
+// them again.
+const maxLearntScripts = 1024
+
+// Recognize returns the known script text is, learning its SHA1 if it is
+// another spelling of one, and its SHA1; nil if it is none.
+func (sc *ScriptCache) Recognize(text []byte) (*Script, string) {
+	sha := ScriptSHA1(text)
+	if s := KnownScriptBySHA([]byte(sha)); s != nil {
+		return s, sha
+	}
+	s := RecognizeScript(text)
+	if s == nil {
+		return nil, sha
+	}
+	sc.mu.Lock()
+	if sc.learnt == nil || len(sc.learnt) >= maxLearntScripts {
+		sc.learnt = map[string]*Script{}
+	}
+	sc.learnt[sha] = s
+	sc.mu.Unlock()
+	return s, sha
+}
+
+// Lookup finds a script by its SHA1 in hex, either case; nil if this node
+// does not have it.
+func (sc *ScriptCache) Lookup(sha []byte) *Script {
+	if s := KnownScriptBySHA(sha); s != nil {
+		return s
+	}
+	lower, ok := LowerSHA1(sha)
+	if !ok {
+		return nil
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.learnt[string(lower[:])]
+}
+
+// Flush forgets the learnt spellings (SCRIPT FLUSH); the libraries' own
+// scripts stay known.
+func (sc *ScriptCache) Flush() {
+	sc.mu.Lock()
+	sc.learnt = nil
+	sc.mu.Unlock()
+}

@@ -313,10 +313,15 @@ run_system() {
 	case $1 in
 	cluster)
 		start_lh_cluster
-		cycles "$LH_CLUSTER" leasehold "$LEADER" "$(lh_pids)" "$2"
-		# A Redis lock library's cycle (SET NX PX, EVALSHA release), on the
-		# same cluster.
-		cycles "$LH_LIB" leasehold-redis "$LEADER" "$(lh_pids)" "$2"
+		# With a Redis lock library's cycle (SET NX PX, EVALSHA release) on
+		# the same cluster, each first in every other round.
+		if (($2 % 2)); then
+			cycles "$LH_CLUSTER" leasehold "$LEADER" "$(lh_pids)" "$2"
+			cycles "$LH_LIB" leasehold-redis "$LEADER" "$(lh_pids)" "$2"
+		else
+			cycles "$LH_LIB" leasehold-redis "$LEADER" "$(lh_pids)" "$2"
+			cycles "$LH_CLUSTER" leasehold "$LEADER" "$(lh_pids)" "$2"
+		fi
 		stop_lh_cluster
 		;;
 	wal)

@@ -2,7 +2,6 @@ package server
 
 import (
 	"strings"
-	"sync"
 
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/lockfsm"
@@ -14,61 +13,6 @@ import (
 // command, so that it is written once for both modes and is one entry in
 // cluster mode's log.
 
-// scriptCache holds the SHA1s of scripts this node was given (EVAL, SCRIPT
-// LOAD) in a spelling other than a library's own, whose SHA1s every node
-// knows from the start. A library that gets NOSCRIPT sends the script
-// again, as it does to a Redis that restarted or to another node.
-type scriptCache struct {
-	mu     sync.Mutex
-	learnt map[string]*protocol.Script
-}
-
-// maxLearntScripts bounds the cache: beyond it, the oldest spellings are
-// forgotten all at once (SCRIPT FLUSH's effect), and their libraries send
-// them again.
-const maxLearntScripts = 1024
-
-// recognize returns the known script text is, learning its SHA1 if it is
-// another spelling of one, and its SHA1; nil if it is none.
-func (sc *scriptCache) recognize(text []byte) (*protocol.Script, string) {
-	sha := protocol.ScriptSHA1(text)
-	if s := protocol.KnownScriptBySHA([]byte(sha)); s != nil {
-		return s, sha
-	}
-	s := protocol.RecognizeScript(text)
-	if s == nil {
-		return nil, sha
-	}
-	sc.mu.Lock()
-	if sc.learnt == nil || len(sc.learnt) >= maxLearntScripts {
-		sc.learnt = map[string]*protocol.Script{}
-	}
-	sc.learnt[sha] = s
-	sc.mu.Unlock()
-	return s, sha
-}
-
-// lookup finds a script by its SHA1 in hex, either case; nil if this node
-// does not have it.
-func (sc *scriptCache) lookup(sha []byte) *protocol.Script {
-	if s := protocol.KnownScriptBySHA(sha); s != nil {
-		return s
-	}
-	lower, ok := protocol.LowerSHA1(sha)
-	if !ok {
-		return nil
-	}
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	return sc.learnt[string(lower[:])]
-}
-
-func (sc *scriptCache) flush() {
-	sc.mu.Lock()
-	sc.learnt = nil
-	sc.mu.Unlock()
-}
-
 // handleEval is EVAL, EVALSHA, EVAL_RO and EVALSHA_RO.
 func handleEval(c *conn, args [][]byte) error {
 	name := protocol.Lookup(args[0]).Name
@@ -78,10 +22,10 @@ func handleEval(c *conn, args [][]byte) error {
 	}
 	var s *protocol.Script
 	if strings.HasPrefix(name, "evalsha") {
-		if s = c.srv.scripts.lookup(req.Script); s == nil {
+		if s = c.srv.scripts.Lookup(req.Script); s == nil {
 			return protocol.ErrNoScript
 		}
-	} else if s, _ = c.srv.scripts.recognize(req.Script); s == nil {
+	} else if s, _ = c.srv.scripts.Recognize(req.Script); s == nil {
 		return protocol.UnknownScriptError()
 	}
 	call, err := s.Call(req)
@@ -209,7 +153,7 @@ func handleScript(c *conn, args [][]byte) error {
 	sub := args[1]
 	switch {
 	case strings.EqualFold(string(sub), "load") && len(args) == 3:
-		s, sha := c.srv.scripts.recognize(args[2])
+		s, sha := c.srv.scripts.Recognize(args[2])
 		if s == nil {
 			return protocol.UnknownScriptError()
 		}
@@ -217,7 +161,7 @@ func handleScript(c *conn, args [][]byte) error {
 	case strings.EqualFold(string(sub), "exists") && len(args) >= 3:
 		c.wr.WriteArray(len(args) - 2)
 		for _, sha := range args[2:] {
-			if c.srv.scripts.lookup(sha) != nil {
+			if c.srv.scripts.Lookup(sha) != nil {
 				c.wr.WriteInt(1)
 			} else {
 				c.wr.WriteInt(0)
@@ -227,7 +171,7 @@ func handleScript(c *conn, args [][]byte) error {
 		if len(args) == 3 && !strings.EqualFold(string(args[2]), "async") && !strings.EqualFold(string(args[2]), "sync") {
 			return protocol.ErrSyntax
 		}
-		c.srv.scripts.flush()
+		c.srv.scripts.Flush()
 		c.wr.WriteString("OK")
 	default:
 		return protocol.UnknownSubcommandError("script", sub)

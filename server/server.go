@@ -48,7 +48,7 @@ type Server struct {
 	hot     *contention.Stats
 	// scripts are the lock libraries' scripts this node has learnt by
 	// EVAL or SCRIPT LOAD in another spelling (scripts.go).
-	scripts scriptCache
+	scripts protocol.ScriptCache
 
 	mu     sync.Mutex       // guards ln, tlsLn, conns, closed, loops, tls.handshaking
 	ln     net.Listener     // nil with Config.Addr ""
