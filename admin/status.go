@@ -398,7 +398,7 @@ const (
 )
 
 // jsonLockStat is a row of /api/lockstats: LOCKSTATS's fields, durations in
-// milliseconds.
+// milliseconds to three significant digits, as LOCKSTATS gives them.
 type jsonLockStat struct {
 	Key          string  `json:"key"`
 	Acquisitions uint64  `json:"acquisitions"`
@@ -438,7 +438,7 @@ func (p *statusPage) lockStats(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	ms := contention.RoundedMillis
 	rows := make([]jsonLockStat, 0, len(stats))
 	for _, st := range stats {
 		rows = append(rows, jsonLockStat{

@@ -424,6 +424,44 @@ func TestStatusPageLockStats(t *testing.T) {
 	if len(rows) != 1 || rows[0]["key"] != hostile || rows[0]["acquisitions"] != float64(3) {
 		t.Fatalf("/api/lockstats: %v, want the one lock with 3 acquisitions", rows)
 	}
+
+	// Three leases left to expire after 25, 45 and 65 ms, each seen through
+	// its event (counted before it is published): their median hold time,
+	// about 45 ms, comes in milliseconds to three significant digits, as
+	// LOCKSTATS gives it, not to the microsecond ("49.663").
+	sub := rdb.Subscribe(ctx, "__lock__:brief")
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expired, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, ttl := range []int{25, 45, 65} {
+		if err := rdb.Do(ctx, "ACQUIRE", "brief", ttl).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			msg, err := sub.ReceiveMessage(expired)
+			if err != nil {
+				t.Fatalf("waiting for brief's expiry: %v", err)
+			}
+			if strings.HasPrefix(msg.Payload, "expired") {
+				break
+			}
+		}
+	}
+	code, body = get(t, base+"/api/lockstats?by=expiries&top=1")
+	dec := json.NewDecoder(strings.NewReader(body))
+	dec.UseNumber()
+	var brief []map[string]any
+	if err := dec.Decode(&brief); err != nil || code != http.StatusOK || len(brief) != 1 || brief[0]["key"] != "brief" {
+		t.Fatalf("/api/lockstats?by=expiries: %d %s (%v)", code, body, err)
+	}
+	hold, _ := brief[0]["hold_p50_ms"].(json.Number)
+	if f, err := hold.Float64(); err != nil || f < 40 || f > 10000 || len(strings.TrimRight(strings.Replace(hold.String(), ".", "", 1), "0")) > 3 {
+		t.Errorf("brief's hold_p50_ms = %q, want about 45 ms, to three significant digits", hold)
+	}
+
 	for _, path := range []string{"/api/lockstats?by=size", "/api/lockstats?top=0", "/api/lockstats?top=x"} {
 		if code, _ := get(t, base+path); code != http.StatusBadRequest {
 			t.Errorf("%s: %d, want 400", path, code)

@@ -66,6 +66,12 @@ var (
 	// timeout passes first. Nothing was changed; the read may be retried.
 	ErrTimeout = errors.New("cluster: timed out")
 
+	// ErrNotRaftPort is returned by a join request (Config.Join) to an
+	// address that answered, but not as a member's Raft port does: most
+	// likely a member's RESP address (--addr) given where its Raft address
+	// (--raft-addr) belongs.
+	ErrNotRaftPort = errors.New("cluster: not a Raft port")
+
 	// ErrFrameTooLarge is returned by Forward for a request larger than
 	// the frame limit (64 MiB; wrapped with ErrNotDelivered, nothing is
 	// sent) or a reply the handler made larger than it (wrapped with

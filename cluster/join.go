@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -50,7 +51,14 @@ func (n *Node) joinLoop() {
 				close(n.joined)
 				return
 			}
-			n.cfg.Logger.Warn().Err(err).Str("via", addr).Msg("join request failed; trying the next address")
+			if errors.Is(err, ErrNotRaftPort) {
+				// A mistake in the configuration, not a member that is
+				// down: said as such, every round, as long as it lasts.
+				n.cfg.Logger.Error().Err(err).Str("via", addr).
+					Msgf("join request: %s answered as a RESP server, not a Raft port: --join wants a member's --raft-addr, not its --addr; trying the next address", addr)
+			} else {
+				n.cfg.Logger.Warn().Err(err).Str("via", addr).Msg("join request failed; trying the next address")
+			}
 			select {
 			case <-n.closeC:
 				return
@@ -70,7 +78,15 @@ func (n *Node) joinLoop() {
 // and a forwarding hop.
 func (n *Node) joinRPCTimeout() time.Duration { return n.cfg.CatchUpTimeout + 2*transportTimeout }
 
+// askJoin asks the member at addr to add this node. It probes addr first
+// (kindProbe, one round trip of at most the transport timeout), so that a
+// member's RESP address given for its Raft address fails at once with
+// ErrNotRaftPort: a RESP server reads the join request's frame as the
+// start of an inline command and waits, silent, for the rest of its line.
 func (n *Node) askJoin(addr string, me serverRef) error {
+	if err := n.probe(addr); err != nil {
+		return err
+	}
 	f, err := n.client.call(addr, kindJoin, me.encode(), time.Now().Add(n.joinRPCTimeout()), n.closeC)
 	if err != nil {
 		return err
@@ -79,6 +95,26 @@ func (n *Node) askJoin(addr string, me serverRef) error {
 		return decodeError(f.body)
 	}
 	return nil
+}
+
+// probe checks that addr is a member's Raft port: any reply to a kindProbe
+// frame is a member's; a RESP server's answer fails the call with
+// ErrNotRaftPort (readFrame), as does any answer that is not a frame.
+func (n *Node) probe(addr string) error {
+	_, err := n.client.call(addr, kindProbe, nil, time.Now().Add(transportTimeout), n.closeC)
+	var resp *respAnswerError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &resp):
+		return fmt.Errorf("%s: %w", addr, resp) // not "outcome unknown ... lost before the reply"
+	case errors.Is(err, ErrFrameTooLarge) && errors.Is(err, ErrOutcomeUnknown):
+		// The answer was no frame at all: some other server.
+		return fmt.Errorf("%w: %s answered the probe with something other than a frame: %w", ErrNotRaftPort, addr, err)
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%s closed the connection without answering (is it a member's Raft address?): %w", addr, err)
+	}
+	return err
 }
 
 // isVoter reports whether this node's latest configuration lists it as a

@@ -50,6 +50,12 @@ const (
 	kindJoin      byte = 3 // body: id, addr, hops; reply: empty
 	kindAdd       byte = 4 // body: id, addr; reply: empty
 	kindRemove    byte = 5 // body: id; reply: empty
+	// kindProbe is no request: every member, of any version, answers a
+	// kind it does not know with an error (errBadRequest). Its byte is a
+	// newline, so a RESP server, which reads commands by the line, answers
+	// the frame at once too, with a RESP error; askJoin sends one first to
+	// tell a member's Raft port from its RESP port (ErrNotRaftPort).
+	kindProbe byte = '\n'
 )
 
 // Reply statuses.
@@ -130,7 +136,11 @@ func readFrame(r io.Reader) (frame, error) {
 	}
 	size := binary.BigEndian.Uint32(hdr[:4])
 	if size > maxFrame {
-		return frame{}, fmt.Errorf("%w: announced %d bytes", errFrameTooLarge, size)
+		if respReply(hdr[:4]) {
+			// No frame starts so: its length would be over 700 MB.
+			return frame{}, &respAnswerError{answer: string(hdr[:4])}
+		}
+		return frame{}, fmt.Errorf("%w: announced %d bytes (%q)", errFrameTooLarge, size, hdr[:4])
 	}
 	if size < frameHeader-4 {
 		return frame{}, fmt.Errorf("cluster: malformed frame of %d bytes", size)
@@ -144,6 +154,31 @@ func readFrame(r io.Reader) (frame, error) {
 		return frame{}, unexpected(err)
 	}
 	return f, nil
+}
+
+// respAnswerError is what a peer that answered in RESP fails a connection
+// with; it is ErrNotRaftPort.
+type respAnswerError struct{ answer string }
+
+func (e *respAnswerError) Error() string {
+	return fmt.Sprintf("%v: it answered %q, as a RESP server does", ErrNotRaftPort, e.answer)
+}
+
+func (e *respAnswerError) Is(target error) bool { return target == ErrNotRaftPort }
+
+// respReply reports whether b, the first bytes a peer sent, begin a RESP
+// simple string or error ("+OK", "-ERR", "-NOAUTH"): the answer of a RESP
+// server to a line it could not run.
+func respReply(b []byte) bool {
+	if len(b) < 2 || (b[0] != '-' && b[0] != '+') {
+		return false
+	}
+	for _, c := range b[1:] {
+		if (c < 'A' || c > 'Z') && (c < 'a' || c > 'z') && c != ' ' && c != '\r' {
+			return false
+		}
+	}
+	return true
 }
 
 func unexpected(err error) error {

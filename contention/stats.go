@@ -54,8 +54,9 @@ type LockStat struct {
 	Expiries     uint64 // leases that reached their deadline: the holder did not renew
 	// WaitP50 and WaitP99 are percentiles of the waits' durations, HoldP50
 	// and HoldP99 of the leases' durations from grant to release, expiry or
-	// forced release; each the upper bound of a histogram bucket (under
-	// 19% above the true value), 0 without a sample.
+	// forced release; each an estimate within 1.6% of the true value (to
+	// the microsecond under 32 µs; see histogram), 0 without a sample.
+	// RoundedMillis gives them with the precision they have.
 	WaitP50, WaitP99 time.Duration
 	HoldP50, HoldP99 time.Duration
 	// Count is the sketch's weight for the lock (its events), and Error how
@@ -256,11 +257,21 @@ func (sh *shard) observe(key string, capacity int) *entry {
 	}
 	e := sh.minHeap[0]
 	delete(sh.byKey, e.key) // before its bytes change: a map key must not
-	*e = entry{keyBuf: e.keyBuf, count: e.count + 1, overcount: e.count}
+	e.reset(e.count+1, e.count)
 	e.setKey(key)
 	sh.byKey[e.key] = e
 	sh.minHeap.down(0)
 	return e
+}
+
+// reset starts e afresh for another lock with the sketch's count and
+// error. It clears the histograms' used buckets only (histogram.reset), not
+// the whole entry, which is mostly histogram.
+func (e *entry) reset(count, overcount uint64) {
+	e.count, e.overcount = count, overcount
+	e.acquisitions, e.waits, e.timeouts, e.expiries = 0, 0, 0, 0
+	e.wait.reset()
+	e.hold.reset()
 }
 
 // setKey copies key into e's buffer, which grows only for a longer key.

@@ -175,8 +175,8 @@ var Commands = []Command{
 		Args: []Arg{key("key")}, Summary: "Removes a free lock; INUSE while a lease holds it."},
 	{Name: "force-release", Arity: -2, Flags: []string{"write"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupLock, Category: CategoryAdmin,
 		Args: []Arg{key("key"), integer("token").opt()}, Summary: "The operator's override: ends the lease the token names whoever holds it, or every lease of the lock, and a lock-delay in progress; returns how many it ended."},
-	{Name: "locks", Arity: -2, Flags: []string{"readonly"}, Group: GroupLock, Category: CategoryRead,
-		Args: []Arg{integer("cursor"), Arg{Name: "pattern", Type: "pattern", Token: "MATCH", Optional: true}, integer("count").after("COUNT").opt()}, Summary: "Iterates over lock names, SCAN-style."},
+	{Name: "locks", Arity: -1, Flags: []string{"readonly"}, Group: GroupLock, Category: CategoryRead,
+		Args: []Arg{integer("cursor").opt(), Arg{Name: "pattern", Type: "pattern", Token: "MATCH", Optional: true}, integer("count").after("COUNT").opt()}, Summary: "Iterates over lock names, SCAN-style; without a cursor, the first page (as cursor 0)."},
 
 	{Name: "set", Arity: -3, Flags: []string{"write", "denyoom"}, FirstKey: 1, LastKey: 1, Step: 1, Group: GroupRedis, Category: CategoryLock, RedisCategories: []string{CategoryWrite, CategoryString},
 		Args:    []Arg{key("key"), str("owner"), token("NX"), oneof("expiration", integer("seconds").after("EX"), integer("milliseconds").after("PX"), integer("unix-time-seconds").after("EXAT"), integer("unix-time-milliseconds").after("PXAT"), token("KEEPTTL")).opt()},

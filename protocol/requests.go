@@ -331,15 +331,22 @@ func ParseExtend(args [][]byte) (ExtendRequest, error) {
 	return ExtendRequest{Key: args[1], Token: tok, TTL: ttl}, nil
 }
 
-// ParseLocks parses LOCKS.
+// ParseLocks parses LOCKS [cursor] [MATCH pattern] [COUNT count]. Without a
+// cursor it is the first page, as cursor 0: SCAN requires one, but a person
+// typing LOCKS means the first page. A cursor is a number, never MATCH or
+// COUNT, so an option where the cursor would be starts the options.
 func ParseLocks(args [][]byte) (LocksRequest, error) {
-	cur, ok := parseUint(args[1])
-	if !ok {
-		return LocksRequest{}, ErrBadCursor
+	req := LocksRequest{Count: DefaultLocksCount}
+	opts := 1
+	if len(args) > 1 && !bytes.EqualFold(args[1], []byte("match")) && !bytes.EqualFold(args[1], []byte("count")) {
+		cur, ok := parseUint(args[1])
+		if !ok {
+			return LocksRequest{}, ErrBadCursor
+		}
+		req.Cursor, opts = cur, 2
 	}
-	req := LocksRequest{Cursor: cur, Count: DefaultLocksCount}
 	seenMatch, seenCount := false, false
-	for i := 2; i < len(args); i += 2 {
+	for i := opts; i < len(args); i += 2 {
 		if i+1 >= len(args) {
 			return req, ErrSyntax
 		}

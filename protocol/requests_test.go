@@ -505,6 +505,13 @@ func TestParseLocks(t *testing.T) {
 		err  error
 	}{
 		{"cursor only", "LOCKS 0", LocksRequest{Cursor: 0, Count: DefaultLocksCount}, nil},
+		// Without a cursor, the first page: a cursor is a number, never
+		// MATCH or COUNT, so an option in its place starts the options.
+		{"no arguments", "LOCKS", LocksRequest{Count: DefaultLocksCount}, nil},
+		{"MATCH without a cursor", "LOCKS MATCH jobs:*", LocksRequest{Match: []byte("jobs:*"), Count: DefaultLocksCount}, nil},
+		{"count without a cursor", "locks count 3 match a", LocksRequest{Match: []byte("a"), Count: 3}, nil},
+		{"MATCH without a cursor nor value", "LOCKS MATCH", LocksRequest{}, ErrSyntax},
+		{"cursor after the options", "LOCKS COUNT 3 0", LocksRequest{}, ErrSyntax},
 		{"match and count", "LOCKS 42 MATCH a* COUNT 5", LocksRequest{Cursor: 42, Match: []byte("a*"), Count: 5}, nil},
 		{"lower case options", "locks 0 match a count 1", LocksRequest{Match: []byte("a"), Count: 1}, nil},
 		{"mixed case, count first", "LOCKS 0 Count 7 Match x", LocksRequest{Match: []byte("x"), Count: 7}, nil},

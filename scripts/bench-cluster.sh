@@ -97,7 +97,7 @@ if ! command -v etcd >/dev/null || ! command -v redis-cli >/dev/null; then
 fi
 log "building bin/leasehold, bin/loadgen and bin/clusterbench"
 LH_VERSION=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
-go build -o bin/leasehold .
+go build -ldflags "-X main.version=$LH_VERSION" -o bin/leasehold . # stamped as make build does
 go build -o bin/loadgen ./scripts/loadgen
 (cd scripts/clusterbench && go build -o ../../bin/clusterbench .)
 

@@ -125,7 +125,7 @@ fi
 log "building bin/leasehold and bin/loadgen"
 # What was built: other work may change the tree later in the run.
 LH_VERSION=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
-go build -o bin/leasehold .
+go build -ldflags "-X main.version=$LH_VERSION" -o bin/leasehold . # stamped as make build does
 go build -o bin/loadgen ./scripts/loadgen
 
 # ---- servers ---------------------------------------------------------------

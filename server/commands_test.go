@@ -268,7 +268,6 @@ func TestCommandErrors(t *testing.T) {
 		{[]any{"STATUS"}, "ERR wrong number of arguments for 'status' command"},
 		{[]any{"STATUS", "a", "b"}, "ERR wrong number of arguments for 'status' command"},
 		{[]any{"DELETE"}, "ERR wrong number of arguments for 'delete' command"},
-		{[]any{"LOCKS"}, "ERR wrong number of arguments for 'locks' command"},
 		{[]any{"EcHo"}, "ERR wrong number of arguments for 'echo' command"},
 
 		// Unknown commands quote their first arguments as Redis does.

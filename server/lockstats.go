@@ -1,7 +1,7 @@
 package server
 
 import (
-	"strconv"
+	"time"
 
 	"github.com/leasehold/leasehold/contention"
 	"github.com/leasehold/leasehold/locker"
@@ -71,7 +71,7 @@ func (s *Server) LockStatsOn() bool { return s.hot != nil }
 
 // handleLockStats serves LOCKSTATS [TOP n] [BY order]: one flat array of
 // field/value pairs per lock, as CONFIG GET and HELLO reply, durations in
-// milliseconds with microsecond decimals. A user limited to some keys sees
+// milliseconds to three significant digits (contention.FormatMillis). A user limited to some keys sees
 // those locks only.
 func handleLockStats(c *conn, args [][]byte) error {
 	req, err := protocol.ParseLockStats(args)
@@ -103,10 +103,10 @@ func handleLockStats(c *conn, args [][]byte) error {
 		}
 		for _, f := range [...]struct {
 			name string
-			d    int64
-		}{{"wait_p50_ms", int64(l.WaitP50)}, {"wait_p99_ms", int64(l.WaitP99)}, {"hold_p50_ms", int64(l.HoldP50)}, {"hold_p99_ms", int64(l.HoldP99)}} {
+			d    time.Duration
+		}{{"wait_p50_ms", l.WaitP50}, {"wait_p99_ms", l.WaitP99}, {"hold_p50_ms", l.HoldP50}, {"hold_p99_ms", l.HoldP99}} {
 			c.wr.WriteBulkString(f.name)
-			c.wr.WriteBulkString(strconv.FormatFloat(float64(f.d)/1e6, 'f', 3, 64))
+			c.wr.WriteBulkString(contention.FormatMillis(f.d))
 		}
 	}
 	return nil

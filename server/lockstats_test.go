@@ -48,6 +48,19 @@ func ms(t *testing.T, m map[string]string, field string) float64 {
 	return f
 }
 
+// threeSignificant reports whether s is a decimal number written with at
+// most three significant digits and no exponent ("60000", "20.5", "0.159").
+func threeSignificant(s string) bool {
+	if _, err := strconv.ParseFloat(s, 64); err != nil || strings.ContainsAny(s, "eE+-") {
+		return false
+	}
+	digits := strings.TrimLeft(strings.Replace(s, ".", "", 1), "0")
+	if !strings.Contains(s, ".") {
+		digits = strings.TrimRight(digits, "0")
+	}
+	return len(digits) <= 3
+}
+
 func TestLockStatsContendedLock(t *testing.T) {
 	ts := startServer(t, withLockStatsTop(contention.DefaultTop))
 	c := ctx(t)
@@ -121,6 +134,15 @@ func TestLockStatsContendedLock(t *testing.T) {
 	}
 	if len(hot) != 9 {
 		t.Errorf("hot has fields %v, want 9", hot)
+	}
+	// Durations come to three significant digits, not a bucket's bound to
+	// the microsecond ("57.343"): the estimates are within 1.6%.
+	for _, l := range locks {
+		for _, f := range []string{"wait_p50_ms", "wait_p99_ms", "hold_p50_ms", "hold_p99_ms"} {
+			if !threeSignificant(l[f]) {
+				t.Errorf("%s %s = %q, want at most three significant digits", l["key"], f, l[f])
+			}
+		}
 	}
 
 	byExpiries := lockStatsReply(t, holder, "BY", "expiries")

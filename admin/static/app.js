@@ -32,6 +32,17 @@ function fmtDuration(ms) {
   return Math.floor(h / 24) + 'd' + (h % 24) + 'h';
 }
 
+// fmtLatency shows a percentile given in milliseconds with three
+// significant digits and a unit: 159 µs, 20.5 ms, 60.0 s.
+function fmtLatency(ms) {
+  if (typeof ms !== 'number' || !(ms > 0)) return '0';
+  ms = Number(ms.toPrecision(3)); // 999.9 ms is 1.00 s
+  const sig = v => v >= 1000 ? Math.round(v).toString() : v.toPrecision(3);
+  if (ms < 1) return sig(ms * 1000) + ' µs';
+  if (ms < 1000) return sig(ms) + ' ms';
+  return sig(ms / 1000) + ' s';
+}
+
 function fmtBytes(n) {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
   let i = 0;
@@ -289,7 +300,8 @@ function streamEvents() {
 // ---- hottest locks (LOCKSTATS) ----
 // /api/lockstats answers LOCKSTATS's rows (by waits, the top 20); with lock
 // statistics off (--lockstats-top 0) it is a 404 and the panel says so. Its
-// rows are shown column by column as given, each value as text.
+// rows are shown column by column as given, each value as text, the
+// percentiles (the _ms columns) with their unit (fmtLatency).
 
 async function pollHot() {
   const note = $('hot-note');
@@ -303,7 +315,10 @@ async function pollHot() {
     table.tHead.replaceChildren(head);
     table.tBodies[0].replaceChildren(...rows.map(r => {
       const tr = el('tr');
-      for (const c of cols) tr.append(el('td', typeof r[c] === 'object' ? JSON.stringify(r[c]) : r[c], c === 'key' ? 'key' : ''));
+      for (const c of cols) {
+        const v = c.endsWith('_ms') ? fmtLatency(r[c]) : typeof r[c] === 'object' ? JSON.stringify(r[c]) : r[c];
+        tr.append(el('td', v, c === 'key' ? 'key' : ''));
+      }
       return tr;
     }));
     note.textContent = rows.length ? '' : 'No contention recorded yet.';
