@@ -409,7 +409,6 @@ func TestOneWayPartitionOfBusyLeader(t *testing.T) {
 	}
 	for round := range rounds {
 		t.Run(strconv.Itoa(round), func(t *testing.T) {
-			t.Parallel() // each round has a group of its own
 			net, log := newFaultNet(), testutil.NewTestLog(t)
 			old := newMember(t, net, log, "n1", true, func(c *Config) {
 				c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = time.Second, time.Second, time.Second
