@@ -90,6 +90,7 @@ func runDir(t *testing.T) string {
 // TestChaos is the harness's run: the short one by default, the long one
 // with -chaos.duration and -chaos.nodes (make chaos).
 func TestChaos(t *testing.T) {
+	t.Parallel() // its nodes in namespaces named after the process, the others' on ports of their own
 	if *flagNetns {
 		if err := NetnsAvailable(); err != nil {
 			if os.Getenv("CI") == "true" {
@@ -194,6 +195,7 @@ func TestChaos(t *testing.T) {
 // between it and the clients (tokens lowered now and then): the run must
 // fail, by porcupine and by the token checkers.
 func TestControlServer(t *testing.T) {
+	t.Parallel() // a node of its own on free loopback ports, in a directory of its own
 	dir := t.TempDir()
 	cfg := RunConfig{
 		Bin: buildLeasehold(t, dir), Nodes: 1, Dir: dir, Duration: 3 * time.Second,

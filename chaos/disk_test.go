@@ -30,6 +30,7 @@ type testStore interface {
 // batch past its end, and TestTornBatchOverStaleFrames shows what raft-wal
 // makes of those.
 func TestTearTail(t *testing.T) {
+	t.Parallel() // stores in directories of its own; the kinds too, each with its own rng
 	kinds := []struct {
 		name string
 		open func(t *testing.T, data string) testStore
@@ -59,6 +60,7 @@ func TestTearTail(t *testing.T) {
 	}
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
 			rng := rand.New(rand.NewSource(1))
 			for round := 0; round < 100; round++ {
 				data := t.TempDir()

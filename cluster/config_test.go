@@ -8,6 +8,7 @@ import (
 )
 
 func TestConfigValidate(t *testing.T) {
+	t.Parallel()
 	valid := func() Config {
 		c := DefaultConfig()
 		c.NodeID, c.RaftAddr, c.DataDir, c.FSM = "n1", "127.0.0.1:7000", "/tmp/x", &historyFSM{}
@@ -56,6 +57,7 @@ func TestConfigValidate(t *testing.T) {
 // TestBootstrapOnlyOnce restarts a bootstrapped single node with Bootstrap
 // still set: it must come back from its stores, not start a new cluster.
 func TestBootstrapOnlyOnce(t *testing.T) {
+	t.Parallel()
 	_, ms := startCluster(t, 1)
 	m := ms[0]
 	acked := apply(t, m, "a", 5)
@@ -77,6 +79,7 @@ func TestBootstrapOnlyOnce(t *testing.T) {
 // than its data directory holds: refused, in both directions, since
 // starting over empty would lose its log and its vote.
 func TestLogStoreKindIsKept(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ created, reopened string }{
 		{LogStoreBolt, LogStoreWAL},
 		{"", LogStoreWAL},
@@ -84,6 +87,7 @@ func TestLogStoreKindIsKept(t *testing.T) {
 		{LogStoreWAL, ""},
 	} {
 		t.Run(tc.created+"-then-"+tc.reopened, func(t *testing.T) {
+			t.Parallel() // each case has a node and a data directory of its own
 			_, ms := startCluster(t, 1, func(c *Config) { c.LogStore = tc.created })
 			m := ms[0]
 			apply(t, m, "a", 3)

@@ -11,6 +11,7 @@ import (
 )
 
 func TestHclogAdapterWritesFields(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		log  func(hclog.Logger)

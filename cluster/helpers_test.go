@@ -16,6 +16,14 @@ import (
 	"github.com/rs/zerolog"
 )
 
+// Every test of the package calls t.Parallel, and so do most subtests that
+// each make a group: a test's nodes listen on ports of their own, keep their
+// data in its t.TempDir, and share no variable with another test's, and
+// most of a test's time is spent waiting for elections and heartbeats. The
+// rounds of TestOneWayPartitionOfBusyLeader do not: each floods its leader,
+// and four floods at once on a loaded machine delayed a new leader's
+// heartbeats past its 400 ms lease.
+
 // Test timing. Short enough for a quick suite, long enough that a shared
 // 2-core machine under -race does not lose leaders to scheduling stalls.
 const (

@@ -17,6 +17,7 @@ import (
 // index block", hashicorp/raft-wal#31): the chaos run found a node that
 // could not come back.
 func TestLogStoreSurvivesTailTruncation(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{LogStoreBolt, LogStoreWAL} {
 		t.Run(kind, func(t *testing.T) {
 			dir := t.TempDir()

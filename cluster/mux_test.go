@@ -16,6 +16,7 @@ import (
 // unknown byte are closed, while a marked raft stream is served. Plain
 // TCP and mutual TLS alike.
 func TestMuxRefusesUnmarkedStreams(t *testing.T) {
+	t.Parallel()
 	f := tlstest.New(t, t.TempDir())
 	for _, tc := range []struct {
 		name string

@@ -14,6 +14,7 @@ import (
 )
 
 func TestThreeNodesReplicateInOrder(t *testing.T) {
+	t.Parallel()
 	_, ms := startCluster(t, 3)
 	leader := waitLeader(t, ms)
 
@@ -61,6 +62,7 @@ func TestThreeNodesReplicateInOrder(t *testing.T) {
 }
 
 func TestFollowerRefusesWithNotApplied(t *testing.T) {
+	t.Parallel()
 	_, ms := startCluster(t, 3)
 	leader := waitLeader(t, ms)
 	var follower *member
@@ -100,6 +102,7 @@ func TestFollowerRefusesWithNotApplied(t *testing.T) {
 }
 
 func TestCommandErrorKinds(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		cause      error
 		dispatched bool
@@ -129,8 +132,10 @@ func TestCommandErrorKinds(t *testing.T) {
 }
 
 func TestKilledLeaderLosesNothingAndCatchesUp(t *testing.T) {
+	t.Parallel()
 	for _, store := range []string{LogStoreBolt, LogStoreWAL} {
 		t.Run(store, func(t *testing.T) {
+			t.Parallel() // a group of its own
 			testKilledLeaderLosesNothing(t, store)
 		})
 	}
@@ -163,6 +168,7 @@ func testKilledLeaderLosesNothing(t *testing.T, store string) {
 }
 
 func TestCloseOfLeaderTransfersLeadership(t *testing.T) {
+	t.Parallel()
 	_, ms := startCluster(t, 3)
 	old := waitLeader(t, ms)
 	acked := apply(t, old, "c", 10)
@@ -188,6 +194,7 @@ func TestCloseOfLeaderTransfersLeadership(t *testing.T) {
 }
 
 func TestSnapshotInstallOnRestartedNode(t *testing.T) {
+	t.Parallel()
 	// Keep few entries behind a snapshot, so that compaction happens.
 	_, ms := startCluster(t, 3, func(c *Config) { c.TrailingLogs = 5 })
 	leader := waitLeader(t, ms)
@@ -251,6 +258,7 @@ func TestSnapshotInstallOnRestartedNode(t *testing.T) {
 }
 
 func TestJoinWaitsForCatchUp(t *testing.T) {
+	t.Parallel()
 	catchUp := func(c *Config) { c.CatchUpTimeout = 2 * time.Second }
 	net, ms := startCluster(t, 1, catchUp)
 	leader := ms[0]
@@ -300,6 +308,7 @@ func TestJoinWaitsForCatchUp(t *testing.T) {
 // AppendEntries and heartbeats at the same time. Afterwards every FSM must
 // hold the same sequence, with every acknowledged write exactly once.
 func TestPartitionHealKeepsLogsIdentical(t *testing.T) {
+	t.Parallel()
 	net, ms := startCluster(t, 3)
 	waitLeader(t, ms)
 
@@ -393,6 +402,7 @@ func TestPartitionHealKeepsLogsIdentical(t *testing.T) {
 // divergence, so these tests are a net over the trigger, not a
 // reproduction; the workaround rests on reading raft.go.
 func TestOneWayPartitionOfBusyLeader(t *testing.T) {
+	t.Parallel()
 	rounds := 4
 	if testing.Short() {
 		rounds = 2

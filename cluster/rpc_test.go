@@ -68,6 +68,7 @@ func followerOf(ms []*member, leader *member) *member {
 // request whose Handler blocks holds up no other: plain TCP and mutual
 // TLS.
 func TestForward(t *testing.T) {
+	t.Parallel()
 	f := tlstest.New(t, t.TempDir())
 	for _, tc := range []struct {
 		name string
@@ -138,6 +139,7 @@ func TestForward(t *testing.T) {
 // fails) and then names none (ErrNoLeader); both fail fast and say the
 // request was not delivered.
 func TestForwardWithoutLeaderIsNotDelivered(t *testing.T) {
+	t.Parallel()
 	h := newHandlers()
 	_, ms := startCluster(t, 3, h.option())
 	leader := waitLeader(t, ms)
@@ -175,6 +177,7 @@ func TestForwardWithoutLeaderIsNotDelivered(t *testing.T) {
 // Handler is running a forwarded request: the caller must hear that the
 // outcome is unknown, not that the request was not delivered.
 func TestForwardOutcomeUnknownWhenLeaderDies(t *testing.T) {
+	t.Parallel()
 	h := newHandlers()
 	release := make(chan struct{})
 	h.block["hang"] = release
@@ -210,6 +213,7 @@ func TestForwardOutcomeUnknownWhenLeaderDies(t *testing.T) {
 // then cuts the leader off and checks it can no longer give a read index
 // while the others elect a new leader and write on.
 func TestReadIndex(t *testing.T) {
+	t.Parallel()
 	fnet, ms := startCluster(t, 3)
 	leader := waitLeader(t, ms)
 	acked := apply(t, leader, "w", 10)
@@ -278,6 +282,7 @@ func TestReadIndex(t *testing.T) {
 // before the call arrive late: ReadIndex must still fail, for no quorum
 // answered anything sent after it began.
 func TestReadIndexNeedsFreshAnswers(t *testing.T) {
+	t.Parallel()
 	fnet, ms := startCluster(t, 3)
 	leader := waitLeader(t, ms)
 	n := leader.node.Load()
@@ -305,6 +310,7 @@ func TestReadIndexNeedsFreshAnswers(t *testing.T) {
 // follower (over mutual TLS): the follower passes the request to the
 // leader, which adds the node as a voter, and the node gets every write.
 func TestJoinByAddressOfFollower(t *testing.T) {
+	t.Parallel()
 	f := tlstest.New(t, t.TempDir())
 	fnet, ms := startCluster(t, 2, withTLS(t, f))
 	leader := waitLeader(t, ms)
@@ -361,6 +367,7 @@ func TestJoinByAddressOfFollower(t *testing.T) {
 // TestStaticPeers starts three nodes with the same Peers list and empty
 // stores: they form one cluster without Bootstrap or Join.
 func TestStaticPeers(t *testing.T) {
+	t.Parallel()
 	var peers []Peer
 	for i := 1; i <= 3; i++ {
 		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i), Addr: freeAddr(t)})
@@ -398,6 +405,7 @@ func freeAddr(t *testing.T) string {
 // CA that AllowedPeer refuses, one from another CA): none reaches a
 // Handler or changes the membership.
 func TestStrangerCannotForwardOrJoin(t *testing.T) {
+	t.Parallel()
 	f, other := tlstest.New(t, t.TempDir()), tlstest.New(t, t.TempDir())
 	h := newHandlers()
 	nodes := []string{"n1", "n2", "n3"}
@@ -445,6 +453,7 @@ func TestStrangerCannotForwardOrJoin(t *testing.T) {
 // on an RPC stream: the node closes the stream without reading it. A
 // request over the limit is refused before anything is sent.
 func TestOversizedFrameClosesStream(t *testing.T) {
+	t.Parallel()
 	_, ms := startCluster(t, 1)
 	n := waitLeader(t, ms).node.Load()
 	c, err := n.mux.dial(n.Addr(), streamRPC, time.Second)
@@ -546,6 +555,7 @@ func BenchmarkForward(b *testing.B) {
 // a second caller for the same connection gives up at its own deadline
 // (not delivered) instead of waiting for the first caller's dial.
 func TestCallerWaitsForAnotherDialOnlyUntilItsDeadline(t *testing.T) {
+	t.Parallel()
 	f := tlstest.New(t, t.TempDir())
 	silent, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -39,6 +39,7 @@ func peerTransport(t testing.TB, tlsCfg *tls.Config) *raft.NetworkTransport {
 }
 
 func TestTLSClusterReplicatesAndFailsOver(t *testing.T) {
+	t.Parallel()
 	f := tlstest.New(t, t.TempDir())
 	_, ms := startCluster(t, 3, withTLS(t, f))
 	old := waitLeader(t, ms)
@@ -77,6 +78,7 @@ func TestTLSClusterReplicatesAndFailsOver(t *testing.T) {
 // commits. The trusted peer sends a harmless RequestVote instead, to show
 // the same transport does reach the node.
 func TestTLSRefusesStrangers(t *testing.T) {
+	t.Parallel()
 	f, other := tlstest.New(t, t.TempDir()), tlstest.New(t, t.TempDir())
 	nodes := []string{"n1", "n2", "n3"}
 	_, ms := startCluster(t, 3, withTLS(t, f), func(c *Config) {
@@ -142,6 +144,7 @@ func withCAs(c *tls.Config) *tls.Config {
 // replicate to it, so Join fails without making it a voter, it receives
 // nothing, and the cluster keeps committing.
 func TestTLSNodeFromAnotherCACannotJoin(t *testing.T) {
+	t.Parallel()
 	f, other := tlstest.New(t, t.TempDir()), tlstest.New(t, t.TempDir())
 	fnet, ms := startCluster(t, 3, withTLS(t, f), func(c *Config) { c.CatchUpTimeout = 3 * time.Second })
 	leader := waitLeader(t, ms)
@@ -181,6 +184,7 @@ func TestTLSNodeFromAnotherCACannotJoin(t *testing.T) {
 // has passed. A peer that did complete its handshake keeps its pooled
 // connection past that deadline.
 func TestTLSSilentConnectionIsCut(t *testing.T) {
+	t.Parallel()
 	f := tlstest.New(t, t.TempDir())
 	const deadline = 500 * time.Millisecond
 	cfg := DefaultConfig()
@@ -230,6 +234,7 @@ func TestTLSSilentConnectionIsCut(t *testing.T) {
 }
 
 func TestTLSConfigValidate(t *testing.T) {
+	t.Parallel()
 	f := tlstest.New(t, t.TempDir())
 	base := func() Config {
 		c := DefaultConfig()
@@ -271,6 +276,7 @@ func TestTLSConfigValidate(t *testing.T) {
 // require client certificates and TLS 1.2 without changing the caller's,
 // which the server may also use for RESP.
 func TestPeerConfigsLeaveTheCallersAlone(t *testing.T) {
+	t.Parallel()
 	f := tlstest.New(t, t.TempDir())
 	c := f.NodeConfig(t, "n1")
 	c.MinVersion = tls.VersionTLS10

@@ -14,6 +14,7 @@ import (
 // fast path of #695, which shows the test can tell); wrapped, it must
 // arrive through Consumer(), where raft's main goroutine reads.
 func TestHeartbeatsReachTheMainThread(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name        string
 		wrap        bool
@@ -86,6 +87,7 @@ func newTCPTransport(t *testing.T) *raft.NetworkTransport {
 }
 
 func TestProgressCountsOnlyTheCurrentTerm(t *testing.T) {
+	t.Parallel()
 	p := newProgressTracker()
 	ok := &raft.AppendEntriesResponse{Success: true}
 	p.observeAppend("a", &raft.AppendEntriesRequest{Term: 2, Entries: []*raft.Log{{Index: 7}, {Index: 8}}}, ok, time.Time{})
@@ -113,6 +115,7 @@ func TestProgressCountsOnlyTheCurrentTerm(t *testing.T) {
 // request was sent; an answer of a newer term does not, an older request
 // answered late does not move the time back, and a new term starts over.
 func TestContactCountsOnlyAnswersInTheRequestsTerm(t *testing.T) {
+	t.Parallel()
 	p := newProgressTracker()
 	t0 := time.Unix(1000, 0)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }

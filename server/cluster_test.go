@@ -21,6 +21,13 @@ import (
 	"github.com/rs/zerolog"
 )
 
+// The cluster tests call t.Parallel, but for TestClusterFullRestartAndRecover,
+// which brings its nodes back on ports it let go: each starts a group of
+// its own, on ports the system picks and in directories of its own, and
+// spends most of its time waiting for elections and commits, little of it
+// on the CPU. Those the transport passes run (transport_test.go) run in
+// parallel there too.
+
 // clusterNode is one member of a test cluster: a real server on random
 // loopback ports (RESP and Raft).
 type clusterNode struct {
@@ -129,6 +136,7 @@ func addNode(t *testing.T, members []*clusterNode, node *clusterNode) {
 }
 
 func TestClusterLeaseSurvivesLeaderLoss(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	leader := waitLeader(t, nodes...)
 	lc := leader.client()
@@ -180,6 +188,7 @@ func TestClusterLeaseSurvivesLeaderLoss(t *testing.T) {
 }
 
 func TestClusterModeNeedsNoPersist(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t)
 	cfg.Cluster = &cluster.Config{}
 	cfg.Persist.Dir = t.TempDir()
@@ -191,6 +200,7 @@ func TestClusterModeNeedsNoPersist(t *testing.T) {
 // A pipeline's changes go to the log together, but every reply keeps its
 // place: errors found before proposing, reads, and results.
 func TestClusterPipelineKeepsReplyOrder(t *testing.T) {
+	t.Parallel()
 	node := startCluster(t, 1)[0]
 	c := ctx(t)
 	before := node.replica.AppliedIndex()
@@ -268,6 +278,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // read, answers READONLY reads from its own replica, and publishes every
 // change, in order, to its subscribers.
 func TestClusterFollowerReadsAndEvents(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	leader := waitLeader(t, nodes...)
 	var follower *clusterNode
@@ -335,6 +346,7 @@ func TestClusterFollowerReadsAndEvents(t *testing.T) {
 
 // An EPHEMERAL lease ends, through the log, when its connection closes.
 func TestClusterEphemeralEndsWithItsConnection(t *testing.T) {
+	t.Parallel()
 	node := startCluster(t, 1)[0]
 	c := ctx(t)
 	holder := node.client()
@@ -353,6 +365,7 @@ func TestClusterEphemeralEndsWithItsConnection(t *testing.T) {
 // as over plain TCP. (Strangers are refused in the handshake: cluster's
 // tests.)
 func TestClusterMutualTLS(t *testing.T) {
+	t.Parallel()
 	files := tlstest.New(t, t.TempDir())
 	withNodeCert := func(id string) option {
 		cert, key := files.NodeCert(t, id)
@@ -378,6 +391,7 @@ func TestClusterMutualTLS(t *testing.T) {
 // times out answers nil and leaves nothing queued, and the order of the
 // queue is the order of the WAITs.
 func TestClusterWait(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	leader := waitLeader(t, nodes...)
 	followers := others(nodes, leader)
@@ -446,6 +460,7 @@ func statusField(st []any, name string) any {
 // token goes back, even one above every token the cluster's clock would
 // give (a single node whose boot clock ran ahead).
 func TestClusterFromSingleNode(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ahead := locker.BootEpochToken(time.Now().Add(365 * 24 * time.Hour))
 	single := startServer(t, func(c *Config) {
@@ -588,6 +603,7 @@ func TestClusterFullRestartAndRecover(t *testing.T) {
 // names it for every slot, a follower answers MOVED, and go-redis's
 // ClusterClient and redis-cli -c follow.
 func TestClusterRedirect(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3, func(string) option { return func(c *Config) { c.Redirect = true } })
 	leader := waitLeader(t, nodes...)
 	var follower *clusterNode
@@ -628,6 +644,7 @@ func TestClusterRedirect(t *testing.T) {
 // follower gets the lock once the holder's lease runs out, the expiry
 // decided by the next leader, with a token above the holder's.
 func TestClusterWaitSurvivesLeaderLoss(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	leader := waitLeader(t, nodes...)
 	followers := others(nodes, leader)
@@ -663,6 +680,7 @@ func TestClusterWaitSurvivesLeaderLoss(t *testing.T) {
 // node (nil, or UNBLOCKED with ERROR), and the wait leaves the replicated
 // queue: the lock, once released, goes to nobody.
 func TestClusterClientUnblock(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	leader := waitLeader(t, nodes...)
 	follower := nodes[0]
@@ -726,6 +744,7 @@ func TestClusterClientUnblock(t *testing.T) {
 // from the leader's OpSettings, refuses lock commands with an error that
 // says why, and CLUSTER INFO names both. The others go on.
 func TestClusterRefusesDifferentSettings(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3, func(id string) option {
 		return func(c *Config) {
 			if id == "n3" {
@@ -766,6 +785,7 @@ func TestClusterRefusesDifferentSettings(t *testing.T) {
 // that times out answers a nil array and gives back what it took; a wait
 // whose leader stops is granted by the next one.
 func TestClusterMAcquireWait(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	leader := waitLeader(t, nodes...)
 	followers := others(nodes, leader)
@@ -824,6 +844,7 @@ func TestClusterMAcquireWait(t *testing.T) {
 // batches are forwarded at the same time, each get their own answers:
 // every lock cycle grants and releases its own lease.
 func TestClusterForwardsManyClients(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	leader := waitLeader(t, nodes...)
 	follower := others(nodes, leader)[0]
@@ -862,6 +883,7 @@ func TestClusterForwardsManyClients(t *testing.T) {
 // giving every live lease at least the grace, so a lease that was about to
 // run out while the election cut its holder off is still there after it.
 func TestClusterRestartGrace(t *testing.T) {
+	t.Parallel()
 	const grace = 20 * time.Second
 	nodes := startCluster(t, 3, func(string) option {
 		return func(c *Config) { c.Persist.RestartGrace = grace }
@@ -892,6 +914,7 @@ func TestClusterRestartGrace(t *testing.T) {
 // rejected when it is answered TRYAGAIN (nothing ran), and once either
 // way, whether it went alone or in a pipeline.
 func TestClusterCommandStats(t *testing.T) {
+	t.Parallel()
 	leader := waitLeader(t, startCluster(t, 1)...)
 	lc := leader.client()
 	c := ctx(t)
@@ -935,6 +958,7 @@ func TestClusterCommandStats(t *testing.T) {
 // answered whole without more input: on an event loop nothing is proposed,
 // so nothing comes back to run the command that waited.
 func TestClusterPipelineOfNoChangeIsAnswered(t *testing.T) {
+	t.Parallel()
 	node := startCluster(t, 1)[0]
 	rc := node.dial()
 	defer rc.Close()

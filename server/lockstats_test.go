@@ -227,6 +227,7 @@ func TestLockStatsKeyPatterns(t *testing.T) {
 // TestLockStatsCluster: each node counts the changes it applies, so a
 // follower reports the leader's grants and releases too.
 func TestLockStatsCluster(t *testing.T) {
+	t.Parallel() // a cluster test (cluster_test.go)
 	nodes := startCluster(t, 2, func(string) option { return withLockStatsTop(contention.DefaultTop) })
 	leader := waitLeader(t, nodes...)
 	c := ctx(t)

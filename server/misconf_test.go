@@ -16,9 +16,11 @@ import (
 // failure, granted after it, gets MISCONF rather than a token that is not on
 // disk. On both transports.
 func TestMisconfPipelineAndWait(t *testing.T) {
+	t.Parallel() // its cases wait for a lease to run out, each on a server of its own
 	for _, loops := range []int{0, 1} {
 		name := map[int]string{0: "goroutines", 1: "event loop"}[loops]
 		t.Run(name+"/pipeline", func(t *testing.T) {
+			t.Parallel()
 			d := &fullDisk{}
 			p := startPersist(t, t.TempDir(), withIOLoops(loops), withFault(d.fault))
 			t.Cleanup(func() { d.full.Store(false) }) // before the shutdown's last write
@@ -39,6 +41,7 @@ func TestMisconfPipelineAndWait(t *testing.T) {
 			}
 		})
 		t.Run(name+"/wait", func(t *testing.T) {
+			t.Parallel()
 			d := &fullDisk{}
 			p := startPersist(t, t.TempDir(), withIOLoops(loops), withFault(d.fault), persistFsync(persist.FsyncEverySec))
 			t.Cleanup(func() { d.full.Store(false) }) // before the shutdown's last write

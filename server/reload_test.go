@@ -21,6 +21,7 @@ import (
 // it to a connection waiting for input; the goroutine transport from its
 // next read.
 func TestSetIdleTimeout(t *testing.T) {
+	t.Parallel() // its cases wait on timeouts, each on a server of its own
 	const idle = 200 * time.Millisecond
 	for _, tc := range []struct {
 		name    string
@@ -34,6 +35,7 @@ func TestSetIdleTimeout(t *testing.T) {
 		{"goroutines, from an hour", 0, time.Hour, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			ts := startServer(t, withIOLoops(tc.loops), withIdleTimeout(tc.from))
 			rc := ts.dial()
 			rc.send("PING\r\n")

@@ -29,6 +29,7 @@ func held(srv *server.Server, key string) bool {
 // first is closed, every call goes to the second: Acquire, Release, a
 // waiting Acquire, a lease's keep-alive.
 func TestAddrsFailover(t *testing.T) {
+	t.Parallel()
 	a, b := lockserver.Start(t), lockserver.Start(t)
 	c := newClient(t, "", withAddrs(a.Addr, b.Addr))
 	ctx := testContext(t)
@@ -105,6 +106,7 @@ func TestAddrsFailover(t *testing.T) {
 // renewed through the second once the first is gone, and a waiting Acquire
 // whose connection breaks is answered as this test records.
 func TestAddrsOneCluster(t *testing.T) {
+	t.Parallel()
 	srv := lockserver.Start(t)
 	pa, pb := startProxy(t, srv.Addr), startProxy(t, srv.Addr)
 	c := newClient(t, "", withAddrs(pa.Addr(), pb.Addr()))

@@ -27,6 +27,7 @@ func clusterAddrs(first *lockserver.Node, nodes []*lockserver.Node) []string {
 // elected, the lease is never lost, and nobody else is granted the lock
 // meanwhile.
 func TestClusterLeaseSurvivesLeaderLoss(t *testing.T) {
+	t.Parallel()
 	// Closing the leader hands its leadership over, most often before
 	// the transfer's time runs out: an election follows instead, as after
 	// a crash.
@@ -140,6 +141,7 @@ func TestClusterLeaseSurvivesLeaderLoss(t *testing.T) {
 // leader, or, on a server that does not, answers TRYAGAIN and the client
 // moves on to the next address; either way the calls answer.
 func TestClusterFollowerFirst(t *testing.T) {
+	t.Parallel()
 	nodes := lockserver.StartCluster(t, 3)
 	leader, err := lockserver.WaitLeader(nodes...)
 	if err != nil {

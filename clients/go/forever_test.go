@@ -113,6 +113,7 @@ func TestWaitForeverKeepsItsPlace(t *testing.T) {
 // the server for its max-ttl, and waits until the lock is released; a
 // cancelled one leaves the queue.
 func TestWaitForeverServerBound(t *testing.T) {
+	t.Parallel()
 	srv := lockserver.Start(t).Server
 	c := newClient(t, srv.Addr().String(), func(cfg *leasehold.Config) { cfg.Redis.ReadTimeout = 300 * time.Millisecond })
 	ctx := testContext(t)

@@ -71,7 +71,11 @@ func within(t *testing.T, d time.Duration, ch <-chan struct{}, what string) {
 
 // noLeaks returns a check that the goroutine count is back to where it was
 // when noLeaks was called, to be run once everything the test started is
-// closed.
+// closed. A test that calls it does not call t.Parallel: go test starts the
+// parallel tests only once every other top-level test has returned, so the
+// count is the test's own. The tests that do call t.Parallel are those that
+// wait most (past a read timeout, through an election), each on servers of
+// its own.
 func noLeaks(t *testing.T) func() {
 	t.Helper()
 	before := runtime.NumGoroutine()

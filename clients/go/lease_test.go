@@ -158,6 +158,7 @@ func TestNotAcquired(t *testing.T) {
 }
 
 func TestAcquireWaitsForRelease(t *testing.T) {
+	t.Parallel()
 	srv := lockserver.Start(t).Server
 	// A read timeout well below the wait: a waiting ACQUIRE must not be
 	// cut off by it.
@@ -256,6 +257,7 @@ func TestAcquireCancelledWhileWaiting(t *testing.T) {
 // comes, and the next Acquire finds the granted wait's connection idle in
 // the pool, if it was put back too early.
 func TestAbandonedWaitsUnblockEndsNoLaterWait(t *testing.T) {
+	t.Parallel()
 	srv := lockserver.Start(t).Server
 	addr := srv.Addr().String()
 	holder := newClient(t, addr)
@@ -719,6 +721,7 @@ func TestStatus(t *testing.T) {
 }
 
 func TestNewFromRedis(t *testing.T) {
+	t.Parallel()
 	srv := lockserver.Start(t).Server
 	ctx := testContext(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr().String(), ReadTimeout: 500 * time.Millisecond})

@@ -168,6 +168,7 @@ func retryClient(t *testing.T, addrs []string, adjust ...func(*leasehold.Config)
 // Each call's answer to a cluster in transition, one fault at a time, in
 // front of a single server that holds the truth.
 func TestRetryRules(t *testing.T) {
+	t.Parallel()
 	srv := lockserver.Start(t)
 	table := srv.Server.Table()
 	ctx := testContext(t)

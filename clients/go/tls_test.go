@@ -24,6 +24,7 @@ import (
 // it; and a client without TLS, or that does not trust the server's CA,
 // fails.
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	const pw = "s3cret"
 	certs := tlstest.New(t, t.TempDir())
 	srv := lockserver.Start(t, func(c *server.Config) {
