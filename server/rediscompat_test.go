@@ -89,6 +89,7 @@ func replyMatches(got, want string) bool {
 // send, with Redis's replies, and leasehold's errors for what is no lock
 // operation.
 func TestRedisLockCommands(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	rc := ts.client()
 	release := script(t, "redis-py Lock.release")
@@ -182,6 +183,7 @@ func TestRedisLockCommands(t *testing.T) {
 // runs once given by EVAL, and then by its own SHA1, as on Redis; SCRIPT
 // FLUSH forgets it, and its EVALSHA gets NOSCRIPT again.
 func TestScriptRespelt(t *testing.T) {
+	t.Parallel()
 	rc := startServer(t).client()
 	text := strings.ReplaceAll(script(t, "bsm/redislock Lock.Release").Text, " then ", "\nthen\n")
 	sha := protocol.ScriptSHA1([]byte(text))
@@ -199,6 +201,7 @@ func TestScriptRespelt(t *testing.T) {
 // TestRedisCommandsTakeRedisACLRules: a user with Redis's categories and
 // key patterns gets the Redis commands they name, and not the others.
 func TestRedisCommandsTakeRedisACLRules(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, withACLFile(t, "user default on nopass ~* &* +@all\n"+
 		"user legacy on >pw ~legacy:* +@write +@read +@scripting -del\n"))
 	rc := ts.userClient("legacy", "pw")
@@ -218,6 +221,7 @@ func TestRedisCommandsTakeRedisACLRules(t *testing.T) {
 // is one of the cluster's, survives the leader's loss, and its
 // compare-and-delete works afterwards.
 func TestRedisLockThroughFollower(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, 3)
 	leader := waitLeader(t, nodes...)
 	var follower *clusterNode
