@@ -112,7 +112,10 @@ func TestAddrsOneCluster(t *testing.T) {
 	c := newClient(t, "", withAddrs(pa.Addr(), pb.Addr()))
 	ctx := testContext(t)
 
-	l, err := c.Acquire(ctx, "kept", 900*time.Millisecond, leasehold.Owner("me"))
+	// A lease long enough that a renewal delayed by a loaded machine (the
+	// package's tests run in parallel) does not lose it while the client
+	// moves to the second address.
+	l, err := c.Acquire(ctx, "kept", 2*time.Second, leasehold.Owner("me"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +124,7 @@ func TestAddrsOneCluster(t *testing.T) {
 	}
 	pa.Close()
 	renewedPast := l.Deadline().Add(time.Second)
-	testutil.Eventually(t, 5*time.Second, "renewals through the second node", func() bool { return l.Deadline().After(renewedPast) })
+	testutil.Eventually(t, 10*time.Second, "renewals through the second node", func() bool { return l.Deadline().After(renewedPast) })
 	if err := l.Err(); err != nil {
 		t.Fatalf("lease after the first node went: %v", err)
 	}
@@ -130,7 +133,7 @@ func TestAddrsOneCluster(t *testing.T) {
 	}
 	// With OWNER, acquiring again (as a retry after a lost reply does)
 	// gets the same lease back.
-	again, err := c.Acquire(ctx, "kept", 900*time.Millisecond, leasehold.Owner("me"), leasehold.NoKeepAlive())
+	again, err := c.Acquire(ctx, "kept", 2*time.Second, leasehold.Owner("me"), leasehold.NoKeepAlive())
 	if err != nil || again.Token() != l.Token() {
 		t.Fatalf("Acquire again with the same owner: %v, token %d, want %d", err, again.Token(), l.Token())
 	}

@@ -381,15 +381,7 @@ var failing = []scenario{
 	{"NOLOCK under --require-create", realServer(func(c *server.Config) { c.Locker.RequireCreate = true })},
 	{"ttl over --max-ttl 1s", realServer(func(c *server.Config) { c.Locker.MaxTTL = time.Second })},
 	{"key over --max-key-len 1", realServer(func(c *server.Config) { c.Locker.MaxKeyLen = 1 })},
-	{"no server", func(t *testing.T) (string, func() int64) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		return addr, nil
-	}},
+	{"no server", func(t *testing.T) (string, func() int64) { return refusingAddr(t), nil }},
 }
 
 // need finds a program the examples use; without it the test is skipped,
@@ -545,4 +537,25 @@ LEASEHOLD_TOKEN=$token ./make-report
 	if s.commands.Load() < 2 {
 		t.Errorf("want ACQUIRE and RELEASE sent, got %d commands", s.commands.Load())
 	}
+}
+
+// refusingAddr is a loopback address that refuses connections until the
+// test ends: a socket bound to it that does not listen. A port merely
+// closed again could be taken meanwhile by a server of a test running in
+// parallel, and an example's retry would then reach it, and take its lock.
+func refusingAddr(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
 }
