@@ -382,6 +382,36 @@ func requireSameHistory(t *testing.T, ms []*member) {
 	}
 }
 
+// requireSameHistoryOnceApplied is requireSameHistory for members whose raft
+// has handed their FSMs every entry there will be (AppliedIndex at the
+// leader's commit index, the writers stopped). AppliedIndex counts an entry
+// once it is queued for the FSM goroutine, before the FSM applies it, so a
+// member's history may still be short of it: this first waits, up to
+// settle, for every running member's history to be as long as the others'.
+// Histories that never match, in length or in content, fail the check,
+// which shows where they part.
+func requireSameHistoryOnceApplied(t *testing.T, ms []*member) {
+	t.Helper()
+	sameLength := func() bool {
+		n := -1
+		for _, m := range ms {
+			if m.node.Load() == nil {
+				continue
+			}
+			if l := len(m.fsm.History()); n == -1 {
+				n = l
+			} else if l != n {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(settle); !sameLength() && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	requireSameHistory(t, ms)
+}
+
 // zerologFor logs to t.Log for the rest of the test.
 func zerologFor(t testing.TB) zerolog.Logger {
 	return zerolog.New(testutil.NewTestLog(t)).Level(zerolog.InfoLevel)
