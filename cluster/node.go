@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -294,7 +295,7 @@ func (n *Node) otherVoters() bool {
 // see errors.go.
 func (n *Node) Apply(cmd []byte, timeout time.Duration) (any, error) {
 	f := n.raft.Apply(cmd, timeout)
-	if err := f.Error(); err != nil {
+	if err := n.wait(f); err != nil {
 		// A future that got a log index was dispatched: written to the
 		// leader's log, perhaps replicated. raft's early refusals (and its
 		// errorFuture) have index 0.
@@ -333,7 +334,7 @@ func (n *Node) VerifyLeader() error {
 // the local FSM; a new leader calls it before serving reads. timeout bounds
 // the wait to enqueue (0: no bound). Leader only.
 func (n *Node) Barrier(timeout time.Duration) error {
-	return leaderError(n.raft.Barrier(timeout).Error())
+	return leaderError(n.wait(n.raft.Barrier(timeout)))
 }
 
 // CommitIndex is the highest log index this node knows to be committed.
@@ -380,13 +381,13 @@ func (n *Node) Join(id, addr string) error {
 	// Progress seen under this ID before may belong to a server that has
 	// since lost its disk.
 	n.trans.progress.forget(sid)
-	if err := n.raft.AddNonvoter(sid, saddr, 0, n.cfg.CatchUpTimeout).Error(); err != nil {
+	if err := n.wait(n.raft.AddNonvoter(sid, saddr, 0, n.cfg.CatchUpTimeout)); err != nil {
 		return leaderError(err)
 	}
 	if err := n.waitCaughtUp(sid); err != nil {
 		return err
 	}
-	return leaderError(n.raft.AddVoter(sid, saddr, 0, n.cfg.CatchUpTimeout).Error())
+	return leaderError(n.wait(n.raft.AddVoter(sid, saddr, 0, n.cfg.CatchUpTimeout)))
 }
 
 // waitCaughtUp polls until id has confirmed the leader's commit index as of
@@ -420,7 +421,7 @@ func (n *Node) waitCaughtUp(id raft.ServerID) error {
 // at a time.
 func (n *Node) RemoveServer(id string) error {
 	sid := raft.ServerID(id)
-	err := leaderError(n.raft.RemoveServer(sid, 0, n.cfg.CatchUpTimeout).Error())
+	err := leaderError(n.wait(n.raft.RemoveServer(sid, 0, n.cfg.CatchUpTimeout)))
 	if err == nil {
 		n.trans.progress.forget(sid)
 	}
@@ -495,3 +496,53 @@ func seed(state func() ([]byte, error), first raft.Configuration, stable raft.St
 // keyCurrentTerm is where hashicorp/raft keeps the current term in its
 // stable store (raft.go's keyCurrentTerm, unexported).
 var keyCurrentTerm = []byte("CurrentTerm")
+
+// wait is f.Error(), ended by Close if raft never answers f (endOnShutdown):
+// every future raft answers from its FSM goroutine (entries, barriers,
+// configuration changes) is waited for through it.
+func (n *Node) wait(f raft.Future) error {
+	endOnShutdown(f, n.closeC)
+	return f.Error()
+}
+
+// endOnShutdown makes f's Error return raft.ErrRaftShutdown once done is
+// closed, if raft has not answered f by then. hashicorp/raft's FSM goroutine
+// returns on Shutdown with committed batches perhaps still queued for it,
+// and never answers their futures (hashicorp/raft#498): Apply would wait
+// for ever, and with it a Close that waits for the handlers calling Apply.
+// raft's futures have a field for this, deferError.ShutdownCh, which raft
+// sets only on futures of its own; it is reached by reflection, since the
+// future's type is raft's unexported logFuture. The field is read only by
+// Error, on the caller's goroutine, after this sets it.
+func endOnShutdown(f raft.Future, done chan struct{}) {
+	v := reflect.ValueOf(f)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return // raft's errorFuture, a value: already answered
+	}
+	index := shutdownChOf(v.Type())
+	if index == nil {
+		return
+	}
+	v.Elem().FieldByIndex(index).Set(reflect.ValueOf(done))
+}
+
+// shutdownChIndex maps each future type seen (raft's *logFuture and
+// *configurationChangeFuture) to the index of its ShutdownCh field, a nil
+// []int if it has none that endOnShutdown can set.
+var shutdownChIndex sync.Map // reflect.Type -> []int
+
+// shutdownChOf returns the index of the ShutdownCh field of the struct t
+// points to, nil if it has none that endOnShutdown can set.
+func shutdownChOf(t reflect.Type) []int {
+	if index, ok := shutdownChIndex.Load(t); ok {
+		return index.([]int)
+	}
+	var index []int
+	if t.Elem().Kind() == reflect.Struct {
+		if sf, ok := t.Elem().FieldByName("ShutdownCh"); ok && sf.IsExported() && sf.Type == reflect.TypeFor[chan struct{}]() {
+			index = sf.Index
+		}
+	}
+	shutdownChIndex.Store(t, index)
+	return index
+}

@@ -122,7 +122,7 @@ func (n *Node) ensureTermCommitted(term uint64, deadline time.Time) error {
 	if wait <= 0 {
 		return &outcomeError{kinds: []error{ErrTimeout}, cause: errors.New("no entry of the leader's term committed yet")}
 	}
-	if err := n.raft.Barrier(wait).Error(); err != nil {
+	if err := n.wait(n.raft.Barrier(wait)); err != nil {
 		if errors.Is(err, raft.ErrEnqueueTimeout) {
 			return &outcomeError{kinds: []error{ErrTimeout}, cause: err}
 		}
