@@ -92,27 +92,49 @@ $(REDISLIBS_NODE_MODULES): clients/redislibs/node/package.json clients/redislibs
 
 # The packages whose tests take longest, named first: go test starts
 # packages in the order given (GOMAXPROCS at a time, two on a two-core
-# machine), and in ./...'s alphabetical order the server's, the longest,
-# started last and ran alone at the end.
-TEST_FIRST := ./server ./locker ./cluster ./command ./chaos ./clients/...
+# machine), and in ./...'s alphabetical order the longest could start last
+# and run alone at the end.
+TEST_FIRST := ./locker ./server ./chaos ./command ./clients/... ./cluster
 # Tests that time the server while an attack loads its process, on a 1 s
 # lease: they run after the others, alone on the machine (a package of CPU-
 # bound tests beside them, as the order above makes likely, could delay a
 # renewal past its lease), once per transport.
 TEST_ALONE := ^TestBystanderKeepsItsLeaseUnderAttack$$
+# The event loops (LEASEHOLD_TEST_IO_LOOPS) of the server package's passes
+# over the other transports: 0 is a goroutine per connection.
+TEST_TRANSPORTS := 0 2
+# -parallel 4: a package's t.Parallel tests, four at a time rather than
+# GOMAXPROCS (two). They are the tests that mostly wait, on elections,
+# timeouts and child processes, each on servers of its own; CPU-bound tests
+# and those that time a lease tightly do not call t.Parallel.
+TEST_FLAGS := -race -count=1 -timeout 10m -parallel 4
 
 ## test: formatting, go.mod tidiness, vet, staticcheck, this help, and every
 ## test under the race detector (fuzz seeds included; the chaos harness's
 ## short run, TestChaos in ./chaos, among them: it needs root and ip netns,
 ## skips without them, and fails without them under CI=true); then the
 ## server's transport tests (server/transport_test.go lists them) again over
-## the goroutine-per-connection transport and over two event loops.
+## the goroutine-per-connection transport and over two event loops, the two
+## passes side by side; last, alone, the tests that time the server under
+## attack, once per transport.
 test: deps fmt-check tidy-check vet lint help-check
-	$(GO) test -race -count=1 -timeout 10m -skip '$(TEST_ALONE)' $(TEST_FIRST) ./...
-	$(GO) test -race -count=1 -timeout 10m -run '$(TEST_ALONE)' ./server
-	@echo "the server's transport tests again, over a goroutine per connection and over two event loops:"
-	LEASEHOLD_TEST_IO_LOOPS=0 LEASEHOLD_TEST_TRANSPORT_ONLY=1 $(GO) test -race -count=1 -timeout 10m ./server
-	LEASEHOLD_TEST_IO_LOOPS=2 LEASEHOLD_TEST_TRANSPORT_ONLY=1 $(GO) test -race -count=1 -timeout 10m ./server
+	$(GO) test $(TEST_FLAGS) -skip '$(TEST_ALONE)' $(TEST_FIRST) ./...
+	@echo "the server's transport tests again, over a goroutine per connection and over two event loops, side by side:"
+	@$(MAKE) --no-print-directory -j2 --output-sync=target $(TEST_TRANSPORTS:%=test-transport-%)
+	@echo "alone on the machine, once per transport: $(TEST_ALONE)"
+	$(GO) test $(TEST_FLAGS) -run '$(TEST_ALONE)' ./server
+	@for n in $(TEST_TRANSPORTS); do \
+		echo "LEASEHOLD_TEST_IO_LOOPS=$$n LEASEHOLD_TEST_TRANSPORT_ONLY=1 $(GO) test $(TEST_FLAGS) -run '$(TEST_ALONE)' ./server"; \
+		LEASEHOLD_TEST_IO_LOOPS=$$n LEASEHOLD_TEST_TRANSPORT_ONLY=1 $(GO) test $(TEST_FLAGS) -run '$(TEST_ALONE)' ./server || exit 1; \
+	done
+
+# One pass of make test over another transport, LEASEHOLD_TEST_IO_LOOPS=n,
+# without the tests that must run alone: make test runs these two at once,
+# each about 60% of a core over the pass. A static pattern rule, since make
+# looks for no implicit rule for a .PHONY target (it would do nothing).
+.PHONY: $(TEST_TRANSPORTS:%=test-transport-%)
+$(TEST_TRANSPORTS:%=test-transport-%): test-transport-%:
+	LEASEHOLD_TEST_IO_LOOPS=$* LEASEHOLD_TEST_TRANSPORT_ONLY=1 $(GO) test $(TEST_FLAGS) -skip '$(TEST_ALONE)' ./server
 
 ## fmt-check: fail when a Go file is not gofmt'ed.
 fmt-check:
