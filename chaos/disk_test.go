@@ -119,8 +119,10 @@ func tearAndReopen(t *testing.T, open func(*testing.T, string) testStore, data s
 // whose commit frame made it to disk and one of whose sectors did not: the
 // torn batch is then taken as written, holes and all. Sizes here line the
 // two batches up by hand; TearTail's random batches did it on their own,
-// on a segment torn again and again (docs/reliability.md). It is why bolt,
-// not wal, is the default log store.
+// on a segment torn again and again (docs/reliability.md). leasehold's
+// cluster clears what recovery discards when it opens the store, which
+// takes the stale frames away (cluster/walclear.go,
+// TestWALClearsWhatRecoveryDiscards); this test shows raft-wal alone.
 func TestTornBatchOverStaleFrames(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "raft", "wal")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -188,8 +190,8 @@ func TestTornBatchOverStaleFrames(t *testing.T) {
 	tear(32) // 40 bytes and the commit frame's 8: the stale second frame follows
 	// The defect, pinned as it is in the raft-wal go.mod requires (v0.4.1):
 	// the torn batch is kept. Once an upgrade discards it, this fails, and
-	// wal may become the default store (docs/cluster.md, --raft-log-store).
+	// cluster/walclear.go may go (docs/cluster.md, --raft-log-store).
 	if got := lastIndex(); got == 2 {
-		t.Fatal("raft-wal now discards a torn batch followed by a discarded one's frames: make this test assert that, and revisit the default log store (docs/cluster.md)")
+		t.Fatal("raft-wal now discards a torn batch followed by a discarded one's frames: make this test assert that, and see whether cluster/walclear.go is still needed (docs/cluster.md)")
 	}
 }

@@ -27,9 +27,9 @@ type Config struct {
 	DataDir string
 
 	// LogStore is what keeps the Raft log and the term and vote:
-	// LogStoreBolt (the default, also for "") or LogStoreWAL. A data
-	// directory keeps the kind it was created with; opening it with the
-	// other is refused.
+	// LogStoreWAL or LogStoreBolt; "" (the default) is the kind the data
+	// directory holds, LogStoreWAL for a new one. A data directory keeps
+	// the kind it was created with; opening it with the other is refused.
 	LogStore string
 
 	// Bootstrap makes this node, if its stores are empty, the first member

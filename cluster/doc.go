@@ -5,10 +5,11 @@
 // # What Node does
 //
 //   - Storage under Config.DataDir/raft: the log and the term/vote in
-//     raft.db, a raft-boltdb/v2 (bbolt) store, or with Config.LogStore
-//     "wal" in wal/, a hashicorp/raft-wal store (one fsync per write where
-//     bolt does two), with a 512-entry cache in front; snapshots/, a file
-//     snapshot store keeping the newest 2.
+//     wal/, a hashicorp/raft-wal store (one fsync per write), whose
+//     recovery's leftovers are cleared on open (walclear.go), or with
+//     Config.LogStore "bolt" in raft.db, a raft-boltdb/v2 (bbolt) store
+//     (two fsyncs per write), with a 512-entry cache in front;
+//     snapshots/, a file snapshot store keeping the newest 2.
 //   - A TCP transport on Config.RaftAddr, mutual TLS with Config.TLS
 //     (Security, below), wrapped so that heartbeats are handled on raft's
 //     main goroutine (hashicorp/raft #695, below). The port is shared

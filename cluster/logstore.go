@@ -15,15 +15,16 @@ import (
 
 // The kinds of Config.LogStore.
 const (
+	// LogStoreWAL is hashicorp/raft-wal (segment files and a small meta
+	// database), the default for a new data directory: one fsync per
+	// write, so a commit costs about half of bolt's. Its recovery can take
+	// a torn write for a written one when a discarded torn write's bytes
+	// follow it; openLogStore clears those bytes (clearDiscardedTail).
+	// See docs/cluster.md.
+	LogStoreWAL = "wal"
 	// LogStoreBolt is raft-boltdb/v2 (a B+tree in one file, bbolt), what
 	// Consul, Nomad and Vault have used for years: two fsyncs per write.
 	LogStoreBolt = "bolt"
-	// LogStoreWAL is hashicorp/raft-wal (segment files and a small meta
-	// database): one fsync per write, so a commit costs about half; its
-	// authors still call it experimental, and its recovery can take a torn
-	// write for a written one when a discarded torn write's bytes follow
-	// it, which is why it is not the default. See docs/cluster.md.
-	LogStoreWAL = "wal"
 )
 
 // logStore is what a node keeps its Raft log and its term and vote in.
@@ -41,12 +42,9 @@ const (
 
 // openLogStore opens (or creates) the log store of cfg's kind in dir,
 // refusing a directory that holds the other kind's: the node's log and
-// vote are there, and starting over empty would lose them.
+// vote are there, and starting over empty would lose them. With no kind
+// given it opens the kind dir holds, raft-wal in a new directory.
 func openLogStore(dir string, cfg Config) (logStore, error) {
-	kind := cfg.LogStore
-	if kind == "" {
-		kind = LogStoreBolt
-	}
 	hasBolt, err := exists(filepath.Join(dir, boltFile))
 	if err != nil {
 		return nil, err
@@ -54,6 +52,14 @@ func openLogStore(dir string, cfg Config) (logStore, error) {
 	hasWAL, err := exists(filepath.Join(dir, walDir))
 	if err != nil {
 		return nil, err
+	}
+	kind := cfg.LogStore
+	switch {
+	case kind != "":
+	case hasBolt:
+		kind = LogStoreBolt // created before wal was the default
+	default:
+		kind = LogStoreWAL
 	}
 	switch {
 	case kind == LogStoreBolt && hasWAL:
@@ -70,7 +76,22 @@ func openLogStore(dir string, cfg Config) (logStore, error) {
 		// truncation without its index, so the node could not start again
 		// (hashicorp/raft-wal#31, TestLogStoreSurvivesTailTruncation), and
 		// its Close left the meta database open.
-		return raftwal.Open(wdir, raftwal.WithLogger(newHclogAdapter(cfg.Logger, "raft-wal")))
+		w, err := raftwal.Open(wdir, raftwal.WithLogger(newHclogAdapter(cfg.Logger, "raft-wal")))
+		if err != nil {
+			return nil, err
+		}
+		last, err := w.LastIndex()
+		if err != nil {
+			w.Close()
+			return nil, err
+		}
+		switch n, err := clearDiscardedTail(wdir, last); {
+		case err != nil:
+			cfg.Logger.Warn().Err(err).Msg("raft-wal: could not clear what its recovery discarded; a torn write after the next crash may be taken for a written one")
+		case n > 0:
+			cfg.Logger.Info().Int("bytes", n).Msg("raft-wal: cleared the torn write its recovery discarded")
+		}
+		return w, nil
 	}
 	return raftboltdb.NewBoltStore(filepath.Join(dir, boltFile))
 }

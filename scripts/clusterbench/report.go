@@ -34,7 +34,7 @@ func reportMain(args []string) error {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	in := fs.String("in", "", "the run's JSON lines (required)")
 	cluster := fs.String("cluster", "leasehold, 3 nodes", "the label of the leasehold cluster's rows")
-	wal := fs.String("cluster-wal", "leasehold, 3 nodes, raft-wal", "the label of the rows of the leasehold cluster on --raft-log-store wal")
+	alt := fs.String("cluster-alt", "leasehold, 3 nodes, raft-boltdb", "the label of the rows of the leasehold cluster on the other log store (--raft-log-store bolt)")
 	lib := fs.String("cluster-lib", "leasehold, 3 nodes, library cycle", "the label of the rows of the leasehold cluster running a Redis lock library's cycle")
 	etcdLabel := fs.String("etcd", "etcd, 3 nodes", "the label of etcd's rows")
 	single := fs.String("single", "leasehold, 1 node", "the label of the single node's rows")
@@ -54,7 +54,7 @@ func reportMain(args []string) error {
 	}
 	r := reporter{w: os.Stdout, lines: lines}
 	r.meta()
-	r.cycles([]string{*cluster, *wal, *lib}, *etcdLabel, *single, *goal)
+	r.cycles([]string{*cluster, *alt, *lib}, *etcdLabel, *single, *goal)
 	r.failovers(*cluster, *failGoalMs)
 	return nil
 }
