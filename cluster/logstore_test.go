@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -62,5 +63,33 @@ func TestLogStoreSurvivesTailTruncation(t *testing.T) {
 				t.Fatalf("LastIndex %d, %v; want 9", last, err)
 			}
 		})
+	}
+}
+
+// TestLogStoreDefault: with no kind named, a new data directory gets
+// raft-wal and one made with bolt keeps bolt.
+func TestLogStoreDefault(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Logger: zerolog.New(testutil.NewTestLog(t))}
+	for _, tc := range []struct {
+		made, want string // made: the kind the directory was created with, "" for none
+	}{{"", walDir}, {LogStoreBolt, boltFile}, {LogStoreWAL, walDir}} {
+		dir := t.TempDir()
+		if tc.made != "" {
+			s, err := openLogStore(dir, Config{LogStore: tc.made, Logger: cfg.Logger})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+		}
+		s, err := openLogStore(dir, cfg)
+		if err != nil {
+			t.Fatalf("made with %q: %v", tc.made, err)
+		}
+		s.Close()
+		entries, _ := os.ReadDir(dir)
+		if len(entries) != 1 || entries[0].Name() != tc.want {
+			t.Errorf("made with %q, opened with the default: %v, want only %s", tc.made, entries, tc.want)
+		}
 	}
 }
