@@ -120,9 +120,9 @@ func (a *replicatedApplier) closed(c *conn) {
 // table becomes a lockfsm.Command, proposed through the replica, and its
 // client is answered from the Result every replica computes alike when the
 // entry is applied; reads wait until the node has applied what a quorum
-// had committed when they arrived (replica.Linearize). The handlers block
-// while they do, so cluster mode serves every connection on a goroutine of
-// its own (IOLoops 0).
+// had committed when they arrived (replica.Linearize). On an event loop a
+// connection's replies wait, parked, for its proposal's answer
+// (replicated_batch.go); on the goroutine transport its goroutine blocks.
 //
 // Only the leader proposes, once its term has begun: any other node
 // forwards to it, and a node that cannot reach a leader ready to propose
