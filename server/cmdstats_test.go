@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/tls"
 	"fmt"
+	"github.com/leasehold/leasehold/internal/cmdstats"
 	"io"
 	"strings"
 	"testing"
@@ -92,7 +93,7 @@ func TestCommandStats(t *testing.T) {
 		if acq.Calls != 4 || acq.Failed != 1 || acq.Rejected != 1 {
 			t.Errorf("acquire: %+v, want 4 calls, 1 failed, 1 rejected", acq)
 		}
-		unknown := commandStatsOf(ts.Server, unknownCommand)
+		unknown := commandStatsOf(ts.Server, cmdstats.Unknown)
 		if unknown.Calls != 0 || unknown.Rejected != 2 {
 			t.Errorf("unknown: %+v, want 2 rejected", unknown)
 		}
@@ -177,36 +178,6 @@ func TestIdleClosesCounted(t *testing.T) {
 			t.Errorf("%d idle closes after a shutdown closed a connection, want 1", n)
 		}
 	})
-}
-
-// BenchmarkCommandCounters measures counting a command as dispatch and
-// flush do, in rounds of 1 and of 64 commands, two distinct commands
-// alternating (ACQUIRE and RELEASE), against counting nothing. The block is
-// added to with atomic adds once per round and entry.
-func BenchmarkCommandCounters(b *testing.B) {
-	for _, round := range []int{1, 64} {
-		for _, count := range []bool{false, true} {
-			name := fmt.Sprintf("round=%d/none", round)
-			if count {
-				name = fmt.Sprintf("round=%d/tally", round)
-			}
-			b.Run(name, func(b *testing.B) {
-				block := newCounterBlock()
-				var t cmdTally
-				left := round
-				b.ReportAllocs()
-				for i := 0; i < b.N; i++ {
-					if count {
-						t.record(block, 2+i&1, cmdOK, int64(1500+i&511))
-						if left--; left == 0 {
-							t.flush(block)
-							left = round
-						}
-					}
-				}
-			})
-		}
-	}
 }
 
 // TestNetBytesTLS: under TLS the bytes counted are the socket's, the

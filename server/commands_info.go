@@ -37,7 +37,7 @@ var infoSections = []struct {
 }
 
 func handleInfo(c *conn, args [][]byte) error {
-	c.tally.flush(c.counters) // the commands before INFO in its round count too
+	c.tally.Flush(c.counters) // the commands before INFO in its round count too
 	want := map[string]bool{}
 	for _, a := range args[1:] {
 		want[strings.ToLower(string(a))] = true
@@ -141,7 +141,7 @@ func (s *Server) infoStats(b *strings.Builder) {
 // infoCommandStats is Redis's INFO commandstats: a line per command called
 // or rejected at least once.
 func (s *Server) infoCommandStats(b *strings.Builder) {
-	for _, st := range s.commandStats() {
+	for _, st := range s.cmdStats.Commands() {
 		perCall := 0.0
 		if st.Calls > 0 {
 			perCall = float64(st.Duration) / float64(time.Microsecond) / float64(st.Calls)
@@ -154,7 +154,7 @@ func (s *Server) infoCommandStats(b *strings.Builder) {
 // infoLatencyStats is Redis's INFO latencystats, from the histograms: each
 // percentile is the upper bound of its bucket (see CommandStats.Percentile).
 func (s *Server) infoLatencyStats(b *strings.Builder) {
-	for _, st := range s.commandStats() {
+	for _, st := range s.cmdStats.Commands() {
 		if st.Calls == 0 {
 			continue
 		}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"github.com/leasehold/leasehold/internal/cmdstats"
 	"io"
 	"math"
 	"net"
@@ -29,8 +30,8 @@ import (
 type conn struct {
 	srv           *Server
 	id            uint64
-	counters      *counterBlock // the block its commands and bytes count in (cmdstats.go)
-	tally         cmdTally      // its commands not yet added to counters; owned by whoever runs them
+	counters      *cmdstats.Block // the block its commands and bytes count in (internal/cmdstats)
+	tally         cmdstats.Tally  // its commands not yet added to counters; owned by whoever runs them
 	remote, local string
 	rd            *protocol.Reader
 	wr            *redcon.Writer
@@ -127,7 +128,7 @@ type conn struct {
 
 func newConn(s *Server, remote, local string) *conn {
 	c := &conn{srv: s, id: s.nextConnID.Add(1), remote: remote, local: local}
-	c.counters = s.cmdStats.stripe(c.id) // an event loop's adopt gives it the loop's
+	c.counters = s.cmdStats.Stripe(c.id) // an event loop's adopt gives it the loop's
 	c.log = s.log.With().Uint64("conn", c.id).Str("remote", remote).Logger()
 	st := s.users.Load()
 	if u := openDefault(st); u != nil {
@@ -147,7 +148,7 @@ func (c *conn) flush() error {
 	c.proposeQueued() // cluster mode: the round's changes, then their replies (later, on an event loop)
 	// The round's commands (those proposed included, counted once
 	// answered) are counted before a client can read their replies.
-	c.tally.flush(c.counters)
+	c.tally.Flush(c.counters)
 	c.linearized = false
 	c.unflushed = false
 	if c.sockErr != nil {

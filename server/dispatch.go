@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"github.com/leasehold/leasehold/internal/cmdstats"
 	"slices"
 
 	"github.com/leasehold/leasehold/protocol"
@@ -155,7 +156,7 @@ func (c *conn) dispatch(args [][]byte) {
 	if queued {
 		c.proposals.timed(d) // counted once its proposal is answered
 	} else {
-		c.tally.record(c.counters, i, out, d)
+		c.tally.Record(c.counters, i, out, d)
 	}
 	if sl := &c.srv.slowlog; sl.slowerThan >= 0 && d >= sl.slowerThan {
 		sl.add(c, args, d)
@@ -168,7 +169,7 @@ func (c *conn) dispatch(args [][]byte) {
 // its counters: refused before it ran (rejected: unknown, arity, before
 // AUTH, by ACL, on a subscribed connection), or ran, failing if its reply is
 // an error.
-func (c *conn) execute(args [][]byte) (int, outcome) {
+func (c *conn) execute(args [][]byte) (int, cmdstats.Outcome) {
 	i := protocol.LookupIndex(args[0])
 	c.dispatching.cmd = i
 	if i >= 0 && !fastCommand[i] {
@@ -180,43 +181,43 @@ func (c *conn) execute(args [][]byte) (int, outcome) {
 	if i < 0 {
 		if protocol.IsCrossProtocol(args[0]) {
 			c.abortCrossProtocol(args[0])
-			return i, cmdRejected
+			return i, cmdstats.Rejected
 		}
 		c.writeErr(protocol.UnknownCommandError(args))
-		return i, cmdRejected
+		return i, cmdstats.Rejected
 	}
 	cmd := &protocol.Commands[i]
 	if c.subscriptions() > 0 && !allowedWhileSubscribed[cmd.Name] {
 		c.writeErr(protocol.SubscribedOnlyError(cmd.Name))
-		return i, cmdRejected
+		return i, cmdstats.Rejected
 	}
 	if err := cmd.CheckArity(len(args)); err != nil {
 		c.writeErr(err)
-		return i, cmdRejected
+		return i, cmdstats.Rejected
 	}
 	if c.user == nil && c.refuseBeforeAuth(i) {
-		return i, cmdRejected
+		return i, cmdstats.Rejected
 	}
 	if c.user != nil {
 		if c.usersSeen != c.srv.users.Load() && !c.reloadUser() {
-			return i, cmdRejected
+			return i, cmdstats.Rejected
 		}
 		if !c.user.Unrestricted() {
 			if err := c.checkACL(i, cmd, args); err != nil {
 				c.writeErr(err)
-				return i, cmdRejected
+				return i, cmdstats.Rejected
 			}
 		}
 	}
 	if err := c.checkKeys(cmd, args); err != nil {
 		c.writeErr(err) // the command's own rule on its arguments: a failure, as in Redis
-		return i, cmdFailed
+		return i, cmdstats.Failed
 	}
 	if err := c.handle(i, args); err != nil {
 		c.writeErr(err)
-		return i, cmdFailed
+		return i, cmdstats.Failed
 	}
-	return i, cmdOK
+	return i, cmdstats.OK
 }
 
 // errCrossProtocol is c.sockErr once a connection spoke HTTP: nothing more

@@ -22,5 +22,6 @@
 //
 // Files are named for what they hold: transport_*.go, dispatch.go,
 // commands_*.go, pubsub.go, acl.go and auth.go (security), stats.go,
-// cmdstats.go, slowlog.go and lockstats.go (observability).
+// slowlog.go and lockstats.go (observability; the command counters are
+// internal/cmdstats).
 package server

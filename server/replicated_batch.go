@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"github.com/leasehold/leasehold/internal/cmdstats"
 
 	"github.com/leasehold/leasehold/lockfsm"
 	"github.com/leasehold/leasehold/protocol"
@@ -227,18 +228,18 @@ func (c *conn) writeReplies(cmds []lockfsm.Command, replies []pendingReply, res 
 // a cluster redirection), failed for any other error (UNCERTAIN, or its
 // own error from the state machine).
 func (c *conn) countAnswered(p pendingReply, err error) {
-	out := cmdOK
+	out := cmdstats.OK
 	switch {
 	case errors.Is(err, protocol.ErrTryAgain):
-		out = cmdRejected
+		out = cmdstats.Rejected
 	case err != nil:
-		out = cmdFailed
+		out = cmdstats.Failed
 	}
 	d := p.d
 	if d < 0 { // answered within its own dispatch: a full batch
 		d = c.srv.monotonic() - p.start
 	}
-	c.tally.record(c.counters, p.cmd, out, d)
+	c.tally.Record(c.counters, p.cmd, out, d)
 }
 
 // cloneCommand copies cmd's byte slices.

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"github.com/leasehold/leasehold/internal/cmdstats"
 	"net"
 	"runtime"
 	"sync"
@@ -60,7 +61,7 @@ type Server struct {
 
 	nextConnID atomic.Uint64
 	stats      serverStats
-	cmdStats   *commandStats // per command, and bytes in and out (cmdstats.go)
+	cmdStats   *cmdstats.Stats // per command, and bytes in and out
 	auth       *authState
 	owners     *ownerNumbers             // owner ids of scoped users' anonymous leases (ownership.go)
 	users      atomic.Pointer[acl.Store] // swapped whole by ReloadACL; dispatch reads it lock-free
@@ -195,7 +196,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		handlers: commandHandlers(),
 		started:  started,
 		slowlog:  newSlowlog(cfg.SlowlogSlowerThan, cfg.SlowlogMaxLen),
-		cmdStats: newCommandStats(),
+		cmdStats: cmdstats.New(),
 		hot:      lockStats,
 		maxConns: maxConns,
 		conns:    make(map[uint64]*conn),

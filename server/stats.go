@@ -19,7 +19,7 @@ func (s *Server) StatsSnapshot() stats.Stats {
 		Memory:      s.memoryStats(),
 		Traffic:     s.trafficStats(),
 		Locks:       s.lockStats(),
-		Commands:    s.commandStats(),
+		Commands:    s.cmdStats.Commands(),
 		Persistence: s.persistStats(),
 		Cluster:     s.clusterStats(),
 		Tokens:      s.tokenStats(),
@@ -66,11 +66,11 @@ func (s *Server) trafficStats() stats.TrafficStats {
 		HandlerPanics:         s.stats.panics.Load(),
 		PubSubSlowClosed:      s.hub.dropped.Load(),
 		OutputLimitCloses:     s.stats.outputLimitCloses.Load(),
-		IdleCloses:            s.cmdStats.idleCloses.Load(),
+		IdleCloses:            s.cmdStats.IdleCloses.Load(),
 		EventsPublished:       s.hub.published.Load(),
 		EventsDropped:         s.hub.eventsDropped.Load(),
 	}
-	st.NetInputBytes, st.NetOutputBytes = s.netBytes()
+	st.NetInputBytes, st.NetOutputBytes = s.cmdStats.NetBytes()
 	if s.tls != nil {
 		st.TLS = true
 		st.TLSHandshakeFailures = s.tls.failures.Load()

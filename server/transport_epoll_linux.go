@@ -3,6 +3,7 @@ package server
 import (
 	"container/heap"
 	"errors"
+	"github.com/leasehold/leasehold/internal/cmdstats"
 	"io"
 	"math"
 	"net"
@@ -57,7 +58,7 @@ type ioLoop struct {
 	idle      time.Duration // the idle timeout as the loop applies it (takeIdleTimeout); 0 for none
 	lastSweep int64
 	done      chan struct{}
-	counters  *counterBlock // its connections' commands and bytes; only the loop writes it (cmdstats.go)
+	counters  *cmdstats.Block // its connections' commands and bytes; only the loop writes it (cmdstats.go)
 }
 
 func newIOLoop(s *Server) (*ioLoop, error) {
@@ -83,7 +84,7 @@ func newIOLoop(s *Server) (*ioLoop, error) {
 		events: make([]unix.EpollEvent, 256),
 		done:   make(chan struct{}),
 	}
-	l.counters = s.cmdStats.loopBlock()
+	l.counters = s.cmdStats.LoopBlock()
 	return l, nil
 }
 
@@ -652,7 +653,7 @@ func (l *ioLoop) sweepIdle() {
 		// As in Redis, the idle timeout spares waiting and listening clients.
 		if c.blocked == nil && !c.inFlight && c.subscriptions() == 0 && now-c.lastRead >= idle {
 			c.log.Debug().Msg("idle timeout")
-			l.srv.cmdStats.idleCloses.Add(1)
+			l.srv.cmdStats.IdleCloses.Add(1)
 			l.closeConn(c)
 		}
 	}
@@ -772,7 +773,7 @@ func (r loopReader) Read(p []byte) (int, error) {
 		if r.c.loop.idle > 0 {
 			r.c.lastRead = r.c.srv.monotonic()
 		}
-		r.c.counters.netIn.Add(uint64(n))
+		r.c.counters.NetIn.Add(uint64(n))
 		r.c.drained = n < len(p)
 		return n, nil
 	}
@@ -799,7 +800,7 @@ func (w loopWriter) writeRaw(p []byte) (int, error) {
 		return len(p), nil
 	}
 	n, err := writeNonblock(c.fd, p)
-	c.counters.netOut.Add(uint64(n))
+	c.counters.NetOut.Add(uint64(n))
 	if err != nil {
 		c.sockErr = err
 		return 0, err
@@ -815,7 +816,7 @@ func (w loopWriter) writeRaw(p []byte) (int, error) {
 func (c *conn) writePending() bool {
 	if err := c.pending.WriteTo(func(p []byte) (int, error) {
 		n, err := writeNonblock(c.fd, p)
-		c.counters.netOut.Add(uint64(n))
+		c.counters.NetOut.Add(uint64(n))
 		return n, err
 	}); err != nil {
 		c.sockErr = err

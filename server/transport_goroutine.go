@@ -160,7 +160,7 @@ func (r blockingReader) Read(p []byte) (int, error) {
 	}
 	n, err := c.nc.Read(p)
 	if c.tlsConn == nil { // a TLS connection's socket reads count in tlsTransport.Read
-		c.counters.netIn.Add(uint64(n))
+		c.counters.NetIn.Add(uint64(n))
 	}
 	if c.readingAhead {
 		c.wmu.Lock()
@@ -180,7 +180,7 @@ func (r blockingReader) Read(p []byte) (int, error) {
 		select {
 		case <-c.srv.closing:
 		default:
-			c.srv.cmdStats.idleCloses.Add(1)
+			c.srv.cmdStats.IdleCloses.Add(1)
 		}
 	}
 	return n, err
@@ -250,7 +250,7 @@ func (c *conn) writeSocketRaw(p []byte, pubsub bool) error {
 	}
 	if unsent == 0 && c.raw != nil {
 		n, err := writeNow(c.raw, p)
-		c.counters.netOut.Add(uint64(n))
+		c.counters.NetOut.Add(uint64(n))
 		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 			c.outErr = err
 			c.outDrained.Broadcast()
@@ -297,7 +297,7 @@ func (c *conn) writeQueued() error {
 			return err
 		}
 		n, err := c.socket().Write(out)
-		c.counters.netOut.Add(uint64(n))
+		c.counters.NetOut.Add(uint64(n))
 		c.wmu.Lock()
 		left := c.unsent.Add(-int64(n))
 		if c.wakeReader && left < outputPause {

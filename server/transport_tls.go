@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"github.com/leasehold/leasehold/internal/cmdstats"
 	"io"
 	"net"
 	"sync"
@@ -244,14 +245,14 @@ type tlsTransport struct {
 	mu  sync.Mutex
 	out []byte // records crypto/tls wrote, for the socket
 
-	readCount *counterBlock // goroutine transport: counts the socket bytes read (cmdstats.go)
+	readCount *cmdstats.Block // goroutine transport: counts the socket bytes read
 }
 
 func (t *tlsTransport) Read(p []byte) (int, error) {
 	if !t.memory {
 		n, err := t.Conn.Read(p)
 		if t.readCount != nil {
-			t.readCount.netIn.Add(uint64(n))
+			t.readCount.NetIn.Add(uint64(n))
 		}
 		return n, err
 	}

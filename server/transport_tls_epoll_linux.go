@@ -67,7 +67,7 @@ func (c *conn) tlsRead(p []byte) (int, error) {
 			t.readErr = io.EOF
 		default:
 			t.in = t.inBuf[:m]
-			c.counters.netIn.Add(uint64(m))
+			c.counters.NetIn.Add(uint64(m))
 			c.drained = m < len(t.inBuf)
 			if c.loop.idle > 0 {
 				c.lastRead = c.srv.monotonic()
