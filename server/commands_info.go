@@ -273,7 +273,7 @@ func (s *Server) configParams() [][2]string {
 		{"proto-max-bulk-len", strconv.FormatInt(cfg.Limits.MaxBulkLen, 10)},
 		{"client-query-buffer-limit", strconv.FormatInt(cfg.Limits.MaxQueryBuffer, 10)},
 		{"client-output-buffer-limit", cfg.OutputLimits.String()},
-		{"maxmemory", strconv.FormatUint(s.mem.limit.Load(), 10)},
+		{"maxmemory", strconv.FormatUint(s.mem.Limit(), 10)},
 		{"maxmemory-policy", "noeviction"},
 		{"protected-mode", protocol.YesNo(cfg.ProtectedMode)},
 		{"max-locks", strconv.Itoa(cfg.Locker.MaxLocks)},

@@ -29,7 +29,7 @@ func (s *Server) infoLimits(b *strings.Builder) {
 	infoLine(b, "client_round_time_us", roundTime.Microseconds())
 	infoLine(b, "shutdown_timeout_ms", cfg.ShutdownTimeout.Milliseconds())
 	// The lock table.
-	infoLine(b, "maxmemory", s.mem.limit.Load())
+	infoLine(b, "maxmemory", s.mem.Limit())
 	infoLine(b, "max_locks", lc.MaxLocks)
 	infoLine(b, "max_ttl_ms", lc.MaxTTL.Milliseconds())
 	infoLine(b, "max_key_len", lc.MaxKeyLen)

@@ -30,7 +30,7 @@ func startServerReading(t *testing.T, read func() uint64, opts ...option) *testS
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.mem.read = read
+	srv.mem.Read = read
 	run := servertest.Start(t, srv, ErrServerClosed)
 	return &testServer{Server: srv, t: t, addr: run.Addr, run: run}
 }

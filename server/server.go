@@ -36,9 +36,9 @@ type Server struct {
 	ties     ephemeralTies
 	handlers []handler // by index in protocol.Commands
 	started  time.Time
-	maxConns int // cfg.MaxClients fitted to the open-file limit (fitMaxClients); guarded by mu (SetMaxClients)
-	mem      memoryGuard
-	idle     atomic.Int64 // the idle timeout in force, in ns: cfg.IdleTimeout until SetIdleTimeout
+	maxConns int                 // cfg.MaxClients fitted to the open-file limit (fitMaxClients); guarded by mu (SetMaxClients)
+	mem      *limits.MemoryGuard // --maxmemory (memory.go)
+	idle     atomic.Int64        // the idle timeout in force, in ns: cfg.IdleTimeout until SetIdleTimeout
 	// afterSubscribeFlush, for tests only, runs on a SUBSCRIBE's connection
 	// once its confirmation is written: where an event once went missing.
 	afterSubscribeFlush atomic.Pointer[func()]
@@ -202,11 +202,10 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		conns:    make(map[uint64]*conn),
 		closing:  make(chan struct{}),
 		servingC: make(chan struct{}),
-		mem:      memoryGuard{read: limits.HeapInUse},
+		mem:      limits.NewMemoryGuard(uint64(cfg.MaxMemory)),
 	}
 	s.users.Store(users)
 	s.idle.Store(int64(cfg.IdleTimeout))
-	s.mem.limit.Store(uint64(cfg.MaxMemory))
 	s.guardMemory(s.handlers)
 	return s, nil
 }

@@ -39,12 +39,12 @@ func (s *Server) memoryStats() stats.MemoryStats {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return stats.MemoryStats{
-		Used:         s.mem.read(),
+		Used:         s.mem.Read(),
 		Sys:          m.Sys,
 		HeapReleased: m.HeapReleased,
-		Max:          s.mem.limit.Load(),
-		Refusals:     s.mem.refusals.Load(),
-		ReturnsToOS:  s.mem.returns.Load(),
+		Max:          s.mem.Limit(),
+		Refusals:     s.mem.Refusals(),
+		ReturnsToOS:  s.mem.Returns(),
 		GCCycles:     m.NumGC,
 		GCPauseTotal: time.Duration(m.PauseTotalNs),
 	}
