@@ -77,14 +77,14 @@ func TestBootstrapOnlyOnce(t *testing.T) {
 
 // TestLogStoreKindIsKept restarts a node with the other kind of log store
 // than its data directory holds: refused, in both directions, since
-// starting over empty would lose its log and its vote.
+// starting over empty would lose its log and its vote. ("" opens the kind
+// the directory holds: TestLogStoreDefault.)
 func TestLogStoreKindIsKept(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ created, reopened string }{
 		{LogStoreBolt, LogStoreWAL},
-		{"", LogStoreWAL},
 		{LogStoreWAL, LogStoreBolt},
-		{LogStoreWAL, ""},
+		{"", LogStoreBolt}, // "" makes raft-wal
 	} {
 		t.Run(tc.created+"-then-"+tc.reopened, func(t *testing.T) {
 			t.Parallel() // each case has a node and a data directory of its own

@@ -3,7 +3,9 @@ package cluster
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -47,7 +49,17 @@ func clearDiscardedTail(dir string, lastIndex uint64) (cleared int, err error) {
 	if err != nil || !ok {
 		return 0, err
 	}
-	data, err := os.ReadFile(path)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	size := fi.Size()
+	head, err := readFrames(f, size)
 	if err != nil {
 		return 0, err
 	}
@@ -55,23 +67,59 @@ func clearDiscardedTail(dir string, lastIndex uint64) (cleared int, err error) {
 	if lastIndex >= base {
 		want = int(lastIndex - base + 1)
 	}
-	end, err := walCommittedEnd(data, want)
+	end, err := walCommittedEnd(head, want)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", filepath.Base(path), err)
 	}
-	last := lastNonZero(data[end:]) + end
-	if last < end {
-		return 0, nil // nothing past the end: the usual case after a clean stop
+	last, err := lastNonZeroFrom(f, int64(end), size)
+	if err != nil || last < int64(end) {
+		return 0, err // nothing past the end: the usual case after a clean stop
 	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
+	n := int(last + 1 - int64(end))
+	if _, err := f.WriteAt(make([]byte, n), int64(end)); err != nil {
 		return 0, err
 	}
-	defer f.Close()
-	if _, err := f.WriteAt(make([]byte, last+1-end), int64(end)); err != nil {
-		return 0, err
+	return n, f.Sync()
+}
+
+// readFrames reads the start of the segment f, of size bytes, as far as
+// its frames go: a few kilobytes of a 64 MiB segment just begun, so that
+// opening the store does not read, and allocate, all of it for them.
+func readFrames(f *os.File, size int64) ([]byte, error) {
+	n := int64(64 << 10)
+	for {
+		n = min(n, size)
+		buf := make([]byte, n)
+		if _, err := f.ReadAt(buf, 0); err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		if n == size || walFramesEnd(buf)+walFrameHeaderLen <= len(buf) {
+			return buf, nil
+		}
+		n *= 4
 	}
-	return last + 1 - end, f.Sync()
+}
+
+// lastNonZeroFrom returns the offset of f's last byte that is not zero
+// among those from off to size, -1 if none, reading a chunk at a time.
+func lastNonZeroFrom(f *os.File, off, size int64) (int64, error) {
+	last := int64(-1)
+	buf := make([]byte, 1<<20)
+	for at := off; at < size; {
+		chunk := buf[:min(int64(len(buf)), size-at)]
+		n, err := f.ReadAt(chunk, at)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return last, err
+		}
+		if i := lastNonZero(chunk[:n]); i >= 0 {
+			last = at + int64(i)
+		}
+		if n == 0 {
+			break
+		}
+		at += int64(n)
+	}
+	return last, nil
 }
 
 // lastNonZero is the index of b's last byte that is not zero, -1 if none.
@@ -117,6 +165,24 @@ func walTailSegment(dir string) (path string, base uint64, ok bool, err error) {
 		}
 	}
 	return path, base, ok, nil
+}
+
+// walFramesEnd returns where a walk of data's frame headers stops: at a
+// zero or malformed header, or past the end of data.
+func walFramesEnd(data []byte) int {
+	off := walFileHeaderLen
+	for off+walFrameHeaderLen <= len(data) {
+		h := data[off : off+walFrameHeaderLen]
+		if h[0] == 0 || h[0] > walFrameCommit || h[1]|h[2]|h[3] != 0 {
+			return off
+		}
+		n := 0
+		if h[0] != walFrameCommit {
+			n = int(binary.LittleEndian.Uint32(h[4:]))
+		}
+		off += walFrameHeaderLen + n + (8-n%8)%8
+	}
+	return off
 }
 
 // walCommittedEnd returns the offset just past the commit frame after which
