@@ -69,6 +69,9 @@ type ringSlot struct {
 	key       []byte // reused: grows to the longest key the slot held
 	owner     []byte
 	truncated bool
+	// Consecutive events take neighbouring slots, most often from different
+	// cores: padding keeps them off each other's cache lines.
+	_ [24]byte
 }
 
 func (r *eventRing) on() bool { return r.recorders.Load() > 0 }

@@ -78,12 +78,13 @@ func TestRecentEvents(t *testing.T) {
 
 // BenchmarkRecentEvents is the price of the status page's event ring on a
 // lock cycle (an ACQUIRE and a RELEASE, two events): off, as without an
-// admin listener; recording, as with one; and, for comparison, a pub/sub
-// watch (WatchEvents), what the page's live stream costs while a browser
-// has it open. parallel runs the recording case on every core at once,
-// where the ring's shared counter is what the cycles have in common.
+// admin listener; recording, as with one; the two with LOCKSTATS on, when
+// the table builds the events anyway; and, for comparison, a pub/sub watch
+// (WatchEvents), what the page's live stream costs while a browser has it
+// open. parallel runs the cycles on every core at once, where the ring's
+// shared counter is what they have in common.
 func BenchmarkRecentEvents(b *testing.B) {
-	for _, mode := range []string{"off", "recording", "watch"} {
+	for _, mode := range []string{"off", "recording", "lockstats", "lockstats+recording", "watch"} {
 		b.Run(mode, func(b *testing.B) {
 			srv := benchServer(b, mode)
 			cy := newCycler(srv, 1024)
@@ -113,7 +114,12 @@ func BenchmarkRecentEvents(b *testing.B) {
 }
 
 func benchServer(b *testing.B, mode string) *Server {
-	srv, err := New(DefaultConfig(), zerolog.Nop())
+	cfg := DefaultConfig()
+	if rest, ok := strings.CutPrefix(mode, "lockstats"); ok {
+		cfg.LockStatsTop = 100
+		mode = strings.TrimPrefix(rest, "+")
+	}
+	srv, err := New(cfg, zerolog.Nop())
 	if err != nil {
 		b.Fatal(err)
 	}
