@@ -34,7 +34,7 @@ var screenshots = flag.String("screenshots", "", "write the status page's screen
 func TestStatusPageHeaders(t *testing.T) {
 	ls := lockserver.Start(t)
 	base := startAdmin(t, ls.Server)
-	for _, path := range []string{"/", "/static/app.js", "/static/style.css", "/api/stats", "/api/locks?limit=3"} {
+	for _, path := range []string{"/", "/static/app.js", "/static/style.css", "/api/stats", "/api/locks?limit=3", "/api/history"} {
 		resp, err := httpClient.Get(base + path)
 		if err != nil {
 			t.Fatal(err)
@@ -286,7 +286,7 @@ func TestStatusPageScreenshots(t *testing.T) {
 		}
 		time.Sleep(time.Duration(60+i%7*20) * time.Millisecond) // pacing the load, not synchronising
 	}
-	do("ACQUIRE", "orders/eu-west/rebalance", 45000, "OWNER", "billing-7f9c")
+	do("ACQUIRE", "orders/eu-west/rebalance", 45000, "OWNER", "billing-7f9c", "WAIT", 5000) // once the traffic's last lease ends
 	do("ACQUIRE", "inventory/sku-88231", 120000, "OWNER", "stock-sync-2")
 	do("CREATE", "reports/nightly", "LIMIT", 3)
 	do("ACQUIRE", "reports/nightly", 600000, "OWNER", "report-a")
