@@ -87,14 +87,17 @@ type Source interface {
 	StatsSnapshot() stats.Stats
 }
 
-// Server is a running admin listener. Its serving goroutine is its own and
-// ends in Close.
+// Server is a running admin listener. Its serving goroutine, and the status
+// page's sampler, are its own and end in Close.
 type Server struct {
 	cfg  Config
 	log  zerolog.Logger
 	ln   net.Listener
 	http *http.Server
 	done chan struct{} // closed when the serving goroutine has returned
+	// status is the status page, whose sampler Close stops once the
+	// requests are done; nil when the Source has none.
+	status *statusPage
 
 	closeOnce sync.Once
 	closeErr  error
@@ -111,9 +114,13 @@ func Start(cfg Config, src Source, log zerolog.Logger) (*Server, error) {
 	h, status := handler(cfg, src)
 	s, err := start(cfg, h, log)
 	if err != nil {
+		if status != nil {
+			status.close()
+		}
 		return nil, err
 	}
 	if status != nil {
+		s.status = status
 		s.http.RegisterOnShutdown(status.shutdown)
 	}
 	return s, nil
@@ -166,6 +173,9 @@ func (s *Server) Close() error {
 			s.closeErr = s.http.Close()
 		}
 		<-s.done
+		if s.status != nil {
+			s.status.close()
+		}
 	})
 	return s.closeErr
 }

@@ -29,6 +29,18 @@ var (
 	needProfile  need = func(a server.AdminAccess) bool { return a.Profile }
 )
 
+// needAll is what an endpoint showing what several others show needs.
+func needAll(ns ...need) need {
+	return func(a server.AdminAccess) bool {
+		for _, n := range ns {
+			if !n(a) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
 // guard serves h to requests whose credentials auth accepts and whose
 // access has what n asks; 401 with a Basic challenge when the credentials
 // are missing or refused (a browser then asks for them), 403 when the user

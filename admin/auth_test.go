@@ -71,6 +71,9 @@ user partial on >ppw ~app:* &* +info +locks +subscribe
 		{"/api/locks", "viewer", "vpw", ok},
 		{"/api/locks", "partial", "ppw", forbidden}, // not every key
 		{"/api/lockstats", "viewer", "vpw", forbidden},
+		{"/api/history", "viewer", "vpw", ok},
+		{"/api/history", "watcher", "wpw", forbidden}, // its events are every lock's
+		{"/api/history", "partial", "ppw", ok},        // every channel: the events, as /api/events
 		{"/debug/pprof/", "viewer", "vpw", forbidden},
 		{"/debug/pprof/cmdline", "watcher", "wpw", forbidden},
 		{"/debug/pprof/", "default", "adminpw", ok},

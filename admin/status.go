@@ -37,6 +37,13 @@ type StatusSource interface {
 	// lock statistics, and the hottest locks sorted by a field.
 	LockStatsOn() bool
 	LockStats(top int, by string) ([]contention.LockStat, error)
+	// RecordEvents keeps the server's last lock events until stop, and
+	// RecentEvents returns them: the status page's history of events.
+	RecordEvents() (stop func())
+	RecentEvents() []server.RecentEvent
+	// LockCounters reads the lock table's counters, cheaply enough for
+	// every second: the history's rates.
+	LockCounters() stats.LockStats
 }
 
 const (
@@ -62,21 +69,28 @@ const (
 // script or style, nothing from elsewhere.
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// statusPage serves the page and its API for src.
+// statusPage serves the page and its API for src. It owns the history's
+// sampler and the server's event recording from the listener's start to
+// its Close (close).
 type statusPage struct {
-	src   StatusSource
-	feed  *eventFeed
-	start time.Time
+	src        StatusSource
+	feed       *eventFeed
+	hist       *history
+	stopRecord func()
+	start      time.Time
 }
 
 // mountStatus adds the status page's routes to mux, if src can feed them,
-// and returns what Close must stop (nil if none).
+// and returns what Close must stop (nil if none): from here on the server
+// records its events and a goroutine samples its counters, for the
+// history.
 func mountStatus(mux *http.ServeMux, src Source, auth Authenticator) *statusPage {
 	ss, ok := src.(StatusSource)
 	if !ok {
 		return nil
 	}
-	p := &statusPage{src: ss, feed: newEventFeed(ss), start: time.Now()}
+	p := &statusPage{src: ss, feed: newEventFeed(ss), start: time.Now(),
+		stopRecord: ss.RecordEvents(), hist: startHistory(ss.LockCounters)}
 	static, err := fs.Sub(staticFiles, "static")
 	if err != nil {
 		panic(err) // the embedded tree is fixed at build time
@@ -88,6 +102,7 @@ func mountStatus(mux *http.ServeMux, src Source, auth Authenticator) *statusPage
 	mux.Handle("GET /api/locks", guard(auth, needLocks, secured(http.HandlerFunc(p.locks))))
 	mux.Handle("GET /api/events", guard(auth, needEvents, secured(http.HandlerFunc(p.events))))
 	mux.Handle("GET /api/lockstats", guard(auth, needLockStat, secured(http.HandlerFunc(p.lockStats))))
+	mux.Handle("GET /api/history", guard(auth, needAll(needStats, needEvents), secured(http.HandlerFunc(p.historyAPI))))
 	return p
 }
 
@@ -106,6 +121,13 @@ func secured(h http.Handler) http.Handler {
 // shutdown ends the event streams, so that the listener's Close does not
 // wait its timeout for browsers that never hang up.
 func (p *statusPage) shutdown() { p.feed.shutdown() }
+
+// close stops the history's sampler and the server's event recording, once
+// no request is served; it is safe to call more than once.
+func (p *statusPage) close() {
+	p.hist.stop()
+	p.stopRecord()
+}
 
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")

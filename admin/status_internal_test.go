@@ -2,6 +2,7 @@ package admin
 
 import (
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/server"
@@ -82,5 +83,26 @@ func TestEventFeedStreamsBound(t *testing.T) {
 	}
 	if _, ok := f.join(); ok {
 		t.Fatalf("join %d accepted", eventStreamsMax+1)
+	}
+}
+
+// TestHistoryRing: the history keeps the last historySamples samples,
+// oldest first, since gives those after a time, and a counter that went
+// down (a cluster's new table) counts from zero rather than going negative.
+func TestHistoryRing(t *testing.T) {
+	h := &history{samples: make([]rateSample, 0, historySamples)}
+	for i := 1; i <= historySamples+5; i++ {
+		h.add(rateSample{Time: int64(i)})
+	}
+	all := h.since(0)
+	if len(all) != historySamples || all[0].Time != 6 || all[len(all)-1].Time != historySamples+5 {
+		t.Fatalf("%d samples from %d to %d, want %d from 6", len(all), all[0].Time, all[len(all)-1].Time, historySamples)
+	}
+	if got := h.since(historySamples + 3); len(got) != 2 || got[0].Time != historySamples+4 {
+		t.Errorf("since: %+v", got)
+	}
+	s := sampleOf(lockCounts{grants: 100, waits: 10}, lockCounts{grants: 150, waits: 4}, 2*time.Second, time.UnixMilli(5000))
+	if s.Grants != 25 || s.Waits != 2 || s.Time != 5000 {
+		t.Errorf("sample %+v, want 25 grants/s and, the waits' counter having restarted, 2 waits/s", s)
 	}
 }

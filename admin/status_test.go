@@ -34,7 +34,7 @@ var screenshots = flag.String("screenshots", "", "write the status page's screen
 func TestStatusPageHeaders(t *testing.T) {
 	ls := lockserver.Start(t)
 	base := startAdmin(t, ls.Server)
-	for _, path := range []string{"/", "/static/app.js", "/static/style.css", "/api/stats", "/api/locks?limit=3"} {
+	for _, path := range []string{"/", "/static/app.js", "/static/style.css", "/api/stats", "/api/locks?limit=3", "/api/history"} {
 		resp, err := httpClient.Get(base + path)
 		if err != nil {
 			t.Fatal(err)
@@ -79,10 +79,16 @@ func chromium(t *testing.T) string {
 // script ran).
 func browser(t *testing.T, base string) (ctx context.Context, dialogs <-chan string) {
 	t.Helper()
+	return browserAt(t, base, 1280)
+}
+
+// browserAt is browser with a window width pixels wide.
+func browserAt(t *testing.T, base string, width int) (ctx context.Context, dialogs <-chan string) {
+	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)),
 		chromedp.NoSandbox, // root in a container
-		chromedp.WindowSize(1280, 1000),
+		chromedp.WindowSize(width, 1000),
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
@@ -127,7 +133,7 @@ const readPageJS = `(() => {
       queue: [...tr.querySelectorAll('li.waiter')].map(e => e.textContent),
     })),
     images: document.getElementsByTagName('img').length,
-    events: [...document.querySelectorAll('#events li')].map(e => e.textContent),
+    events: [...document.querySelectorAll('#events tbody tr')].map(tr => [...tr.cells].map(c => c.textContent).join(' ')),
     feed: document.getElementById('feed').textContent,
   });
 })()`
@@ -251,34 +257,41 @@ func TestStatusPageBrowser(t *testing.T) {
 	}
 }
 
-// TestStatusPageScreenshots writes docs/status-page.png from a server with
-// a few locks, holders and waiters; it runs only with -screenshots DIR.
+// TestStatusPageScreenshots writes docs/status-page.png (1400 px wide) and
+// docs/status-page-narrow.png (800 px) from a server with lock statistics
+// on, a few locks, holders and waiters, and some seconds of traffic done
+// before the page opens, which it shows from the server's history; it runs
+// only with -screenshots DIR.
 func TestStatusPageScreenshots(t *testing.T) {
 	if *screenshots == "" {
 		t.Skip("no -screenshots directory")
 	}
-	ls := lockserver.Start(t)
-	base := startAdmin(t, ls.Server)
-	ctx, _ := browser(t, base)
+	ls := lockserver.Start(t, func(c *server.Config) { c.LockStatsTop = 100 })
+	base := startAdmin(t, sixtySecondSource{ls.Server})
 	rctx := context.Background()
 	rdb := ls.Client()
-	waitPage(t, ctx, "the event stream", 10*time.Second, func(st pageState) bool { return st.Feed == "events: live" })
-
-	// Traffic for the charts: short leases, some expiring.
-	for i := range 40 {
-		rdb.Do(rctx, "ACQUIRE", fmt.Sprintf("jobs/batch-%d", i%7), 200, "OWNER", fmt.Sprintf("worker-%d", i))
-	}
 	do := func(args ...any) {
 		if err := rdb.Do(rctx, args...).Err(); err != nil {
 			t.Fatalf("%v: %v", args, err)
 		}
 	}
-	do("ACQUIRE", "orders/eu-west/rebalance", 45000, "OWNER", "billing-7f9c")
+	makeActivity(t, ls)
+	// Traffic for the charts, before the page opens: short leases, some
+	// expiring, some waits timing out.
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 0; time.Now().Before(deadline); i++ {
+		rdb.Do(rctx, "ACQUIRE", fmt.Sprintf("jobs/batch-%d", i%7), 200+i%5*100, "OWNER", fmt.Sprintf("worker-%d", i%9))
+		if i%4 == 0 {
+			rdb.Do(rctx, "ACQUIRE", "orders/eu-west/rebalance", 1000, "WAIT", 30)
+		}
+		time.Sleep(time.Duration(60+i%7*20) * time.Millisecond) // pacing the load, not synchronising
+	}
+	do("ACQUIRE", "orders/eu-west/rebalance", 45000, "OWNER", "billing-7f9c", "WAIT", 5000) // once the traffic's last lease ends
 	do("ACQUIRE", "inventory/sku-88231", 120000, "OWNER", "stock-sync-2")
 	do("CREATE", "reports/nightly", "LIMIT", 3)
 	do("ACQUIRE", "reports/nightly", 600000, "OWNER", "report-a")
 	do("ACQUIRE", "reports/nightly", 600000, "OWNER", "report-b")
-	do("ACQUIRE", "config/leader", 15000, "OWNER", "node-2.internal")
+	do("ACQUIRE", "config/leader", 60000, "OWNER", "node-2.internal")
 	do("ACQUIRE", hostileKey, 30000, "OWNER", hostileOwner)
 	waiters := []struct {
 		key, owner string
@@ -290,34 +303,41 @@ func TestStatusPageScreenshots(t *testing.T) {
 		{"config/leader", "node-1.internal", 0},
 		{"config/leader", "node-3.internal", 0},
 	}
+	queued := map[string]int{}
 	for _, w := range waiters {
-		c := redis.NewClient(&redis.Options{Addr: ls.Addr})
+		c := redis.NewClient(&redis.Options{Addr: ls.Addr, ReadTimeout: -1})
 		t.Cleanup(func() { c.Close() })
 		go c.Do(rctx, "ACQUIRE", w.key, 30000, "OWNER", w.owner, "WAIT", 60000, "PRIORITY", w.prio)
+		queued[w.key]++
+		waitQueued(t, ls, w.key, queued[w.key])
 	}
-	waitPage(t, ctx, "the waiters", 10*time.Second, func(st pageState) bool {
-		n := 0
-		for _, l := range st.Locks {
-			n += len(l.Queue)
+	historyHolds(t, base, "jobs/batch-0")
+	for _, shot := range []struct {
+		width int
+		file  string
+	}{{1400, "status-page.png"}, {800, "status-page-narrow.png"}} {
+		ctx, _ := browserAt(t, base, shot.width)
+		waitPage(t, ctx, "the waiters", 10*time.Second, func(st pageState) bool {
+			n := 0
+			for _, l := range st.Locks {
+				n += len(l.Queue)
+			}
+			return n == len(waiters) && len(st.Events) > 0
+		})
+		// The hottest locks come with the first LOCKSTATS poll.
+		if err := chromedp.Run(ctx, chromedp.WaitVisible("#hot tbody tr", chromedp.ByQuery)); err != nil {
+			t.Fatal(err)
 		}
-		return n == len(waiters)
-	})
-	// Let a few stats polls draw the charts.
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		rdb.Do(rctx, "ACQUIRE", "jobs/tick", 100, "OWNER", "ticker")
-		rdb.Do(rctx, "ACQUIRE", "jobs/short", 50)
-		time.Sleep(150 * time.Millisecond) // pacing the load, not synchronising
+		var png []byte
+		if err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 100)); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(*screenshots, shot.file)
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s", path)
 	}
-	var png []byte
-	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 100)); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(*screenshots, "status-page.png")
-	if err := os.WriteFile(path, png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("wrote %s", path)
 }
 
 // TestStatusPageEventStream: /api/events streams a lock's events over
@@ -466,5 +486,94 @@ func TestStatusPageLockStats(t *testing.T) {
 		if code, _ := get(t, base+path); code != http.StatusBadRequest {
 			t.Errorf("%s: %d, want 400", path, code)
 		}
+	}
+}
+
+// TestStatusPageHistory: /api/history answers, from the admin listener's
+// start, a sample a second of the lock table's grants, waits, expiries,
+// hand-offs and timeouts, and the server's recent events; ?since= gives
+// the samples after a time, ?events=0 leaves the events out; the listener's
+// Close stops the server's recording.
+func TestStatusPageHistory(t *testing.T) {
+	ls := lockserver.Start(t)
+	cfg := admin.DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	a, err := admin.Start(cfg, ls.Server, zerolog.New(testutil.NewTestLog(t)).Level(zerolog.WarnLevel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	base := "http://" + a.Addr().String()
+	rdb := ls.Client()
+	ctx := context.Background()
+	for range 3 {
+		tok, err := rdb.Do(ctx, "ACQUIRE", "h", 60000, "OWNER", "o").Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.Do(ctx, "RELEASE", "h", tok).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type history struct {
+		Now      int64 `json:"now_ms"`
+		Interval int64 `json:"interval_ms"`
+		Span     int   `json:"span_s"`
+		Samples  []struct {
+			T      int64   `json:"t_ms"`
+			Grants float64 `json:"grants"`
+		}
+		Events []struct{ Kind, Key, Token, Owner string }
+	}
+	read := func(query string) history {
+		t.Helper()
+		code, body := get(t, base+"/api/history"+query)
+		var h history
+		if err := json.Unmarshal([]byte(body), &h); code != http.StatusOK || err != nil {
+			t.Fatalf("/api/history%s: %d %s (%v)", query, code, body, err)
+		}
+		return h
+	}
+	// The grants' sample comes with the sampler's next tick.
+	var h history
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		h = read("")
+		var grants float64
+		for _, s := range h.Samples {
+			grants += s.Grants
+		}
+		if grants > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no sample with the grants after 10 s: %+v", h)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition, bounded above
+	}
+	if h.Interval != 1000 || h.Span != 300 || len(h.Samples) > 300 {
+		t.Errorf("interval %d ms, span %d s, %d samples", h.Interval, h.Span, len(h.Samples))
+	}
+	if len(h.Events) != 6 || h.Events[0].Kind != "acquired" || h.Events[0].Key != "h" || h.Events[0].Owner != "o" || h.Events[5].Kind != "released" {
+		t.Errorf("events %+v, want the 3 acquired and released, oldest first", h.Events)
+	}
+	last := h.Samples[len(h.Samples)-1].T
+	if h := read(fmt.Sprintf("?events=0&since=%d", last)); len(h.Samples) != 0 || len(h.Events) != 0 {
+		t.Errorf("since the last sample, without events: %+v", h)
+	}
+	for _, q := range []string{"?since=x", "?events=2"} {
+		if code, _ := get(t, base+"/api/history"+q); code != http.StatusBadRequest {
+			t.Errorf("/api/history%s: %d, want 400", q, code)
+		}
+	}
+
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Do(ctx, "ACQUIRE", "after", 60000).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if evs := ls.Server.RecentEvents(); evs[len(evs)-1].Key != "h" {
+		t.Errorf("the server recorded %q after the listener closed", evs[len(evs)-1].Key)
 	}
 }

@@ -33,6 +33,7 @@ type Server struct {
 
 	store    *persist.Store // nil without a data directory
 	hub      *hub           // pub/sub of lock events
+	recent   *eventRing     // the last lock events, while an admin listener records them (eventring.go)
 	ties     ephemeralTies
 	handlers []handler // by index in protocol.Commands
 	started  time.Time
@@ -123,6 +124,8 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	if lockStats != nil {
 		lockerCfg.Events = statsSink{hub: hub, stats: lockStats}
 	}
+	recent := new(eventRing)
+	lockerCfg.Events = recordingSink{ring: recent, next: lockerCfg.Events}
 	var store *persist.Store
 	if p := cfg.Persist; p.Dir != "" {
 		var err error
@@ -188,6 +191,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		tls:      tlsState,
 		store:    store,
 		hub:      hub,
+		recent:   recent,
 		cfg:      cfg,
 		log:      log,
 		table:    table,
