@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"github.com/leasehold/leasehold/internal/eventring"
 	"strings"
 	"testing"
 
@@ -14,7 +15,7 @@ import (
 // wrap, with owners and keys whole; after stop it keeps no more, and
 // LockCounters counts what the table did.
 func TestRecentEvents(t *testing.T) {
-	ts := startServer(t, func(c *Config) { c.Locker.MaxKeyLen = 2 * recentTextMax })
+	ts := startServer(t, func(c *Config) { c.Locker.MaxKeyLen = 2 * eventring.TextMax })
 	rdb := ts.client()
 	do := func(args ...any) {
 		t.Helper()
@@ -58,10 +59,10 @@ func TestRecentEvents(t *testing.T) {
 		}
 	}
 
-	long := strings.Repeat("x", recentTextMax+10)
+	long := strings.Repeat("x", eventring.TextMax+10)
 	do("ACQUIRE", "long", "30000", "OWNER", long)
 	evs = ts.RecentEvents()
-	if last := evs[len(evs)-1]; last.Owner != long[:recentTextMax] || !last.Truncated {
+	if last := evs[len(evs)-1]; last.Owner != long[:eventring.TextMax] || !last.Truncated {
 		t.Fatalf("a long owner kept as %d bytes, truncated %v", len(last.Owner), last.Truncated)
 	}
 

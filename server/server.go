@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"github.com/leasehold/leasehold/internal/cmdstats"
+	"github.com/leasehold/leasehold/internal/eventring"
 	"net"
 	"runtime"
 	"sync"
@@ -31,9 +32,9 @@ type Server struct {
 	replica *replica.Replica // nil on a single node
 	applier applier          // runs the lock commands, on table or through replica (applier.go)
 
-	store    *persist.Store // nil without a data directory
-	hub      *hub           // pub/sub of lock events
-	recent   *eventRing     // the last lock events, while an admin listener records them (eventring.go)
+	store    *persist.Store  // nil without a data directory
+	hub      *hub            // pub/sub of lock events
+	recent   *eventring.Ring // the last lock events, while an admin listener records them (eventring.go)
 	ties     ephemeralTies
 	handlers []handler // by index in protocol.Commands
 	started  time.Time
@@ -124,8 +125,8 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	if lockStats != nil {
 		lockerCfg.Events = statsSink{hub: hub, stats: lockStats}
 	}
-	recent := new(eventRing)
-	lockerCfg.Events = recordingSink{ring: recent, next: lockerCfg.Events}
+	recent := new(eventring.Ring)
+	lockerCfg.Events = eventring.Sink{Ring: recent, Next: lockerCfg.Events}
 	var store *persist.Store
 	if p := cfg.Persist; p.Dir != "" {
 		var err error
