@@ -3,9 +3,10 @@
 // (/metrics), a live status page (/, status.go) and, when asked for, Go's
 // profiler (/debug/pprof/). It reads the server only through what package
 // server exports (Server.Ready, Server.StatsSnapshot, and for the status
-// page Server.StatusLocks, Server.WatchEvents, Server.LockStats, and for
-// the page's history Server.RecordEvents, Server.RecentEvents and
-// Server.LockCounters) and knows nothing of the lock table's internals.
+// page Server.Table, read as LOCKS and STATUS read it, Server.WatchEvents,
+// Server.LockStats, and for the page's history Server.RecordEvents,
+// Server.RecentEvents and Server.LockCounters) and knows nothing of the
+// lock table's internals.
 // From Start to Close the listener has the server record its recent events
 // and samples its counters once a second on a goroutine of its own
 // (history.go).

@@ -4,6 +4,7 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
+	"github.com/leasehold/leasehold/internal/ownerscope"
 	"io/fs"
 	"net/http"
 	"slices"
@@ -29,8 +30,9 @@ var staticFiles embed.FS
 // is one. A Source that is not one gets no status page.
 type StatusSource interface {
 	Source
-	// StatusLocks pages through the locks, their holders and queues.
-	StatusLocks(cursor uint64, count int) (next uint64, locks []server.StatusLock)
+	// Table is the lock table, which the page reads as LOCKS, STATUS and
+	// HOLDERS do (statusLocks).
+	Table() *locker.Table
 	// WatchEvents subscribes to every lock's events until Stop.
 	WatchEvents(onEvent func(locker.Event), onLost func()) *server.EventWatch
 	// LockStatsOn and LockStats are LOCKSTATS's: whether the server keeps
@@ -179,6 +181,50 @@ type jsonLock struct {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
+// statusQueueMax is the most waiters a lock's row lists; queue_total
+// counts them all.
+const statusQueueMax = 100
+
+// statusLocks reads locks SCAN-style, as LOCKS does (cursor 0 to start;
+// next is 0 once the walk is complete): count bounds the locks one call
+// examines, so it may give fewer. Each lock is read as STATUS reads it, and
+// its queue as a snapshot does; a lock gone between the scan and its read
+// is left out. Each read takes its shard's lock once, briefly, as a command
+// does. Owners are as an admin sees them (scoped ones as user:owner).
+func statusLocks(t *locker.Table, cursor uint64, count int) (next uint64, locks []jsonLock) {
+	next, names := t.Scan(cursor, count, nil, nil)
+	for _, name := range names {
+		key := []byte(name)
+		st, ok := t.Status(key)
+		if !ok {
+			continue
+		}
+		l := jsonLock{
+			Key: name, Held: st.Held, Delayed: st.Delayed, DelayLeft: ms(st.DelayLeft), Shared: st.Shared,
+			Limit: st.Limit, LastToken: strconv.FormatUint(st.LastToken, 10),
+			Holders: []jsonHolder{}, HoldersTotal: st.HoldersTotal, Queue: []jsonWaiter{},
+		}
+		for _, h := range st.Holders {
+			l.Holders = append(l.Holders, jsonHolder{strconv.FormatUint(h.Token, 10), adminOwner(h.Owner), ms(h.TTL), h.Shared})
+		}
+		if st.Waiters > 0 {
+			q := t.Queue(key)
+			l.QueueTotal = len(q)
+			for _, w := range q[:min(len(q), statusQueueMax)] {
+				l.Queue = append(l.Queue, jsonWaiter{adminOwner(string(w.Owner)), ms(w.TTL), w.Priority, w.Mode == locker.Shared})
+			}
+		}
+		locks = append(locks, l)
+	}
+	return next, locks
+}
+
+// adminOwner is owner as an admin sees it (ownerscope.Show with no scope).
+func adminOwner(owner string) string {
+	shown, _ := ownerscope.Show(owner, nil)
+	return shown
+}
+
 // locks serves up to limit locks from cursor (0 to start), SCAN-style as
 // LOCKS pages: the reply's cursor is where the next page starts, "0" once
 // the walk is complete.
@@ -204,21 +250,8 @@ func (p *statusPage) locks(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []jsonLock{}
 	for round := 0; round < statusScanRounds && len(out) < limit; round++ {
-		next, locks := p.src.StatusLocks(cursor, limit-len(out))
-		for _, l := range locks {
-			jl := jsonLock{
-				Key: l.Key, Held: l.Held, Delayed: l.Delayed, DelayLeft: ms(l.DelayLeft), Shared: l.Shared,
-				Limit: l.Limit, LastToken: strconv.FormatUint(l.LastToken, 10),
-				Holders: []jsonHolder{}, HoldersTotal: l.HoldersTotal, Queue: []jsonWaiter{}, QueueTotal: l.QueueTotal,
-			}
-			for _, h := range l.Holders {
-				jl.Holders = append(jl.Holders, jsonHolder{strconv.FormatUint(h.Token, 10), h.Owner, ms(h.TTL), h.Shared})
-			}
-			for _, q := range l.Queue {
-				jl.Queue = append(jl.Queue, jsonWaiter{q.Owner, ms(q.TTL), q.Priority, q.Shared})
-			}
-			out = append(out, jl)
-		}
+		next, locks := statusLocks(p.src.Table(), cursor, limit-len(out))
+		out = append(out, locks...)
 		cursor = next
 		if cursor == 0 {
 			break

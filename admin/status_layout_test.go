@@ -94,14 +94,7 @@ func waitQueued(t *testing.T, ls *lockserver.Server, key string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, locks := ls.Server.StatusLocks(0, 1000); func() bool {
-			for _, l := range locks {
-				if l.Key == key && l.QueueTotal >= n {
-					return true
-				}
-			}
-			return false
-		}() {
+		if st, ok := ls.Server.Table().Status([]byte(key)); ok && st.Waiters >= n {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -3,86 +3,15 @@ package server
 import (
 	"net"
 	"sync"
-	"time"
 
 	"github.com/leasehold/leasehold/internal/ownerscope"
 	"github.com/leasehold/leasehold/locker"
 	"github.com/leasehold/leasehold/protocol"
 )
 
-// What the admin listener's status page (package admin) reads: locks with
-// their holders and queues, as LOCKS, STATUS and HOLDERS read them, and the
-// lock events, as a PSUBSCRIBE to every lock's channel receives them.
-
-// StatusQueueMax is the most waiters StatusLocks lists per lock;
-// StatusLock.QueueTotal counts them all.
-const StatusQueueMax = 100
-
-// StatusLock is one lock as the status page shows it. Owners are as an
-// admin sees them (scoped ones as user:owner).
-type StatusLock struct {
-	Key        string
-	Held       bool
-	Delayed    bool          // in its lock-delay
-	DelayLeft  time.Duration // until its lock-delays end
-	Shared     bool          // held by readers
-	Limit      int           // a semaphore's permits; 0 for a lock
-	LastToken  uint64
-	DefaultTTL time.Duration // 0 for none
-	// Holders is the oldest locker.StatusHolders live leases, as STATUS
-	// lists them; HoldersTotal counts them all.
-	Holders      []locker.Holder
-	HoldersTotal int
-	// Queue is the first StatusQueueMax waiting requests, in the order they
-	// will be served; QueueTotal counts them all.
-	Queue      []StatusWaiter
-	QueueTotal int
-}
-
-// StatusWaiter is one request in a lock's wait queue.
-type StatusWaiter struct {
-	Owner    string
-	TTL      time.Duration // the lease asked for; 0 for the lock's default
-	Priority int
-	Shared   bool
-}
-
-// StatusLocks lists locks SCAN-style, as LOCKS does (Start with cursor 0;
-// next is 0 once the walk is complete): count bounds the locks one call
-// examines, so it may list fewer. Each lock is read as STATUS reads it, and
-// its queue as a snapshot does; a lock gone between the scan and its read is
-// left out. Each read takes its shard's lock once, briefly, as a command
-// does.
-func (s *Server) StatusLocks(cursor uint64, count int) (next uint64, locks []StatusLock) {
-	t := s.lockTable()
-	next, names := t.Scan(cursor, count, nil, nil)
-	for _, name := range names {
-		key := []byte(name)
-		st, ok := t.Status(key)
-		if !ok {
-			continue
-		}
-		l := StatusLock{
-			Key: name, Held: st.Held, Delayed: st.Delayed, DelayLeft: st.DelayLeft, Shared: st.Shared,
-			Limit: st.Limit, LastToken: st.LastToken, DefaultTTL: st.DefaultTTL,
-			Holders: st.Holders, HoldersTotal: st.HoldersTotal,
-		}
-		for n := range l.Holders {
-			l.Holders[n].Owner = adminOwner(l.Holders[n].Owner)
-		}
-		if st.Waiters > 0 {
-			q := t.Queue(key)
-			l.QueueTotal = len(q)
-			for _, w := range q[:min(len(q), StatusQueueMax)] {
-				l.Queue = append(l.Queue, StatusWaiter{
-					Owner: adminOwner(string(w.Owner)), TTL: w.TTL, Priority: w.Priority, Shared: w.Mode == locker.Shared,
-				})
-			}
-		}
-		locks = append(locks, l)
-	}
-	return next, locks
-}
+// What the admin listener's status page (package admin) reads besides the
+// lock table (Server.Table): the lock events, as a PSUBSCRIBE to every
+// lock's channel receives them.
 
 // adminOwner is owner as an admin sees it (ownerscope.Show with no scope).
 func adminOwner(owner string) string {
