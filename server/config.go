@@ -25,7 +25,7 @@ type Config struct {
 	Addr string
 	// MaxClients bounds open connections; one more is told so and closed.
 	// New lowers the bound it enforces, with a warning, where the open-file
-	// limit cannot serve that many (fitMaxClients).
+	// limit cannot serve that many (limits.FitMaxClients).
 	MaxClients int
 	// IdleTimeout closes a connection that sends nothing for this long; 0
 	// never does (Redis's "timeout 0").

@@ -38,7 +38,7 @@ type Server struct {
 	ties     ephemeralTies
 	handlers []handler // by index in protocol.Commands
 	started  time.Time
-	maxConns int                 // cfg.MaxClients fitted to the open-file limit (fitMaxClients); guarded by mu (SetMaxClients)
+	maxConns int                 // cfg.MaxClients fitted to the open-file limit (limits.FitMaxClients); guarded by mu (SetMaxClients)
 	mem      *limits.MemoryGuard // --maxmemory (memory.go)
 	idle     atomic.Int64        // the idle timeout in force, in ns: cfg.IdleTimeout until SetIdleTimeout
 	// afterSubscribeFlush, for tests only, runs on a SUBSCRIBE's connection
@@ -102,7 +102,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	maxConns, err := fitMaxClients(cfg, log)
+	maxConns, err := limits.FitMaxClients(cfg.MaxClients, cfg.IOLoops, log)
 	if err != nil {
 		return nil, err
 	}
