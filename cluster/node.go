@@ -295,11 +295,16 @@ func (n *Node) otherVoters() bool {
 // see errors.go.
 func (n *Node) Apply(cmd []byte, timeout time.Duration) (any, error) {
 	f := n.raft.Apply(cmd, timeout)
-	if err := n.wait(f); err != nil {
+	armed := endOnShutdown(f, n.closeC)
+	if err := f.Error(); err != nil {
 		// A future that got a log index was dispatched: written to the
 		// leader's log, perhaps replicated. raft's early refusals (and its
-		// errorFuture) have index 0.
-		return nil, commandError(err, f.Index() != 0)
+		// errorFuture) have index 0. A future whose wait Close ended
+		// (ErrRaftShutdown on an armed one) may not be answered yet: raft
+		// may still be writing its index, which is then not ours to read,
+		// and it may have been dispatched.
+		dispatched := armed && errors.Is(err, raft.ErrRaftShutdown) || f.Index() != 0
+		return nil, commandError(err, dispatched)
 	}
 	return f.Response(), nil
 }
@@ -514,16 +519,21 @@ func (n *Node) wait(f raft.Future) error {
 // sets only on futures of its own; it is reached by reflection, since the
 // future's type is raft's unexported logFuture. The field is read only by
 // Error, on the caller's goroutine, after this sets it.
-func endOnShutdown(f raft.Future, done chan struct{}) {
+//
+// It reports whether it set the field: then an ErrRaftShutdown from Error
+// may be the close, not raft's answer, and nothing else of f may be read
+// (raft may still be writing it).
+func endOnShutdown(f raft.Future, done chan struct{}) bool {
 	v := reflect.ValueOf(f)
 	if v.Kind() != reflect.Pointer || v.IsNil() {
-		return // raft's errorFuture, a value: already answered
+		return false // raft's errorFuture, a value: already answered
 	}
 	index := shutdownChOf(v.Type())
 	if index == nil {
-		return
+		return false
 	}
 	v.Elem().FieldByIndex(index).Set(reflect.ValueOf(done))
+	return true
 }
 
 // shutdownChIndex maps each future type seen (raft's *logFuture and
