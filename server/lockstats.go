@@ -21,32 +21,31 @@ func newLockStats(cfg Config) (*contention.Stats, error) {
 	return contention.New(cc)
 }
 
-// statsSink is the lock table's event sink when LOCKSTATS is on: every event
-// feeds the contention statistics, and the pub/sub hub as before while it
-// has listeners. The table then builds every event: it copies the key (and
-// owner) into a buffer it reuses, and the statistics look the key up in
-// their sketch, which allocates nothing for a lock it tracks (nor, once its
-// buffers fit the keys, for one that displaces another). The time that
-// takes is the price of the statistics, which --lockstats-top 0 does not
-// pay (docs/operations.md).
+// statsSink is the lock table's event sink when LOCKSTATS is on: the
+// pub/sub hub's events as before, built and published only while it has
+// listeners, and every event told to the contention statistics as it
+// happens, as a locker.Observer: under the lock table's shard lock, with
+// the key borrowed, so that the table neither copies it nor builds an
+// event for them. The statistics are a leaf (their own mutexes, nothing
+// else) and, for a key they do not track, the bulk of a random workload,
+// cost a hash and a load (contention.Stats). That is the price of the
+// statistics, which --lockstats-top 0 does not pay (docs/operations.md).
 type statsSink struct {
 	hub   *hub
 	stats *contention.Stats
 }
 
-func (s statsSink) Active() bool { return true }
+func (s *statsSink) Active() bool            { return s.hub.Active() }
+func (s *statsSink) Publish(ev locker.Event) { s.hub.Publish(ev) }
 
-func (s statsSink) Publish(ev locker.Event) {
-	switch ev.Kind {
+func (s *statsSink) Observe(kind locker.EventKind, key string, token uint64, held time.Duration) {
+	switch kind {
 	case locker.EventAcquired:
-		s.stats.Acquired(ev.Key)
+		s.stats.Acquired(key, token)
 	case locker.EventReleased, locker.EventForced:
-		s.stats.Ended(ev.Key, ev.Held, false)
+		s.stats.Ended(key, token, held, false)
 	case locker.EventExpired:
-		s.stats.Ended(ev.Key, ev.Held, true)
-	}
-	if s.hub.Active() {
-		s.hub.Publish(ev)
+		s.stats.Ended(key, token, held, true)
 	}
 }
 

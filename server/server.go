@@ -120,7 +120,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	lockerCfg := cfg.Locker
 	lockerCfg.Events = hub
 	if lockStats != nil {
-		lockerCfg.Events = statsSink{hub: hub, stats: lockStats}
+		lockerCfg.Events = &statsSink{hub: hub, stats: lockStats}
 	}
 	var store *persist.Store
 	if p := cfg.Persist; p.Dir != "" {
