@@ -74,8 +74,8 @@ type LockStat struct {
 	// RoundedMillis gives them with the precision they have.
 	WaitP50, WaitP99 time.Duration
 	HoldP50, HoldP99 time.Duration
-	// Count is the lock's events (grants, ends, waits) and Error the part
-	// of them that is an estimate: the events before it was tracked, as
+	// Count is the lock's grants and waits, and Error the part of them
+	// that is an estimate: the events before it was tracked, as
 	// the admission filter's sampled counters saw them (0 for a lock
 	// tracked from its first event). Count-Error events were counted one
 	// by one, and are exact.
@@ -101,8 +101,9 @@ var ErrUnknownOrder = errors.New("contention: unknown order")
 // are safe for concurrent use.
 //
 // Each shard tracks Config.PerShard locks, each with its counters and
-// histograms (about 8 KB), in a min-heap by weight: the lock's events, all
-// of them counted, halved at every aging step. A key not tracked costs far
+// histograms (about 8 KB), in a min-heap by weight: the lock's grants and
+// waits, all of them counted, halved at every aging step (the ends of its
+// leases update its statistics, not its weight). A key not tracked costs far
 // less, which is what matters when most keys are seen once (a million
 // random keys): a presence filter read without the shard's mutex (a bit
 // for each of a few thousand slots of the hash) says it is not tracked,
@@ -118,10 +119,12 @@ var ErrUnknownOrder = errors.New("contention: unknown order")
 // gives way. Until a shard is full every key is tracked at its first
 // event, as in Space-Saving.
 //
-// So a tracked lock's counts are exact from its admission on; a lock is
-// admitted after about admitMin×sampleEvery of its events, sooner the
-// hotter it is; and a key seen once costs a hash, a load, and, one lease in
-// sampleEvery, the mutex and four counters.
+// So a tracked lock's counts are exact from its admission on (the ends of
+// leases granted before it are not seen, when the caller skips the ends
+// Acquired says do not matter); a lock is admitted after about
+// admitMin×sampleEvery of its grants, sooner the hotter it is; and a key
+// seen once costs a hash, a load, and, one lease in sampleEvery, the mutex
+// and four counters.
 type Stats struct {
 	cfg      Config
 	perShard int
@@ -217,21 +220,26 @@ func New(cfg Config) (*Stats, error) {
 // lease's token, the same for its grant and its end and another for every
 // lease of a key, chooses the leases of untracked keys that are sampled.
 
-// Acquired records a lease granted on key with token.
-func (s *Stats) Acquired(key string, token uint64) {
-	sh, e := s.observe(key, token, false)
+// Acquired records a lease granted on key with token, and reports whether
+// its end matters: whether key is tracked, now. A caller may skip Ended for
+// a lease whose grant it was told does not matter, as the lock table's
+// observer does (locker.Observer), which spares keys not tracked half their
+// cost in a lock cycle.
+func (s *Stats) Acquired(key string, token uint64) bool {
+	sh, e := s.observe(key, token, grant)
 	if e == nil {
-		return
+		return false
 	}
 	e.acquisitions++
 	sh.mu.Unlock()
+	return true
 }
 
 // Ended records the end of the lease token on key that was held for held
 // (0 when the caller does not know: no hold time is counted): expired when
 // it reached its deadline, else released (by its holder or by force).
 func (s *Stats) Ended(key string, token uint64, held time.Duration, expired bool) {
-	sh, e := s.observe(key, token, false)
+	sh, e := s.observe(key, token, end)
 	if e == nil {
 		return
 	}
@@ -247,7 +255,7 @@ func (s *Stats) Ended(key string, token uint64, held time.Duration, expired bool
 // Waited records a wait in key's queue that lasted d and ended granted or
 // not (a timeout, or CLIENT UNBLOCK).
 func (s *Stats) Waited(key string, d time.Duration, granted bool) {
-	sh, e := s.observe(key, 0, true)
+	sh, e := s.observe(key, 0, wait)
 	if e == nil {
 		return
 	}
@@ -324,29 +332,47 @@ func (e *entry) stat() LockStat {
 	}
 }
 
-// observe counts one event on key, of the lease token or, for random, of
-// none: a wait, sampled at random. It returns the key's entry, with its
-// shard's mutex held for the caller to record the event and unlock, or nil
-// when the key is not tracked (nor admitted by this event). See Stats.
-func (s *Stats) observe(key string, token uint64, random bool) (*shard, *entry) {
+// The kinds of event observe counts. Grants and waits count in a lock's
+// weight and its Count, and in the admission filter, which samples grants
+// by their token and waits at random; an end only updates a tracked lock's
+// statistics, and admits no key.
+type eventKind uint8
+
+const (
+	grant eventKind = iota
+	wait
+	end
+)
+
+// observe counts one event of kind on key (for a grant or an end, of the
+// lease token). It returns the key's entry, with its shard's mutex held for
+// the caller to record the event and unlock, or nil when the key is not
+// tracked (nor admitted by this event). See Stats.
+func (s *Stats) observe(key string, token uint64, kind eventKind) (*shard, *entry) {
 	h := s.hash(key)
 	// The shard from h's low half, by multiplying rather than dividing (a
 	// division costs more than the rest of an untracked key's event); the
 	// index and the presence filter take the high half.
 	sh := &s.shards[uint64(uint32(h))*uint64(len(s.shards))>>32]
 	sampled := false
-	if sh.full.Load() && !sh.mayTrack(h) {
-		if !s.sample(h, token, random) {
+	if (sh.full.Load() || kind == end) && !sh.mayTrack(h) {
+		if kind == end || !s.sample(h, token, kind) {
 			return nil, nil
 		}
 		sampled = true
 	}
 	sh.mu.Lock()
 	if e := sh.lookup(h, key); e != nil {
-		e.count++
-		e.weight++
-		sh.minHeap.down(e.index) // a weight only grows between agings: the entry can only sink
+		if kind != end {
+			e.count++
+			e.weight++
+			sh.minHeap.down(e.index) // a weight only grows between agings: the entry can only sink
+		}
 		return sh, e
+	}
+	if kind == end {
+		sh.mu.Unlock()
+		return nil, nil
 	}
 	if len(sh.minHeap) < s.perShard {
 		e := &entry{count: 1, weight: 1}
@@ -360,7 +386,7 @@ func (s *Stats) observe(key string, token uint64, random bool) (*shard, *entry) 
 		}
 		return sh, e
 	}
-	if !sampled && !s.sample(h, token, random) { // another key's slot, or one just displaced
+	if !sampled && !s.sample(h, token, kind) { // another key's slot, or one just displaced
 		sh.mu.Unlock()
 		return nil, nil
 	}
@@ -386,12 +412,12 @@ func (s *Stats) hash(key string) uint64 {
 	return hashKey(s.seed, key)
 }
 
-// sample reports whether the event of the lease token on the key of hash h
-// is sampled: by a remix of the two, so that each lease of a key (whose
-// tokens only grow) is sampled as by a coin, both of its events or
-// neither; or, for random (a wait), by a random draw.
-func (s *Stats) sample(h, token uint64, random bool) bool {
-	if random {
+// sample reports whether an event of kind on the key of hash h is sampled:
+// a grant by a remix of the two with its token, so that each lease of a
+// key (whose tokens only grow) is sampled as by a coin; a wait by a random
+// draw.
+func (s *Stats) sample(h, token uint64, kind eventKind) bool {
+	if kind == wait {
 		return s.draw()
 	}
 	return ((h^token)*0xbf58476d1ce4e5b9)>>(64-sampleBits) == 0

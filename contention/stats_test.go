@@ -23,7 +23,7 @@ func lease() uint64 { return leases.Add(1) }
 // filter samples.
 func sampledLease(s *Stats, key string) uint64 {
 	for {
-		if tok := lease(); s.sample(s.hash(key), tok, false) {
+		if tok := lease(); s.sample(s.hash(key), tok, grant) {
 			return tok
 		}
 	}

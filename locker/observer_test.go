@@ -16,7 +16,7 @@ type observingSink struct {
 	unlocked []string // keys observed while their shard was not locked
 }
 
-func (o *observingSink) Observe(kind EventKind, key string, token uint64, held time.Duration) {
+func (o *observingSink) Observe(kind EventKind, key string, token uint64, held time.Duration) bool {
 	if o.tb != nil {
 		if _, s := o.tb.locate([]byte(key)); s.mu.TryLock() {
 			s.mu.Unlock()
@@ -24,6 +24,7 @@ func (o *observingSink) Observe(kind EventKind, key string, token uint64, held t
 		}
 	}
 	o.observed = append(o.observed, Event{Kind: kind, Key: strings.Clone(key), Token: token, Held: held})
+	return !strings.HasPrefix(key, "unfollowed")
 }
 
 // TestObserver: a sink that is an Observer is told of every event, with its
@@ -40,7 +41,7 @@ func TestObserver(t *testing.T) {
 	tb.Release(k, t1)
 	t2 := mustAcquire(t, tb, "o", time.Second, "bob")
 	sink.active.Store(true)
-	clock.Advance(time.Second)
+	clock.Advance(2 * time.Second)
 	tb.ExpireDue()
 	r1, _, err := tb.Acquire(&Request{Key: []byte("r"), TTL: time.Second, Mode: Shared})
 	if err != nil {
@@ -48,6 +49,16 @@ func TestObserver(t *testing.T) {
 	}
 	clock.Advance(time.Millisecond)
 	tb.Release([]byte("r"), r1)
+	// Grants the observer does not follow: their ends are published, not
+	// observed.
+	u1 := mustAcquire(t, tb, "unfollowed", time.Second, "")
+	tb.Release([]byte("unfollowed"), u1)
+	u2, _, err := tb.Acquire(&Request{Key: []byte("unfollowed-r"), TTL: time.Second, Mode: Shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(2 * time.Second)
+	tb.ExpireDue()
 
 	want := []Event{
 		{Kind: EventAcquired, Key: "o", Token: t1},
@@ -56,6 +67,8 @@ func TestObserver(t *testing.T) {
 		{Kind: EventExpired, Key: "o", Token: t2, Held: time.Second},
 		{Kind: EventAcquired, Key: "r", Token: r1},
 		{Kind: EventReleased, Key: "r", Token: r1, Held: time.Millisecond},
+		{Kind: EventAcquired, Key: "unfollowed", Token: u1},
+		{Kind: EventAcquired, Key: "unfollowed-r", Token: u2},
 	}
 	if !slices.Equal(sink.observed, want) {
 		t.Fatalf("observed\n got %+v\nwant %+v", sink.observed, want)
@@ -67,7 +80,11 @@ func TestObserver(t *testing.T) {
 	for i := range published {
 		published[i].Owner = "" // Observe is not told the owner
 	}
-	if !slices.Equal(published, want[3:]) {
-		t.Fatalf("published while active\n got %+v\nwant %+v", published, want[3:])
+	wantPublished := append(slices.Clone(want[3:7]),
+		Event{Kind: EventReleased, Key: "unfollowed", Token: u1},
+		want[7],
+		Event{Kind: EventExpired, Key: "unfollowed-r", Token: u2, Held: time.Second})
+	if !slices.Equal(published, wantPublished) {
+		t.Fatalf("published while active\n got %+v\nwant %+v", published, wantPublished)
 	}
 }

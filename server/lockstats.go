@@ -38,15 +38,18 @@ type statsSink struct {
 func (s *statsSink) Active() bool            { return s.hub.Active() }
 func (s *statsSink) Publish(ev locker.Event) { s.hub.Publish(ev) }
 
-func (s *statsSink) Observe(kind locker.EventKind, key string, token uint64, held time.Duration) {
+// Observe feeds the statistics; the table then tells it of a lease's end
+// only if the statistics tracked its lock at its grant (locker.Observer).
+func (s *statsSink) Observe(kind locker.EventKind, key string, token uint64, held time.Duration) bool {
 	switch kind {
 	case locker.EventAcquired:
-		s.stats.Acquired(key, token)
+		return s.stats.Acquired(key, token)
 	case locker.EventReleased, locker.EventForced:
 		s.stats.Ended(key, token, held, false)
 	case locker.EventExpired:
 		s.stats.Ended(key, token, held, true)
 	}
+	return false
 }
 
 // LockStats returns the hottest locks, at most top (every lock tracked for
