@@ -293,9 +293,9 @@ func TestReportOrders(t *testing.T) {
 }
 
 func TestHeavyHittersSurviveChurn(t *testing.T) {
-	// Four hot keys among 1e5 cold ones, each seen once: a key with more
-	// than events/capacity events is tracked at the end (Space-Saving's
-	// guarantee), with a count at least its true count.
+	// Four hot keys among 1e5 cold ones, each seen once: the hot keys,
+	// tracked while the shard had room, are never displaced by a cold one
+	// (whose estimate never reaches theirs), and count every grant.
 	s := newStats(t, 50, 1)
 	for i := range 100000 {
 		s.Acquired(fmt.Sprintf("cold-%d", i), lease())

@@ -23,13 +23,14 @@ func newLockStats(cfg Config) (*contention.Stats, error) {
 
 // statsSink is the lock table's event sink when LOCKSTATS is on: the
 // pub/sub hub's events as before, built and published only while it has
-// listeners, and every event told to the contention statistics as it
-// happens, as a locker.Observer: under the lock table's shard lock, with
-// the key borrowed, so that the table neither copies it nor builds an
-// event for them. The statistics are a leaf (their own mutexes, nothing
-// else) and, for a key they do not track, the bulk of a random workload,
-// cost a hash and a load (contention.Stats). That is the price of the
-// statistics, which --lockstats-top 0 does not pay (docs/operations.md).
+// listeners, and the contention statistics told of events as they happen,
+// as a locker.Observer: under the lock table's shard lock, with the key
+// borrowed, so that the table neither copies it nor builds an event for
+// them, and of a lease's end only when the statistics tracked its lock at
+// its grant. The statistics are a leaf (their own mutexes, nothing else)
+// and, for a key they do not track, the bulk of a random workload, cost a
+// hash and a load (contention.Stats). That is the price of the statistics,
+// which --lockstats-top 0 does not pay (docs/operations.md).
 type statsSink struct {
 	hub   *hub
 	stats *contention.Stats
