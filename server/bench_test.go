@@ -145,33 +145,42 @@ func BenchmarkHotPathCycle(b *testing.B) {
 }
 
 // BenchmarkLockStatsCost is the price of the contention statistics on a
-// lock cycle (ACQUIRE, RELEASE) over a million random keys, each seen about
-// once, as redis-benchmark -r 1000000 sends them: the workload where a
-// heavy-hitters sketch has the most to do. The sub-benchmarks are the same
-// cycle with the statistics off and on; compare them in one run, and
-// interleave runs (-count 1, alternately) on a noisy machine.
+// lock cycle (ACQUIRE, RELEASE): over a million random keys, each seen about
+// once, as redis-benchmark -r 1000000 sends them, the workload where a
+// heavy-hitters sketch has the most to do; and over 64 keys, every one
+// tracked, where every event updates its lock's statistics. The
+// sub-benchmarks are the same cycle with the statistics off and on; compare
+// them in one run, and interleave runs (-count 1, alternately) on a noisy
+// machine.
 func BenchmarkLockStatsCost(b *testing.B) {
-	for _, tc := range []struct {
-		name string
-		top  int
-	}{{"off", 0}, {"on", contention.DefaultTop}} {
-		b.Run(tc.name, func(b *testing.B) {
-			cfg := DefaultConfig()
-			cfg.LockStatsTop = tc.top
-			srv, err := New(cfg, zerolog.Nop())
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer srv.Close()
-			cy := newCycler(srv, 0)
-			cy.random = rand.New(rand.NewPCG(1, 2))
-			cy.space = 1000000
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				cy.cycle(b)
-			}
-		})
+	for _, keys := range []string{"random", "tracked"} {
+		for _, tc := range []struct {
+			name string
+			top  int
+		}{{"off", 0}, {"on", contention.DefaultTop}} {
+			b.Run(keys+"/"+tc.name, func(b *testing.B) {
+				cfg := DefaultConfig()
+				cfg.LockStatsTop = tc.top
+				srv, err := New(cfg, zerolog.Nop())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer srv.Close()
+				var cy *cycler
+				if keys == "random" {
+					cy = newCycler(srv, 0)
+					cy.random = rand.New(rand.NewPCG(1, 2))
+					cy.space = 1000000
+				} else {
+					cy = newCycler(srv, 64)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					cy.cycle(b)
+				}
+			})
+		}
 	}
 }
 
