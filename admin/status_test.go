@@ -32,7 +32,7 @@ var screenshots = flag.String("screenshots", "", "write the status page's screen
 // TestStatusPageHeaders: the page and its files carry the
 // Content-Security-Policy, and the API answers JSON.
 func TestStatusPageHeaders(t *testing.T) {
-	ls := lockserver.Start(t)
+	ls := lockserver.Start(t, func(c *server.Config) { c.LockStatsTop = 0 }) // the 404 below
 	base := startAdmin(t, ls.Server)
 	for _, path := range []string{"/", "/static/app.js", "/static/style.css", "/api/stats", "/api/locks?limit=3", "/api/history"} {
 		resp, err := httpClient.Get(base + path)

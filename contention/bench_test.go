@@ -21,8 +21,9 @@ func BenchmarkAcquiredEnded(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				k := names[i%keys]
-				s.Acquired(k)
-				s.Ended(k, time.Millisecond, false)
+				tok := uint64(i)
+				s.Acquired(k, tok)
+				s.Ended(k, tok, time.Millisecond, false)
 			}
 		})
 	}

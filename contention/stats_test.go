@@ -7,10 +7,27 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
 )
+
+var leases atomic.Uint64
+
+// lease returns a new lease token: each call another, as a lock table's
+// grants are.
+func lease() uint64 { return leases.Add(1) }
+
+// sampledLease returns a new lease token whose events on key the admission
+// filter samples.
+func sampledLease(s *Stats, key string) uint64 {
+	for {
+		if tok := lease(); s.sample(s.hash(key), tok, grant) {
+			return tok
+		}
+	}
+}
 
 func newStats(t testing.TB, top, shards int) *Stats {
 	t.Helper()
@@ -200,15 +217,15 @@ func TestStatsCounts(t *testing.T) {
 	s := newStats(t, 10, 4)
 	// hot: 3 grants, two after a wait, one wait timed out; 2 holds of 10 ms
 	// and 30 ms, one expiry.
-	s.Acquired("hot")
-	s.Ended("hot", 10*time.Millisecond, false)
-	s.Acquired("hot")
+	s.Acquired("hot", lease())
+	s.Ended("hot", lease(), 10*time.Millisecond, false)
+	s.Acquired("hot", lease())
 	s.Waited("hot", 5*time.Millisecond, true)
-	s.Acquired("hot")
-	s.Ended("hot", 30*time.Millisecond, true)
+	s.Acquired("hot", lease())
+	s.Ended("hot", lease(), 30*time.Millisecond, true)
 	s.Waited("hot", 50*time.Millisecond, false)
-	s.Acquired("cold")
-	s.Ended("cold", 0, false) // a lease whose grant was not seen: no hold time
+	s.Acquired("cold", lease())
+	s.Ended("cold", lease(), 0, false) // a lease whose grant was not seen: no hold time
 
 	got, err := s.Report(0, ByWaits, nil)
 	if err != nil {
@@ -239,18 +256,18 @@ func TestReportOrders(t *testing.T) {
 	// a: most acquisitions; b: most waits; c: longest wait; d: most
 	// expiries; e: longest hold.
 	for range 5 {
-		s.Acquired("a")
+		s.Acquired("a", lease())
 	}
 	for range 3 {
 		s.Waited("b", time.Millisecond, true)
 	}
 	s.Waited("c", time.Second, false)
 	for range 2 {
-		s.Acquired("d")
-		s.Ended("d", time.Millisecond, true)
+		s.Acquired("d", lease())
+		s.Ended("d", lease(), time.Millisecond, true)
 	}
-	s.Acquired("e")
-	s.Ended("e", time.Minute, false)
+	s.Acquired("e", lease())
+	s.Ended("e", lease(), time.Minute, false)
 	for _, tc := range []struct{ by, first string }{
 		{ByAcquisitions, "a"}, {ByWaits, "b"}, {ByWaitTime, "c"}, {ByExpiries, "d"}, {ByHoldTime, "e"},
 	} {
@@ -276,14 +293,14 @@ func TestReportOrders(t *testing.T) {
 }
 
 func TestHeavyHittersSurviveChurn(t *testing.T) {
-	// Four hot keys among 1e5 cold ones, each seen once: a key with more
-	// than events/capacity events is tracked at the end (Space-Saving's
-	// guarantee), with a count at least its true count.
+	// Four hot keys among 1e5 cold ones, each seen once: the hot keys,
+	// tracked while the shard had room, are never displaced by a cold one
+	// (whose estimate never reaches theirs), and count every grant.
 	s := newStats(t, 50, 1)
 	for i := range 100000 {
-		s.Acquired(fmt.Sprintf("cold-%d", i))
+		s.Acquired(fmt.Sprintf("cold-%d", i), lease())
 		if i%4 == 0 {
-			s.Acquired(fmt.Sprintf("hot-%d", i%16/4))
+			s.Acquired(fmt.Sprintf("hot-%d", i%16/4), lease())
 		}
 	}
 	got, err := s.Report(4, ByAcquisitions, nil)
@@ -300,28 +317,62 @@ func TestHeavyHittersSurviveChurn(t *testing.T) {
 func TestMemoryBounded(t *testing.T) {
 	const top, shards, keys = 50, 4, 100000
 	s := newStats(t, top, shards)
+	per := Config{Top: top, Shards: shards}.PerShard()
 	for i := range keys {
 		k := fmt.Sprintf("key-%d", i)
-		s.Acquired(k)
+		s.Acquired(k, lease())
 		s.Waited(k, time.Millisecond, i%2 == 0)
-		s.Ended(k, time.Microsecond, i%3 == 0)
+		s.Ended(k, lease(), time.Microsecond, i%3 == 0)
 	}
-	if n := s.Tracked(); n > top*shards {
-		t.Fatalf("tracks %d locks, want at most %d", n, top*shards)
+	if n := s.Tracked(); n > per*shards {
+		t.Fatalf("tracks %d locks, want at most %d", n, per*shards)
 	}
 	for i := range s.shards {
 		sh := &s.shards[i]
-		if len(sh.byKey) > top || len(sh.minHeap) > top || len(sh.byKey) != len(sh.minHeap) {
-			t.Fatalf("shard %d: %d keys, %d in heap", i, len(sh.byKey), len(sh.minHeap))
+		if len(sh.minHeap) > per {
+			t.Fatalf("shard %d: %d locks tracked, want at most %d", i, len(sh.minHeap), per)
 		}
-		for j, e := range sh.minHeap {
-			if e.index != j || sh.byKey[e.key] != e {
-				t.Fatalf("shard %d: heap and index disagree at %d", i, j)
-			}
-		}
+		checkShard(t, sh)
 	}
 	if got, _ := s.Report(0, ByWaits, nil); len(got) != top {
 		t.Fatalf("report has %d locks, want %d", len(got), top)
+	}
+}
+
+// checkShard fails t unless sh's heap, index and entries agree: every
+// entry in the heap at its index, under its key's hash, found by lookup,
+// and nothing else in the index.
+func checkShard(t *testing.T, sh *shard) {
+	t.Helper()
+	n := 0
+	for i, h := range sh.index {
+		if h != 0 {
+			n++
+			if e := sh.byIndex[i]; e == nil || e.hash != h {
+				t.Fatalf("index place %d: hash %x, entry %+v", i, h, e)
+			}
+		}
+	}
+	if n != len(sh.minHeap) {
+		t.Fatalf("index holds %d keys, heap %d", n, len(sh.minHeap))
+	}
+	present := make([]uint64, len(sh.present))
+	for _, e := range sh.minHeap {
+		slot := sh.presentSlot(e.hash)
+		present[slot/64] |= 1 << (slot % 64)
+	}
+	for i := range present {
+		if got := sh.present[i].Load(); got != present[i] {
+			t.Fatalf("presence word %d is %x, want %x", i, got, present[i])
+		}
+	}
+	for j, e := range sh.minHeap {
+		if e.index != j || sh.lookup(e.hash, e.key) != e {
+			t.Fatalf("heap and index disagree at %d (%q)", j, e.key)
+		}
+		if j > 0 && sh.minHeap[(j-1)/2].weight > e.weight {
+			t.Fatalf("heap out of order at %d", j)
+		}
 	}
 }
 
@@ -332,14 +383,14 @@ func TestBorrowedKeys(t *testing.T) {
 	s := newStats(t, 1, 1)
 	buf := []byte("alpha")
 	borrowed := unsafe.String(&buf[0], len(buf))
-	s.Acquired(borrowed)
+	s.Acquired(borrowed, lease())
 	copy(buf, "omega")
 	report, _ := s.Report(0, ByAcquisitions, nil)
 	if len(report) != 1 || report[0].Key != "alpha" {
 		t.Fatalf("report %+v, want the lock alpha", report)
 	}
-	s.Acquired("bravo") // displaces alpha, reusing its entry
-	s.Acquired("bravo")
+	s.Acquired("bravo", lease()) // displaces alpha, reusing its entry
+	s.Acquired("bravo", lease())
 	if report[0].Key != "alpha" {
 		t.Fatalf("an earlier report's key became %q", report[0].Key)
 	}
@@ -348,28 +399,63 @@ func TestBorrowedKeys(t *testing.T) {
 	}
 }
 
-// TestTrackedKeysAllocateNothing: the events of a tracked lock, and those
-// of locks displacing each other once the entries' buffers fit their keys,
-// allocate nothing.
+// TestTrackedKeysAllocateNothing: the events of a tracked lock, those of
+// keys the filter turns away, and those of locks displacing each other once
+// the entries' buffers fit their keys, allocate nothing.
 func TestTrackedKeysAllocateNothing(t *testing.T) {
-	s := newStats(t, 2, 1)
-	keys := []string{"lock:1", "lock:2", "lock:3"}
-	for _, k := range keys {
-		s.Acquired(k) // every entry's buffer sized
+	s := newStats(t, 1, 1)
+	per := s.perShard
+	var keys []string
+	for i := range 4 * per {
+		keys = append(keys, fmt.Sprintf("lock:%d", i))
+	}
+	for range 4 {
+		for _, k := range keys {
+			s.Acquired(k, sampledLease(s, k)) // every entry's buffer sized
+		}
 	}
 	for _, tc := range []struct {
 		name string
 		keys []string
-	}{{"tracked", keys[2:]}, {"displacing", keys}} {
+	}{{"tracked", keys[:1]}, {"filtered or displacing", keys}} {
 		allocs := testing.AllocsPerRun(100, func() {
 			for _, k := range tc.keys {
-				s.Acquired(k)
-				s.Ended(k, time.Millisecond, false)
+				tok := sampledLease(s, k)
+				s.Acquired(k, tok)
+				s.Ended(k, tok, time.Millisecond, false)
 				s.Waited(k, time.Millisecond, true)
 			}
 		})
 		if allocs != 0 {
 			t.Errorf("%s: %v allocations per round, want 0", tc.name, allocs)
+		}
+	}
+}
+
+// TestHashKey: every byte of a key counts in its hash, at every length
+// around the word boundaries hashKey treats apart, and the seed does too.
+func TestHashKey(t *testing.T) {
+	seen := map[uint64]string{}
+	for n := 0; n <= 24; n++ {
+		key := []byte(strings.Repeat("k", n))
+		variants := []string{string(key)}
+		for i := range key {
+			v := slices.Clone(key)
+			v[i] ^= 1
+			variants = append(variants, string(v))
+		}
+		for _, v := range variants {
+			h := hashKey(1, v)
+			if h == 0 {
+				t.Fatalf("hash of %q is 0", v)
+			}
+			if other, dup := seen[h]; dup {
+				t.Fatalf("%q and %q hash alike", v, other)
+			}
+			seen[h] = v
+			if hashKey(2, v) == h {
+				t.Fatalf("%q: the seed does not change the hash", v)
+			}
 		}
 	}
 }

@@ -49,6 +49,30 @@ type EventSink interface {
 	Publish(Event)
 }
 
+// Observer is an EventSink's fast path for statistics. If the sink given
+// as Config.Events also implements it, Observe is told of events as they
+// happen: synchronously, on the goroutine that holds the shard's lock, with
+// the key borrowed from the table (valid during the call only), whether or
+// not Active asks for the event to be built for Publish. That is the one
+// thing the table calls with a shard locked, and only a leaf may do it:
+// Observe must not block, must not call the Table, may take only locks that
+// are never held while calling the Table, and must cost tens of
+// nanoseconds, since every grant and release waits for it. In exchange it
+// is spared what building and publishing an event costs (copying the key
+// and owner, taking and giving back the shard's batch, a call per event
+// after the unlock), which for a sink as cheap as a heavy-hitters sketch is
+// most of the price (docs/performance.md).
+//
+// Observe's result matters for an EventAcquired only: whether to be told of
+// that lease's end (EventReleased, EventExpired, or EventForced), which the
+// table remembers with the lease. A sketch that drops the grant of a key it
+// does not track so spares itself the key's end. The end of a lease whose
+// grant the table did not see (restored from a snapshot or a journal) is
+// not told either.
+type Observer interface {
+	Observe(kind EventKind, key string, token uint64, held time.Duration) (followEnd bool)
+}
+
 // eventBatch is the events of one hold of a shard's lock, published once it
 // is unlocked. The keys and owners are copied into text under the lock, since
 // the entry they live in may change as soon as it is released; the batch is
@@ -107,6 +131,15 @@ func (b *eventBatch) span(at, n int) string {
 	return unsafe.String(&b.text[at], n)
 }
 
+// borrow is key as a string without a copy, valid while key's bytes are
+// (see Observer).
+func borrow(key []byte) string {
+	if len(key) == 0 {
+		return ""
+	}
+	return unsafe.String(&key[0], len(key))
+}
+
 // eventsOn returns the batch to record an event in, taking one when the shard
 // has none under this hold, or nil when nobody listens.
 func (s *shard) eventsOn() *eventBatch {
@@ -121,9 +154,24 @@ func (s *shard) eventsOn() *eventBatch {
 	return s.events
 }
 
-// emit records an event about entry i, to publish once the shard is
-// unlocked; held is the lease's hold time for an event that ends it.
+// emit tells the observer of an event about entry i and records it, to
+// publish once the shard is unlocked. An event that ends the exclusive
+// lease goes through emitEnd instead.
 func (s *shard) emit(kind EventKind, i uint32, held time.Duration) {
+	if s.observer != nil {
+		e := s.at(i)
+		follow := s.observer.Observe(kind, borrow(s.key(e)), e.token, held)
+		if st := s.grantedAt.at(i); follow && kind == EventAcquired && *st != 0 {
+			*st |= observedBit // see Observer
+		}
+	}
+	s.record(kind, i, held)
+}
+
+// record records an event about entry i, to publish once the shard is
+// unlocked, if anyone listens; held is the lease's hold time for an event
+// that ends it.
+func (s *shard) record(kind EventKind, i uint32, held time.Duration) {
 	b := s.eventsOn()
 	if b == nil {
 		return
@@ -136,16 +184,39 @@ func (s *shard) emit(kind EventKind, i uint32, held time.Duration) {
 	b.add(kind, e.token, s.key(e), owner, "", held)
 }
 
+// ends reports whether an event of kind ends a lease.
+func ends(kind EventKind) bool {
+	return kind == EventReleased || kind == EventExpired || kind == EventForced
+}
+
 // emitEnd is emit for an event that ends entry i's exclusive lease at end,
-// with its hold time, which it works out only when anyone listens.
+// with its hold time, which it works out only when anyone listens: the
+// observer if it asked for this lease's end at its grant, or the sink.
 func (s *shard) emitEnd(kind EventKind, i uint32, end int64) {
-	if s.sink != nil && s.sink.Active() {
-		s.emit(kind, i, s.heldFor(i, end))
+	observed := s.observer != nil && *s.grantedAt.at(i)&observedBit != 0
+	active := s.sink != nil && s.sink.Active()
+	if !observed && !active {
+		return
+	}
+	held := s.heldFor(i, end)
+	if observed {
+		e := s.at(i)
+		s.observer.Observe(kind, borrow(s.key(e)), e.token, held)
+	}
+	if active {
+		s.record(kind, i, held)
 	}
 }
 
 // emitHolder records an event about one lease of entry i's holder set.
+// h must be the holder set's own, so that a grant's observedBit stays with
+// it.
 func (s *shard) emitHolder(kind EventKind, i uint32, h *holder, held time.Duration) {
+	if s.observer != nil && (!ends(kind) || h.since&observedBit != 0) {
+		if s.observer.Observe(kind, borrow(s.key(s.at(i))), h.token, held) && kind == EventAcquired && h.since != 0 {
+			h.since |= observedBit
+		}
+	}
 	if b := s.eventsOn(); b != nil {
 		b.add(kind, h.token, s.key(s.at(i)), nil, h.owner, held)
 	}

@@ -120,7 +120,7 @@ func (s *shard) grantHolder(i uint32, now, ttl int64, owner []byte) uint64 {
 	}
 	s.countHolder(i, 1)
 	s.counts.granted.Add(1)
-	s.emitHolder(EventAcquired, i, &h, 0)
+	s.emitHolder(EventAcquired, i, &hs.items[len(hs.items)-1], 0)
 	if len(hs.items) == 1 {
 		s.scheduleHolders(i) // a new set: the entry's deadline is stale
 	} else {

@@ -81,8 +81,15 @@ type shardMetrics struct {
 // start this table did not see).
 func stamp(now int64) int64 { return now + 1 }
 
+// observedBit, set in a lease's stamp, records that the shard's Observer
+// asked to be told of the lease's end (Observer): a bit no monotonic
+// reading reaches (2^62 ns is 146 years), so the lease needs no field for
+// it.
+const observedBit = 1 << 62
+
 // since is the time from stamp st to now, and false when st is unknown.
 func since(st, now int64) (int64, bool) {
+	st &^= observedBit
 	if st == 0 {
 		return 0, false
 	}

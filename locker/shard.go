@@ -100,6 +100,7 @@ type shard struct {
 	granted    []*Wait     // handed a lease under this lock hold; notified by Table.unlock
 	events     *eventBatch // to publish once unlocked; nil until an event happens while the sink is active
 	sink       EventSink
+	observer   Observer     // sink's, if it is one; nil otherwise
 	delay      int64        // the table's default lock-delay, ns
 	num        int          // this shard's index in the table
 	journalTo  Journal      // nil without one
@@ -141,8 +142,10 @@ type shardCounts struct {
 }
 
 func newShard(seed maphash.Seed, firstToken uint64, now, tick, lockDelay int64, sink EventSink) *shard {
+	observer, _ := sink.(Observer)
 	s := &shard{
 		sink:       sink,
+		observer:   observer,
 		seed:       seed,
 		top:        1,
 		lastToken:  firstToken,

@@ -30,8 +30,8 @@
 #   FSYNC_POLICIES     the policies it runs, in order ("always everysec no")
 #   DUR_SECS           seconds per durability cycle run (CYCLE_SECS; QUICK: 0.5)
 #   ONLY               run only these sections, space- or comma-separated, of
-#                      throughput variants memory expiry durability security
-#                      (e.g. ONLY=durability); empty for all
+#                      throughput variants lockstats memory expiry durability
+#                      security (e.g. ONLY=durability); empty for all
 #   STEP_TIMEOUT=180   seconds any one client command may take
 #   BENCH_BUDGET       seconds the whole run may take (1800; QUICK: 240)
 set -euo pipefail
@@ -80,8 +80,8 @@ die() {
 
 for w in ${ONLY//,/ }; do
 	case $w in
-	throughput | variants | memory | expiry | durability | security) ;;
-	*) die "ONLY: unknown section $w (throughput variants memory expiry durability security)" ;;
+	throughput | variants | lockstats | memory | expiry | durability | security) ;;
+	*) die "ONLY: unknown section $w (throughput variants lockstats memory expiry durability security)" ;;
 	esac
 done
 for w in $FSYNC_POLICIES; do
@@ -456,6 +456,28 @@ if section variants; then
 			fresh_pair "$spec"
 			acquire_rows "$r" ", leasehold $spec" "lock:v${v}r$r:"
 		done
+	done
+fi
+
+# ---- the contention statistics' cost: on (the default) against off ----------
+
+# leasehold with lock statistics on (--lockstats-top 100, the default, given
+# so that the rows measure it whatever the default) against
+# --lockstats-top 0, on a million random keys (each seen about once: the
+# workload where a heavy-hitters sketch has the most to do), each round a
+# fresh server for each, the order alternating. The derived rows are the
+# throughput with statistics over without (issue 27 asks >= 0.97).
+if section lockstats; then
+	for r in $(seq "$ROUNDS"); do
+		if ((r % 2)); then specs=(on off); else specs=(off on); fi
+		for st in "${specs[@]}"; do
+			if [ "$st" = on ]; then start_lh "--lockstats-top 100"; else start_lh "--lockstats-top 0"; fi
+			rb "ACQUIRE, -P16, lockstats $st" leasehold "$r" 16 "$N_P16" "" ACQUIRE "lock:s$r:__rand_int__" 30000
+			cycle "cycle uncontended (1M keys), -P16, lockstats $st" leasehold "$r" 16 1000000 ""
+		done
+	done
+	for t in "ACQUIRE, -P16" "cycle uncontended (1M keys), -P16"; do
+		rec "test=lockstats on / off: $t" target=leasehold "derive=$t, lockstats on/$t, lockstats off" "goal=value>=0.97"
 	done
 fi
 

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/contention"
 	"github.com/leasehold/leasehold/protocol"
 	"github.com/rs/zerolog"
 	"github.com/tidwall/redcon"
@@ -142,8 +144,49 @@ func BenchmarkHotPathCycle(b *testing.B) {
 	}
 }
 
+// BenchmarkLockStatsCost is the price of the contention statistics on a
+// lock cycle (ACQUIRE, RELEASE): over a million random keys, each seen about
+// once, as redis-benchmark -r 1000000 sends them, the workload where a
+// heavy-hitters sketch has the most to do; and over 64 keys, every one
+// tracked, where every event updates its lock's statistics. The
+// sub-benchmarks are the same cycle with the statistics off and on; compare
+// them in one run, and interleave runs (-count 1, alternately) on a noisy
+// machine.
+func BenchmarkLockStatsCost(b *testing.B) {
+	for _, keys := range []string{"random", "tracked"} {
+		for _, tc := range []struct {
+			name string
+			top  int
+		}{{"off", 0}, {"on", contention.DefaultTop}} {
+			b.Run(keys+"/"+tc.name, func(b *testing.B) {
+				cfg := DefaultConfig()
+				cfg.LockStatsTop = tc.top
+				srv, err := New(cfg, zerolog.Nop())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer srv.Close()
+				var cy *cycler
+				if keys == "random" {
+					cy = newCycler(srv, 0)
+					cy.random = rand.New(rand.NewPCG(1, 2))
+					cy.space = 1000000
+				} else {
+					cy = newCycler(srv, 64)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					cy.cycle(b)
+				}
+			})
+		}
+	}
+}
+
 // cycler runs lock cycles on a connection of srv with no socket, over its
-// keys in turn: ACQUIRE a key, then RELEASE it with the token.
+// keys in turn: ACQUIRE a key, then RELEASE it with the token. With random
+// set, the keys are drawn from "lock:0000000" up to space instead.
 type cycler struct {
 	c                *conn
 	out              bytes.Buffer
@@ -151,6 +194,9 @@ type cycler struct {
 	acquire, release [][]byte
 	tok              []byte
 	n                int
+	random           *rand.Rand
+	space            int
+	keyBuf           []byte
 }
 
 func newCycler(srv *Server, keys int) *cycler {
@@ -170,7 +216,17 @@ func newCycler(srv *Server, keys int) *cycler {
 // cycle takes and gives back the next key's lock, failing tb unless it was
 // granted and released.
 func (cy *cycler) cycle(tb testing.TB) {
-	k := cy.keys[cy.n%len(cy.keys)]
+	var k []byte
+	if cy.random != nil {
+		n := cy.random.IntN(cy.space)
+		cy.keyBuf = append(cy.keyBuf[:0], "lock:"...)
+		for d := 1000000; d > 0; d /= 10 { // "lock:%07d" without fmt
+			cy.keyBuf = append(cy.keyBuf, byte('0'+n/d%10))
+		}
+		k = cy.keyBuf
+	} else {
+		k = cy.keys[cy.n%len(cy.keys)]
+	}
 	cy.n++
 	cy.acquire[1] = k
 	cy.c.dispatch(cy.acquire)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/leasehold/leasehold/contention"
 	"github.com/leasehold/leasehold/internal/limits"
 	"github.com/leasehold/leasehold/internal/tlsconf"
 	"github.com/leasehold/leasehold/locker"
@@ -100,9 +101,10 @@ type Config struct {
 	// SlowlogMaxLen is how many entries SLOWLOG keeps, the newest.
 	SlowlogMaxLen int
 	// LockStatsTop is how many of the hottest locks LOCKSTATS reports at
-	// most; its sketch tracks that many in each of its shards
-	// (contention.Config.Top). 0 tracks none, and leaves the lock table's
-	// events as they were: built only while someone subscribes.
+	// most (contention.Config.Top; its shards track a few more between
+	// them, contention.Config.PerShard). 0 turns lock statistics off: the
+	// lock table then tells no observer of its events, and builds them
+	// only while someone subscribes.
 	LockStatsTop int
 
 	// AnnounceAddr, with Cluster, is the HOST:PORT clients reach this node's
@@ -134,7 +136,7 @@ func DefaultConfig() Config {
 		// The slowlog's are Redis's defaults.
 		SlowlogSlowerThan: 10000,
 		SlowlogMaxLen:     128,
-		LockStatsTop:      0, // off: it costs the hot path (docs/operations.md); contention.DefaultTop is the usual value
+		LockStatsTop:      contention.DefaultTop, // on: about a hash and a load an event for a lock not tracked (docs/performance.md)
 	}
 }
 

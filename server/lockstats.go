@@ -21,33 +21,40 @@ func newLockStats(cfg Config) (*contention.Stats, error) {
 	return contention.New(cc)
 }
 
-// statsSink is the lock table's event sink when LOCKSTATS is on: every event
-// feeds the contention statistics, and the pub/sub hub as before while it
-// has listeners. The table then builds every event: it copies the key (and
-// owner) into a buffer it reuses, and the statistics look the key up in
-// their sketch, which allocates nothing for a lock it tracks (nor, once its
-// buffers fit the keys, for one that displaces another). The time that
-// takes is the price of the statistics, which --lockstats-top 0 does not
-// pay (docs/operations.md).
+// statsSink is the lock table's event sink when LOCKSTATS is on: the
+// pub/sub hub's events (and the recent events' ring's) as before, built and
+// published only while they have listeners, and the contention statistics told of events as they happen,
+// as a locker.Observer: under the lock table's shard lock, with the key
+// borrowed, so that the table neither copies it nor builds an event for
+// them, and of a lease's end only when the statistics tracked its lock at
+// its grant. The statistics are a leaf (their own mutexes, nothing else)
+// and, for a key they do not track, the bulk of a random workload, cost a
+// hash and a load (contention.Stats). That is the price of the statistics,
+// which --lockstats-top 0 does not pay (docs/operations.md).
+//
+// It is the outermost sink (the table finds its Observer by a type
+// assertion on Config.Events): next is the rest, the recent events' ring
+// around the hub.
 type statsSink struct {
-	hub   *hub
+	next  locker.EventSink
 	stats *contention.Stats
 }
 
-func (s statsSink) Active() bool { return true }
+func (s *statsSink) Active() bool            { return s.next.Active() }
+func (s *statsSink) Publish(ev locker.Event) { s.next.Publish(ev) }
 
-func (s statsSink) Publish(ev locker.Event) {
-	switch ev.Kind {
+// Observe feeds the statistics; the table then tells it of a lease's end
+// only if the statistics tracked its lock at its grant (locker.Observer).
+func (s *statsSink) Observe(kind locker.EventKind, key string, token uint64, held time.Duration) bool {
+	switch kind {
 	case locker.EventAcquired:
-		s.stats.Acquired(ev.Key)
+		return s.stats.Acquired(key, token)
 	case locker.EventReleased, locker.EventForced:
-		s.stats.Ended(ev.Key, ev.Held, false)
+		s.stats.Ended(key, token, held, false)
 	case locker.EventExpired:
-		s.stats.Ended(ev.Key, ev.Held, true)
+		s.stats.Ended(key, token, held, true)
 	}
-	if s.hub.Active() {
-		s.hub.Publish(ev)
-	}
+	return false
 }
 
 // LockStats returns the hottest locks, at most top (every lock tracked for

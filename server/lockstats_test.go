@@ -197,6 +197,22 @@ func TestLockStatsErrors(t *testing.T) {
 	}
 }
 
+// TestLockStatsOnByDefault: a server with the default config keeps lock
+// statistics, and --lockstats-top 0 is what turns them off.
+func TestLockStatsOnByDefault(t *testing.T) {
+	if got := DefaultConfig().LockStatsTop; got != contention.DefaultTop {
+		t.Fatalf("DefaultConfig().LockStatsTop = %d, want %d", got, contention.DefaultTop)
+	}
+	rdb := startServer(t).client()
+	c := ctx(t)
+	if err := rdb.Do(c, "ACQUIRE", "k", "1000").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := rdb.Do(c, "LOCKSTATS").Slice(); err != nil || len(got) != 1 {
+		t.Fatalf("LOCKSTATS with the defaults = %v, %v; want the one lock", got, err)
+	}
+}
+
 // TestLockStatsOrdersAgree: every order the protocol parses, the statistics
 // sort by.
 func TestLockStatsOrdersAgree(t *testing.T) {

@@ -121,12 +121,11 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		return nil, err
 	}
 	lockerCfg := cfg.Locker
-	lockerCfg.Events = hub
-	if lockStats != nil {
-		lockerCfg.Events = statsSink{hub: hub, stats: lockStats}
-	}
 	recent := new(eventring.Ring)
-	lockerCfg.Events = eventring.Sink{Ring: recent, Next: lockerCfg.Events}
+	lockerCfg.Events = eventring.Sink{Ring: recent, Next: hub}
+	if lockStats != nil {
+		lockerCfg.Events = &statsSink{next: lockerCfg.Events, stats: lockStats}
+	}
 	var store *persist.Store
 	if p := cfg.Persist; p.Dir != "" {
 		var err error
