@@ -277,6 +277,7 @@ func startCluster(t testing.TB, size int, opts ...func(*Config)) (*faultNet, []*
 	t.Helper()
 	net, log := newFaultNet(), testutil.NewTestLog(t)
 	ms := []*member{newMember(t, net, log, "n1", true, opts...)}
+	waitLeader(t, ms)
 	for i := 2; i <= size; i++ {
 		m := newMember(t, net, log, fmt.Sprintf("n%d", i), false, opts...)
 		// Joining is the tests' setup, not what they test: a leader that
