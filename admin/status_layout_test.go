@@ -24,15 +24,16 @@ const waitedKey = "jobs/nightly-export"
 
 // sixtySecondSource is a server whose LOCKSTATS has one more row than the
 // server counted: a lock whose waits took 60 s, as the contention package
-// would report it (within 1.6%), which a test cannot wait for.
+// would report it (within 1.6%), which a test cannot wait for: two waits
+// that timed out, and two leases, held 159 µs and 20.5 ms.
 type sixtySecondSource struct{ *server.Server }
 
 func (s sixtySecondSource) LockStats(top int, by string) ([]contention.LockStat, error) {
 	rows, err := s.Server.LockStats(top, by)
 	return append([]contention.LockStat{{
-		Key: waitedKey, Acquisitions: 1, Waits: 1, Timeouts: 1,
+		Key: waitedKey, Acquisitions: 2, Waits: 2, Timeouts: 2,
 		WaitP50: 59990 * time.Millisecond, WaitP99: 60500 * time.Millisecond,
-		HoldP50: 20500 * time.Microsecond, HoldP99: 159 * time.Microsecond,
+		HoldP50: 159 * time.Microsecond, HoldP99: 20500 * time.Microsecond,
 	}}, rows...), err
 }
 
@@ -256,7 +257,7 @@ func TestStatusPageLayoutAndHistory(t *testing.T) {
 					waited = row
 				}
 			}
-			if want := []string{waitedKey, "1", "1", "1", "0", "60.0 s", "60.5 s", "20.5 ms", "159 µs"}; strings.Join(waited, "|") != strings.Join(want, "|") {
+			if want := []string{waitedKey, "2", "2", "2", "0", "60.0 s", "60.5 s", "159 µs", "20.5 ms"}; strings.Join(waited, "|") != strings.Join(want, "|") {
 				t.Errorf("the 60 s wait's row reads %q, want %q", waited, want)
 			}
 			var formatted string
