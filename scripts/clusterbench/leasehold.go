@@ -164,30 +164,7 @@ func lhBatch(c *respConn, o cycleOpts, keys, tokens []string, ttl string, h *his
 		}
 	}
 	*grants += uint64(won)
-	for i := range keys {
-		if tokens[i] != "" {
-			c.add("RELEASE", keys[i], tokens[i])
-		}
-	}
-	if won == 0 {
-		return nil
-	}
-	if err := c.flush(); err != nil {
-		return err
-	}
-	for range won {
-		r, err := c.read()
-		switch {
-		case err != nil:
-			return err
-		case r.isErr():
-			return fmt.Errorf("RELEASE: %s", r.str)
-		case r.kind != ':':
-			return fmt.Errorf("RELEASE: unexpected reply %v", r)
-		}
-		h.Record(time.Since(sent))
-	}
-	return nil
+	return releaseTaken(c, "RELEASE", won, tokens, sent, h, func(i int) { c.add("RELEASE", keys[i], tokens[i]) })
 }
 
 // releaseSHA1 is the SHA1 of redis-py's Lock.release script, which every
@@ -225,9 +202,17 @@ func libBatch(c *respConn, o cycleOpts, keys, tokens []string, ttl string, h *hi
 		}
 	}
 	*grants += uint64(won)
-	for i := range keys {
+	return releaseTaken(c, "EVALSHA", won, tokens, sent, h, func(i int) { c.add("EVALSHA", releaseSHA1, "1", keys[i], tokens[i]) })
+}
+
+// releaseTaken is a batch's second half, lhBatch's and libBatch's alike:
+// the release of each key taken (tokens[i] set, won of them), added by
+// release(i), sent in one write, and their replies, integers, read; each
+// cycle's latency ends at its release's reply.
+func releaseTaken(c *respConn, name string, won int, tokens []string, sent time.Time, h *hist.Histogram, release func(i int)) error {
+	for i := range tokens {
 		if tokens[i] != "" {
-			c.add("EVALSHA", releaseSHA1, "1", keys[i], tokens[i])
+			release(i)
 		}
 	}
 	if won == 0 {
@@ -242,9 +227,9 @@ func libBatch(c *respConn, o cycleOpts, keys, tokens []string, ttl string, h *hi
 		case err != nil:
 			return err
 		case r.isErr():
-			return fmt.Errorf("EVALSHA: %s", r.str)
+			return fmt.Errorf("%s: %s", name, r.str)
 		case r.kind != ':':
-			return fmt.Errorf("EVALSHA: unexpected reply %v", r)
+			return fmt.Errorf("%s: unexpected reply %v", name, r)
 		}
 		h.Record(time.Since(sent))
 	}
