@@ -22,7 +22,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -66,38 +65,11 @@ func repoPath(t *testing.T, rel string) string {
 	return p
 }
 
-var (
-	pythonOnce sync.Once
-	pythonPath string
-	pythonTold string
-)
-
 // python finds a python3 that imports redis. Debian's python3-redis is for
 // /usr/bin/python3; the python3 first on PATH may be another (pyenv, a venv).
 func python(t *testing.T) string {
 	t.Helper()
-	pythonOnce.Do(func() {
-		var tried []string
-		for _, name := range []string{"python3", "/usr/bin/python3"} {
-			p, err := exec.LookPath(name)
-			if err != nil {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-			err = exec.CommandContext(ctx, p, "-c", "import redis").Run()
-			cancel()
-			if err == nil {
-				pythonPath = p
-				return
-			}
-			tried = append(tried, p)
-		}
-		pythonTold = fmt.Sprintf("no python3 that imports redis (python3-redis; tried %q)", tried)
-	})
-	if pythonPath == "" {
-		missing(t, "%s", pythonTold)
-	}
-	return pythonPath
+	return testutil.PythonWithRedis(t, "python3", "/usr/bin/python3")
 }
 
 // lockServer is a real server on a random loopback port, with its address

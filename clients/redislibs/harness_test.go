@@ -29,7 +29,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -452,40 +451,12 @@ func expectTranscript(t *testing.T, p *proc, want ...string) {
 	t.Logf("%q: %s", p.cmd.Args[1:], p.elapsed.Round(time.Millisecond))
 }
 
-var (
-	pythonOnce sync.Once
-	pythonPath string
-	pythonTold string
-)
-
 // python finds a python3 that imports redis: Debian's /usr/bin/python3
 // (python3-redis, the version pinned for these tests) first, then the
 // python3 on PATH.
 func python(t *testing.T) string {
 	t.Helper()
-	pythonOnce.Do(func() {
-		var tried []string
-		for _, name := range []string{"/usr/bin/python3", "python3"} {
-			p, err := exec.LookPath(name)
-			if err != nil {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-			out, err := exec.CommandContext(ctx, p, "-c", "import redis; print(redis.__version__)").Output()
-			cancel()
-			if err == nil {
-				pythonPath = p
-				pythonTold = fmt.Sprintf("%s, redis-py %s", p, strings.TrimSpace(string(out)))
-				return
-			}
-			tried = append(tried, p)
-		}
-		pythonTold = fmt.Sprintf("no python3 that imports redis (python3-redis; tried %q)", tried)
-	})
-	if pythonPath == "" {
-		testutil.MissingTool(t, "%s", pythonTold)
-	}
-	return pythonPath
+	return testutil.PythonWithRedis(t, "/usr/bin/python3", "python3")
 }
 
 // node finds node and checks that node/node_modules holds the libraries

@@ -8,10 +8,12 @@ package testutil
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -107,4 +109,46 @@ func HTTPGet(t testing.TB, url string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(body)
+}
+
+var (
+	pythonMu    sync.Mutex
+	pythonFound = map[string]string{} // by the names tried, in order; "" for none
+)
+
+// PythonWithRedis finds a python3 that imports redis (redis-py), trying
+// names (paths, or names looked up on PATH) in order, once per test binary
+// for each order. Without one it ends the test as MissingTool does. Debian's
+// python3-redis is for /usr/bin/python3; the python3 first on PATH may be
+// another (pyenv, a venv).
+func PythonWithRedis(t testing.TB, names ...string) string {
+	t.Helper()
+	key := strings.Join(names, "\x00")
+	pythonMu.Lock()
+	p, ok := pythonFound[key]
+	if !ok {
+		p = findPythonWithRedis(names)
+		pythonFound[key] = p
+	}
+	pythonMu.Unlock()
+	if p == "" {
+		MissingTool(t, "no python3 that imports redis (python3-redis; tried %q)", names)
+	}
+	return p
+}
+
+func findPythonWithRedis(names []string) string {
+	for _, name := range names {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err = exec.CommandContext(ctx, p, "-c", "import redis").Run()
+		cancel()
+		if err == nil {
+			return p
+		}
+	}
+	return ""
 }
