@@ -281,13 +281,7 @@ func TestClusterFollowerReadsAndEvents(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)
 	leader := waitLeader(t, nodes...)
-	var follower *clusterNode
-	for _, n := range nodes {
-		if n != leader {
-			follower = n
-			break
-		}
-	}
+	follower := others(nodes, leader)[0]
 	c := ctx(t)
 	sub := follower.client().Subscribe(c, "__lock__:job")
 	if _, err := sub.Receive(c); err != nil {
@@ -606,12 +600,7 @@ func TestClusterRedirect(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3, func(string) option { return func(c *Config) { c.Redirect = true } })
 	leader := waitLeader(t, nodes...)
-	var follower *clusterNode
-	for _, n := range nodes {
-		if n != leader {
-			follower = n
-		}
-	}
+	follower := others(nodes, leader)[0]
 	c := ctx(t)
 	err := follower.client().Do(c, "ACQUIRE", "job", 60000).Err()
 	want := fmt.Sprintf("MOVED %d %s", keyslot.Of([]byte("job")), leader.addr)

@@ -224,13 +224,7 @@ func TestRedisLockThroughFollower(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 3)
 	leader := waitLeader(t, nodes...)
-	var follower *clusterNode
-	for _, n := range nodes {
-		if n != leader {
-			follower = n
-			break
-		}
-	}
+	follower := others(nodes, leader)[0]
 	fc := follower.client()
 	release := script(t, "redsync Mutex.Unlock")
 	runRedisSteps(t, fc, []redisStep{
