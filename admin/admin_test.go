@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 )
 
@@ -41,6 +42,19 @@ func startAdmin(t *testing.T, src admin.Source, adjust ...func(*admin.Config)) s
 }
 
 var httpClient = &http.Client{Timeout: 10 * time.Second}
+
+// doer returns a function that sends a command on rdb, fails t if it is
+// answered with an error, and returns the reply.
+func doer(t *testing.T, rdb *redis.Client) func(args ...any) any {
+	return func(args ...any) any {
+		t.Helper()
+		v, err := rdb.Do(context.Background(), args...).Result()
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return v
+	}
+}
 
 // get fetches url and returns its status and body.
 func get(t *testing.T, url string) (int, string) {

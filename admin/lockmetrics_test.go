@@ -43,14 +43,7 @@ func TestLockMetrics(t *testing.T) {
 	base := startAdmin(t, ls.Server)
 	rdb := ls.Client()
 	ctx := context.Background()
-	do := func(args ...any) any {
-		t.Helper()
-		v, err := rdb.Do(ctx, args...).Result()
-		if err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-		return v
-	}
+	do := doer(t, rdb)
 
 	sub := rdb.Subscribe(ctx, "__lock__:k")
 	defer sub.Close()

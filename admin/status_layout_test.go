@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/leasehold/leasehold/contention"
 	"github.com/leasehold/leasehold/internal/servertest/lockserver"
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/server"
 	"github.com/redis/go-redis/v9"
 )
@@ -50,14 +51,7 @@ func makeActivity(t *testing.T, ls *lockserver.Server) {
 	t.Helper()
 	ctx := context.Background()
 	rdb := ls.Client()
-	do := func(args ...any) any {
-		t.Helper()
-		v, err := rdb.Do(ctx, args...).Result()
-		if err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-		return v
-	}
+	do := doer(t, rdb)
 	for i := range 50 {
 		tok := do("ACQUIRE", "orders:1", 60000, "OWNER", fmt.Sprintf("worker-%d", i%4))
 		do("RELEASE", "orders:1", tok)
@@ -93,16 +87,10 @@ func makeActivity(t *testing.T, ls *lockserver.Server) {
 // waitQueued waits until key has n waiters, for at most 10 s.
 func waitQueued(t *testing.T, ls *lockserver.Server, key string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if st, ok := ls.Server.Table().Status([]byte(key)); ok && st.Waiters >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("fewer than %d waiters queued on %q", n, key)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition, bounded above
-	}
+	testutil.Eventually(t, 10*time.Second, fmt.Sprintf("%d waiters queued on %q", n, key), func() bool {
+		st, ok := ls.Server.Table().Status([]byte(key))
+		return ok && st.Waiters >= n
+	})
 }
 
 // historyHolds waits until /api/history has a sample counting the grants

@@ -270,11 +270,7 @@ func TestStatusPageScreenshots(t *testing.T) {
 	base := startAdmin(t, sixtySecondSource{ls.Server})
 	rctx := context.Background()
 	rdb := ls.Client()
-	do := func(args ...any) {
-		if err := rdb.Do(rctx, args...).Err(); err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-	}
+	do := doer(t, rdb)
 	makeActivity(t, ls)
 	// Traffic for the charts, before the page opens: short leases, some
 	// expiring, some waits timing out.
