@@ -69,24 +69,19 @@ func handleEval(c *conn, args [][]byte) error {
 	case protocol.ScriptOwnedTTL:
 		cmds = c.scratch.one()
 		cmds[0] = lockfsm.Command{Op: lockfsm.OpOwnedTTL, Key: key, Owner: owner}
-	case protocol.ScriptAcquireAll:
+	case protocol.ScriptAcquireAll, protocol.ScriptExtendAll:
 		if call.TTL <= 0 {
 			return protocol.InvalidExpireError("set")
 		}
 		if len(call.Keys) > protocol.MaxMultiKeys {
 			return protocol.ErrBadNumKeys
 		}
-		cmds = c.scratch.one()
-		cmds[0] = lockfsm.Command{Op: lockfsm.OpAcquireAllNew, Keys: call.Keys, Owner: owner, TTL: call.TTL}
-	case protocol.ScriptExtendAll:
-		if call.TTL <= 0 {
-			return protocol.InvalidExpireError("set")
-		}
-		if len(call.Keys) > protocol.MaxMultiKeys {
-			return protocol.ErrBadNumKeys
+		op := lockfsm.OpAcquireAllNew // all or none, as the library's script
+		if s.Kind == protocol.ScriptExtendAll {
+			op = lockfsm.OpExtendAllOwned
 		}
 		cmds = c.scratch.one()
-		cmds[0] = lockfsm.Command{Op: lockfsm.OpExtendAllOwned, Keys: call.Keys, Owner: owner, TTL: call.TTL}
+		cmds[0] = lockfsm.Command{Op: op, Keys: call.Keys, Owner: owner, TTL: call.TTL}
 	case protocol.ScriptReleaseEach:
 		if len(call.Keys) > protocol.MaxMultiKeys {
 			return protocol.ErrBadNumKeys
