@@ -167,22 +167,30 @@ func walTailSegment(dir string) (path string, base uint64, ok bool, err error) {
 	return path, base, ok, nil
 }
 
-// walFramesEnd returns where a walk of data's frame headers stops: at a
-// zero or malformed header, or past the end of data.
-func walFramesEnd(data []byte) int {
+// walFrames walks data's frames from the file header's end, calling visit
+// with each one's offset and type until visit returns false; it returns
+// where the walk stopped: at visit's frame, a zero or malformed header
+// (where recovery stops reading), or past the end of data.
+func walFrames(data []byte, visit func(off int, typ byte) bool) int {
 	off := walFileHeaderLen
 	for off+walFrameHeaderLen <= len(data) {
 		h := data[off : off+walFrameHeaderLen]
-		if h[0] == 0 || h[0] > walFrameCommit || h[1]|h[2]|h[3] != 0 {
+		typ := h[0]
+		if typ == 0 || typ > walFrameCommit || h[1]|h[2]|h[3] != 0 || !visit(off, typ) {
 			return off
 		}
-		n := 0
-		if h[0] != walFrameCommit {
+		n := 0 // a commit frame's length field is its CRC
+		if typ != walFrameCommit {
 			n = int(binary.LittleEndian.Uint32(h[4:]))
 		}
 		off += walFrameHeaderLen + n + (8-n%8)%8
 	}
 	return off
+}
+
+// walFramesEnd returns where a walk of data's frame headers stops.
+func walFramesEnd(data []byte) int {
+	return walFrames(data, func(int, byte) bool { return true })
 }
 
 // walCommittedEnd returns the offset just past the commit frame after which
@@ -191,30 +199,29 @@ func walFramesEnd(data []byte) int {
 // A sealed segment, or one whose frames do not add up to want at a commit
 // frame, is an error.
 func walCommittedEnd(data []byte, want int) (int, error) {
-	entries, commits := 0, 0
-	for off := walFileHeaderLen; off+walFrameHeaderLen <= len(data); {
-		h := data[off : off+walFrameHeaderLen]
-		typ := h[0]
-		if typ == 0 || typ > walFrameCommit || h[1]|h[2]|h[3] != 0 {
-			break // zeros, or garbage: where recovery stops reading
-		}
+	entries, commits, end, sealed := 0, 0, -1, false
+	walFrames(data, func(off int, typ byte) bool {
 		switch typ {
 		case walFrameIndex:
-			return 0, fmt.Errorf("the tail segment is sealed")
+			sealed = true
+			return false
 		case walFrameCommit:
 			if entries == want {
-				return off + walFrameHeaderLen, nil
+				end = off + walFrameHeaderLen
+				return false
 			}
 			commits++
-			off += walFrameHeaderLen
-			continue
 		case walFrameEntry:
 			entries++
 		}
-		n := int(binary.LittleEndian.Uint32(h[4:]))
-		off += walFrameHeaderLen + n + (8-n%8)%8
-	}
-	if want == 0 && commits == 0 {
+		return true
+	})
+	switch {
+	case sealed:
+		return 0, fmt.Errorf("the tail segment is sealed")
+	case end >= 0:
+		return end, nil
+	case want == 0 && commits == 0:
 		// Nothing committed: recovery writes the segment again from its
 		// start, the header included.
 		return walFileHeaderLen, nil
