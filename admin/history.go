@@ -136,10 +136,6 @@ func (h *history) stop() {
 	<-h.doneC
 }
 
-// historyEventsMax is the most events /api/history answers: every one the
-// server keeps.
-const historyEventsMax = 300
-
 // history serves the samples after ?since= (unix ms; all of them without),
 // and the server's recent events unless ?events=0: the page asks once for
 // both as it opens, then once a second for the new samples, its events
@@ -166,8 +162,7 @@ func (p *statusPage) historyAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	events := []feedEvent{}
 	if withEvents {
-		recent := p.src.RecentEvents()
-		for _, ev := range recent[max(0, len(recent)-historyEventsMax):] {
+		for _, ev := range p.src.RecentEvents() { // every one the server keeps, server.RecentEventsMax at most
 			events = append(events, feedEvent{ev.Time.UnixMilli(), string(ev.Kind), ev.Key, strconv.FormatUint(ev.Token, 10), ev.Owner})
 		}
 	}
