@@ -967,3 +967,41 @@ func TestClusterPipelineOfNoChangeIsAnswered(t *testing.T) {
 		}
 	}
 }
+
+// On an event loop, a connection whose proposal is in flight keeps its
+// input watched until input comes (ioLoop.rewatchAfter), and its answer
+// reads the socket only if input came: what a client sends meanwhile, a
+// command or the end of its input, is served once the answer is written.
+func TestClusterLoopServesInputSentWhileInFlight(t *testing.T) {
+	t.Parallel()
+	node := startCluster(t, 1, func(string) option { return withIOLoops(1) })[0]
+	rc := node.dial()
+	defer rc.Close()
+	// Three writes: the later two arrive while the first ACQUIRE's entry
+	// commits (milliseconds), the last while the second's may.
+	rc.send("ACQUIRE in-flight-a 60000\r\n")
+	rc.send("ACQUIRE in-flight-b 60000\r\n")
+	rc.send("PING\r\n")
+	for i, want := range []string{":", ":", "+PONG"} {
+		if got := rc.line(); !strings.HasPrefix(got, want) {
+			t.Fatalf("reply %d = %q, want %s...", i, got, want)
+		}
+	}
+	// A command, then the end of the input at once: answered, then closed.
+	rc.send("ACQUIRE in-flight-c 60000\r\n")
+	if err := rc.Conn.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if got := rc.line(); !strings.HasPrefix(got, ":") {
+		t.Fatalf("ACQUIRE before the end of the input = %q", got)
+	}
+	if !rc.closed() {
+		t.Fatal("the connection stayed open after its input ended")
+	}
+	// Each was granted: the tokens are live.
+	for _, key := range []string{"in-flight-a", "in-flight-b", "in-flight-c"} {
+		if n, err := node.client().Do(ctx(t), "EXISTS", key).Int(); err != nil || n != 1 {
+			t.Errorf("EXISTS %s = %d, %v", key, n, err)
+		}
+	}
+}

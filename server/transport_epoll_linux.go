@@ -293,7 +293,7 @@ func (l *ioLoop) handle(c *conn, events uint32) {
 		l.serveReadable(c)
 		return
 	}
-	l.rewatch(c)
+	l.rewatchAfter(c, events)
 }
 
 // readAhead takes c's input while its commands wait for its output to
@@ -321,7 +321,14 @@ func (l *ioLoop) readAhead(c *conn) bool {
 // rewatch registers the events c needs now: writability while output waits
 // for the socket (and input, read ahead, unless the client is done
 // sending), only hang-ups while it is parked, input otherwise.
-func (l *ioLoop) rewatch(c *conn) {
+func (l *ioLoop) rewatch(c *conn) { l.rewatchAfter(c, 0) }
+
+// rewatchAfter is rewatch once c was served for events. While c's
+// proposal is in flight its input waits for the answer, but the input
+// watch goes only once input comes (level-triggered, it would report it
+// again and again): a client that waits for each answer sends nothing
+// meanwhile, and keeping the watch spares two epoll_ctl calls a command.
+func (l *ioLoop) rewatchAfter(c *conn, events uint32) {
 	want := uint32(unix.EPOLLIN | unix.EPOLLRDHUP)
 	switch {
 	case c.pending.Len() > 0:
@@ -334,7 +341,7 @@ func (l *ioLoop) rewatch(c *conn) {
 		}
 	case c.blocked != nil:
 		want = unix.EPOLLRDHUP
-	case c.inFlight:
+	case c.inFlight && (c.watching != want || events&want != 0):
 		want = 0 // hang-ups only (EPOLLHUP and EPOLLERR are always reported)
 	}
 	if want != c.watching {
@@ -435,6 +442,14 @@ func (l *ioLoop) answered(c *conn, then func([]lockfsm.Result, error), res []loc
 	}
 	if c.blocked != nil || c.inFlight {
 		l.finishServe(c, true) // the replies so far go now
+		return
+	}
+	if c.deferred == nil && c.rd.Buffered() == 0 && c.tlsConn == nil && c.watching&unix.EPOLLIN != 0 {
+		// Nothing read waits, and input that came meanwhile would have
+		// ended the input watch (rewatchAfter): a client that waited for
+		// these replies has sent nothing more, and a read would only find
+		// the socket empty. Input that comes is reported as any other.
+		l.finishServe(c, true)
 		return
 	}
 	l.serveReadable(c)
