@@ -68,7 +68,7 @@ type lockReply struct {
 	force     *protocol.ForceReleaseRequest // FORCE-RELEASE: what the operator asked, for the log
 	script    *protocol.Script              // EVAL and its kin: the script whose reply this is
 	err       error                         // an error reply queued behind proposals (queueError)
-	wait      *blockState                   // a WAIT on an event loop in cluster mode (replicated_wait_loop.go)
+	wait      *blockState                   // a WAIT in cluster mode (replicated_wait.go)
 }
 
 // localApplier runs lock commands on a single node's table.

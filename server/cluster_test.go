@@ -403,8 +403,11 @@ func TestClusterWait(t *testing.T) {
 		err   error
 	}
 	first, second := make(chan grant, 1), make(chan grant, 1)
+	// Clients that wait as long as the wait, and do not retry: a retry
+	// after a read timeout would be answered by the lock, released by then.
+	patient := func(o *redis.Options) { o.ReadTimeout, o.MaxRetries = 30*time.Second, -1 }
 	go func() {
-		tok, err := followers[0].client().Do(c, "ACQUIRE", "job", 60000, "WAIT", 20000).Uint64()
+		tok, err := followers[0].run.Client(patient).Do(c, "ACQUIRE", "job", 60000, "WAIT", 20000).Uint64()
 		first <- grant{tok, err}
 	}()
 	waitFor(t, "the first waiter queued", func() bool {
@@ -412,7 +415,7 @@ func TestClusterWait(t *testing.T) {
 		return err == nil && fmt.Sprint(statusField(st, "waiters")) == "1"
 	})
 	go func() {
-		tok, err := followers[1].client().Do(c, "ACQUIRE", "job", 60000, "WAIT", 20000).Uint64()
+		tok, err := followers[1].run.Client(patient).Do(c, "ACQUIRE", "job", 60000, "WAIT", 20000).Uint64()
 		second <- grant{tok, err}
 	}()
 	waitFor(t, "the second waiter queued", func() bool {
@@ -422,7 +425,13 @@ func TestClusterWait(t *testing.T) {
 	if err := leader.client().Do(c, "RELEASE", "job", token).Err(); err != nil {
 		t.Fatal(err)
 	}
-	g := <-first
+	// Handed over at the release, not found at the wait's deadline (20 s).
+	var g grant
+	select {
+	case g = <-first:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first waiter was not handed the lock at its release")
+	}
 	if g.err != nil || g.token <= token {
 		t.Fatalf("the first waiter got %d, %v; want a token above %d", g.token, g.err, token)
 	}
@@ -434,7 +443,13 @@ func TestClusterWait(t *testing.T) {
 	if err := leader.client().Do(c, "RELEASE", "job", g.token).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if g2 := <-second; g2.err != nil || g2.token <= g.token {
+	var g2 grant
+	select {
+	case g2 = <-second:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second waiter was not handed the lock at its release")
+	}
+	if g2.err != nil || g2.token <= g.token {
 		t.Fatalf("the second waiter got %d, %v; want a token above %d", g2.token, g2.err, g.token)
 	}
 }

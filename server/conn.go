@@ -67,7 +67,7 @@ type conn struct {
 	deferred              [][]byte                   // cluster mode, event loop: a command read that runs once the proposal in flight is answered
 	linearizeErr          error                      // cluster mode, event loop: why the leader check made for deferred failed
 	linearizedTo          int64                      // cluster mode, event loop: the input received when the last leader check began
-	waitSeq               uint64                     // cluster mode: numbers its waits (cluster_wait.go)
+	waitSeq               uint64                     // cluster mode: numbers its waits (replicated_wait.go)
 	pending               outbuf.Buf                 // event loop: reply bytes the socket has not taken yet
 	sockErr               error                      // a write failed, or the commit before it, or the client spoke HTTP: write nothing more
 	lastRead              int64                      // event loop: monotonic ns of the last read, for the idle timeout

@@ -89,9 +89,6 @@ func (a *replicatedApplier) wait(c *conn, cmd lockfsm.Command, ephemeral bool) e
 	} else {
 		w.keys = [][]byte{cmd.Key}
 	}
-	if c.loop != nil {
-		return c.clusterWaitOnLoop(w)
-	}
 	return c.clusterWaiting(w)
 }
 

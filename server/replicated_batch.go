@@ -236,8 +236,14 @@ func (c *conn) countAnswered(p pendingReply, err error) {
 		out = cmdstats.Failed
 	}
 	d := p.d
-	if d < 0 { // answered within its own dispatch: a full batch
-		d = c.srv.monotonic() - p.start
+	if d < 0 {
+		// Answered within its own dispatch: a full batch, or a WAIT on the
+		// goroutine transport, which ran until it parked (dispatch).
+		end := c.parkedAt
+		if end == 0 {
+			end = c.srv.monotonic()
+		}
+		d = end - p.start
 	}
 	c.tally.Record(c.counters, p.cmd, out, d)
 }

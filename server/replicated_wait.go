@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"encoding/binary"
-	"time"
 
 	"github.com/leasehold/leasehold/lockfsm"
 	"github.com/leasehold/leasehold/protocol"
@@ -18,9 +17,15 @@ import (
 // the state machine's OnGrant, which reports every waiter on every replica
 // and which the replica passes on to this node's own waiters only
 // (replica.Await). When the client's wait times out, or it hangs up, or
-// the server stops, the node proposes
-// OpCancelWait: that dequeues the wait, or gives back a lease handed to it
-// meanwhile, so no grant is left to a client that will never hear of it.
+// the server stops, the node proposes OpCancelWait: that dequeues the wait,
+// or gives back a lease handed to it meanwhile, so no grant is left to a
+// client that will never hear of it.
+//
+// Both transports run it alike (clusterWaiting): the OpWait goes in the
+// connection's batch, and its answer parks the connection (conn.park), as
+// a single node's wait parks, unless it granted at once. The goroutine
+// transport's goroutine then waits in waitInline, for the hand-off on a
+// channel; an event loop is posted the hand-off (replicated_wait_loop.go).
 
 // clusterWait is an ACQUIRE or MACQUIRE with WAIT in cluster mode.
 type clusterWait struct {
@@ -57,111 +62,140 @@ func grantedTokens(r lockfsm.Result) []uint64 {
 	return []uint64{r.Token}
 }
 
-// clusterWaiting serves w: its reply is written before it returns, since
-// it blocks this connection's goroutine.
+// replicatedWait is the state of a WAIT in cluster mode.
+type replicatedWait struct {
+	cw     clusterWait
+	waiter []byte
+	forget func() // stops the replica's hand-off report
+	// handoff carries the hand-off to the goroutine transport's wait
+	// (waitInline); an event loop gets a posted task instead.
+	handoff chan []uint64
+	parked  bool // its OpWait was answered Queued
+	handed  bool // on a loop, the hand-off came before that answer, with early
+	early   []uint64
+}
+
+// clusterWaiting serves w, on either transport: it names the wait and
+// registers it with the replica, then queues its OpWait as the last command
+// of c's batch, which is proposed at once. The answer (replyQueuedWait)
+// writes the reply if it granted at once, or parks c (conn.park) until the
+// hand-off, the deadline or CLIENT UNBLOCK; on the goroutine transport c's
+// goroutine waits in waitInline, on a loop the loop goes on.
 func (c *conn) clusterWaiting(w clusterWait) error {
-	deadline := time.Now().Add(w.cmd.Wait)
-	c.runProposals() // the replies before this one
-	r := c.srv.replica
 	c.waitSeq++
 	waiter := binary.BigEndian.AppendUint64(bytes.Clone(c.clusterClientID()), c.waitSeq)
-	granted := make(chan []uint64, 1) // one hand-off per wait
-	forget := r.Await(waiter, func(tokens []uint64) { granted <- tokens })
-	defer forget()
+	w.keys = cloneKeys(w.keys)
+	rw := &replicatedWait{cw: w, waiter: waiter}
+	b := &blockState{timer: -1, replicated: rw, deadline: c.srv.monotonic() + int64(w.cmd.Wait), ephemeral: w.ephemeral, keys: w.keys}
+	if w.cmd.Op == lockfsm.OpWait {
+		b.key = string(w.keys[0])
+	}
+	if l := c.loop; l != nil {
+		rw.forget = c.srv.replica.Await(waiter, func(tokens []uint64) {
+			l.post(func() { l.handedOver(c, b, tokens) })
+		})
+	} else {
+		rw.handoff = make(chan []uint64, 1) // one hand-off per wait
+		rw.forget = c.srv.replica.Await(waiter, func(tokens []uint64) {
+			select { // never block the state machine's apply
+			case rw.handoff <- tokens:
+			default:
+			}
+		})
+	}
 	cmd := w.cmd
 	cmd.Waiter = waiter
-	res, err := r.Propose(c.proposalTag(), []lockfsm.Command{cmd})
-	if err == protocol.ErrUncertain {
-		// It may be queued, to be granted to nobody: take it back.
-		c.cancelClusterWait(waiter)
-	}
-	if err != nil {
-		return err
-	}
-	if res[0].Err != nil {
+	c.queueProposal(lockReply{write: replyQueuedWait, wait: b}, []lockfsm.Command{cmd})
+	c.proposeQueued()
+	return nil
+}
+
+// replyQueuedWait is the reply of a WAIT's OpWait: granted at once, or
+// refused, it is written now; queued, the connection parks.
+func replyQueuedWait(c *conn, r lockReply, _ []lockfsm.Command, res []lockfsm.Result) error {
+	b := r.wait
+	rw := b.replicated
+	switch {
+	case res[0].Err != nil:
+		rw.forget()
 		return res[0].Err
-	}
-	if !res[0].Queued {
-		w.reply(c, grantedTokens(res[0]))
+	case !res[0].Queued:
+		rw.forget()
+		rw.cw.reply(c, grantedTokens(res[0]))
 		return nil
-	}
-	w.keys = cloneKeys(w.keys)
-	// CLIENT UNBLOCK finds the wait here (conn.unblockWait).
-	parked := &blockState{since: c.srv.monotonic(), unblock: make(chan bool, 1)}
-	c.parkedAt = parked.since // SLOWLOG times the command until it queued
-	// LOCKSTATS counts an ACQUIRE's wait on the node that served it (a
-	// MACQUIRE's, as on one node, not).
-	waited := func(granted bool) {
-		if st := c.srv.hot; st != nil && cmd.Op == lockfsm.OpWait {
-			st.Waited(string(w.keys[0]), time.Duration(c.srv.monotonic()-parked.since), granted)
-		}
-	}
-	if c.unflushed {
-		c.flush() // earlier pipelined replies should not wait with us
-	}
-	c.nc.SetReadDeadline(time.Time{}) // the idle timeout does not apply while waiting
-	hangup, stopWatch := watchHangup(c.nc)
-	defer stopWatch()
-	c.srv.stats.blocked.Add(1)
-	defer c.srv.stats.blocked.Add(-1)
-	c.parked.Store(parked)
-	defer c.parked.Store(nil)
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-	handedOver := func(tokens []uint64) error {
-		if tokens == nil { // ended ungranted: its deadline, or its owner's later WAIT
+	case rw.handed:
+		if rw.early == nil {
 			c.srv.stats.waitTimeouts.Add(1)
-			waited(false)
-			w.reply(c, nil)
-			return nil
 		}
-		if peerClosed(c.nc) {
-			// Nobody to hand it to: give it back through the wait's cancel,
-			// not a RELEASE of the token, which would also end the lease if
-			// the client's retry with the same OWNER, through another node,
-			// was answered with it meanwhile (the FSM's claim keeps it then).
-			c.cancelClusterWait(waiter)
-			c.quit = true
-			return nil
-		}
-		waited(true)
-		w.reply(c, tokens)
+		rw.cw.reply(c, rw.early)
 		return nil
 	}
-	select {
-	case tokens := <-granted:
-		return handedOver(tokens)
-	case asError := <-parked.unblock:
-		// As on one node, a lease handed over already is the client's.
-		select {
-		case tokens := <-granted:
-			if tokens != nil {
-				return handedOver(tokens)
-			}
-		default:
-		}
-		// The cancel also gives back a lease handed over meanwhile.
-		c.cancelClusterWait(waiter)
-		waited(false)
-		if asError {
-			return protocol.ErrUnblocked
-		}
-		w.reply(c, nil)
-		return nil
-	case <-timer.C:
+	rw.parked = true
+	c.park(b, nil)
+	return nil
+}
+
+// handedOverOutcome is the outcome of a replicated wait's hand-off: tokens,
+// or nil when it ended ungranted (at its deadline through the leader, or
+// taken over by its owner's later WAIT), which counts as a timeout.
+func (c *conn) handedOverOutcome(tokens []uint64) waitOutcome {
+	if tokens == nil {
 		c.srv.stats.waitTimeouts.Add(1)
-		waited(false)
-		c.cancelClusterWait(waiter)
-		w.reply(c, nil)
-		return nil
-	case <-hangup:
-		c.cancelClusterWait(waiter)
-		c.quit = true
-		return nil
-	case <-c.srv.closing:
-		c.cancelClusterWait(waiter)
-		return protocol.ErrShutdown
+		return waitOutcome{}
 	}
+	return waitOutcome{granted: true, token: tokens[0], tokens: tokens}
+}
+
+// cancelReplicated ends b's replicated wait before its hand-off (cancelWait).
+// A lease handed over already is the client's, as on one node; otherwise
+// the wait's OpCancelWait, which also gives back a lease handed over
+// meanwhile, is proposed: on the goroutine transport before the reply
+// goes, on an event loop, which must not block, without waiting.
+func (c *conn) cancelReplicated(b *blockState) waitOutcome {
+	rw := b.replicated
+	rw.forget()
+	select {
+	case tokens := <-rw.handoff: // nil on a loop: never ready
+		if tokens != nil {
+			return waitOutcome{granted: true, token: tokens[0], tokens: tokens}
+		}
+	default:
+	}
+	c.proposeCancel(b)
+	return waitOutcome{}
+}
+
+// proposeCancel proposes the end of b's wait, which also gives back a lease
+// handed to it meanwhile: waiting for the answer on the goroutine
+// transport, so that the reply follows it, and on an event loop not.
+func (c *conn) proposeCancel(b *blockState) {
+	if c.loop != nil {
+		c.cancelReplicatedLater(b)
+		return
+	}
+	c.cancelClusterWait(b.replicated.waiter)
+}
+
+// abandonQueuedWait takes back a WAIT whose OpWait's outcome is unknown: it
+// may be queued, to be granted to nobody.
+func (c *conn) abandonQueuedWait(b *blockState) {
+	b.replicated.forget()
+	c.cancelReplicatedLater(b)
+}
+
+// cancelReplicatedLater proposes the end of b's wait, which also gives back
+// a lease handed to it meanwhile, without waiting for the answer: for a
+// connection that closed, or a server that stops. If the proposal fails,
+// the wait ends at its deadline through the leader, and a lease handed to
+// it by its ttl.
+func (c *conn) cancelReplicatedLater(b *blockState) {
+	log := c.log
+	cancel := []lockfsm.Command{{Op: lockfsm.OpCancelWait, Waiter: b.replicated.waiter}}
+	c.srv.replica.ProposeAsync(lockfsm.Tag{}, cancel, func(_ []lockfsm.Result, err error) {
+		if err != nil {
+			log.Warn().Err(err).Msg("could not cancel a wait: it ends at its deadline, and a lease it was given by its ttl")
+		}
+	})
 }
 
 // cancelClusterWait proposes the end of waiter's wait, which also gives

@@ -454,6 +454,10 @@ func (c *conn) waitInline(b *blockState, progress chan uint64) {
 	c.nc.SetReadDeadline(time.Time{})
 	hangup, stopWatch := watchHangup(c.nc)
 	timer := time.NewTimer(time.Duration(b.deadline - c.srv.monotonic()))
+	var handoff chan []uint64 // a replicated wait's (replicated_wait.go)
+	if b.replicated != nil {
+		handoff = b.replicated.handoff
+	}
 	var out waitOutcome
 	gone, shutdown := false, false
 wait:
@@ -464,6 +468,10 @@ wait:
 			if out, done = c.resumeWait(token); done {
 				break wait
 			}
+		case tokens := <-handoff:
+			b.replicated.forget()
+			out = c.handedOverOutcome(tokens)
+			break wait
 		case <-timer.C:
 			out = c.timeoutWait()
 			break wait

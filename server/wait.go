@@ -22,7 +22,7 @@ type blockState struct {
 	// One of the three:
 	wait       *locker.Wait      // ACQUIRE's
 	multi      *locker.MultiWait // MACQUIRE's
-	replicated *replicatedWait   // either's, in cluster mode on an event loop (cluster_wait_loop.go)
+	replicated *replicatedWait   // either's, in cluster mode (replicated_wait.go)
 	key        string            // ACQUIRE's key
 	keys       [][]byte          // MACQUIRE's keys, in the order given (copies)
 }
@@ -173,9 +173,7 @@ func (c *conn) cancelWait() waitOutcome {
 	b := c.blocked
 	var out waitOutcome
 	if b.replicated != nil {
-		b.replicated.forget()
-		c.cancelReplicatedLater(b)
-		return out
+		return c.cancelReplicated(b)
 	}
 	if b.multi == nil {
 		out.token, out.granted = c.srv.lockTable().CancelWait(b.wait)
@@ -230,6 +228,13 @@ func (c *conn) abandonWait() {
 // keys were renewed when the last was taken.
 func (c *conn) giveBack(b *blockState, out waitOutcome) {
 	if !out.granted {
+		return
+	}
+	if b.replicated != nil {
+		// Its cancel gives the leases back, through the log, unless the
+		// owner's retry was answered with them meanwhile (the FSM's claim):
+		// not a RELEASE of the token, which would end that lease too.
+		c.proposeCancel(b)
 		return
 	}
 	if b.multi == nil {
