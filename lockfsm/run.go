@@ -12,6 +12,15 @@ import "github.com/leasehold/leasehold/locker"
 // allocates nothing but what the table does (MACQUIRE's tokens). Any other
 // op is refused with ErrBadEntry.
 func Run(t *locker.Table, c *Command) (r Result) {
+	RunInto(t, c, &r)
+	return r
+}
+
+// RunInto is Run writing its result to *r: a single node keeps its
+// results in the connection's scratch, where a Result returned by value
+// would be copied in again (72 bytes, with pointers), every command.
+func RunInto(t *locker.Table, c *Command, r *Result) {
+	*r = Result{}
 	switch c.Op {
 	case OpCreate:
 		r.Granted, r.Err = t.Create(c.Key, c.Options)
@@ -50,7 +59,6 @@ func Run(t *locker.Table, c *Command) (r Result) {
 	default:
 		r.Err = errBadOp(c.Op)
 	}
-	return r
 }
 
 // Request is the lock table's request of an acquiring command (OpAcquire,

@@ -79,7 +79,7 @@ func (localApplier) admit(*conn, int, [][]byte) error { return nil }
 func (a localApplier) apply(c *conn, cmds []lockfsm.Command, reply lockReply) error {
 	res := c.scratch.results(len(cmds))
 	for i := range cmds {
-		res[i] = lockfsm.Run(a.t, &cmds[i])
+		lockfsm.RunInto(a.t, &cmds[i], &res[i])
 	}
 	return reply.write(c, reply, cmds, res)
 }

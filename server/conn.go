@@ -145,7 +145,9 @@ func newConn(s *Server, remote, local string) *conn {
 // nothing is written on c again; a data directory that cannot be written is
 // not such a failure (see misconf.go).
 func (c *conn) flush() error {
-	c.proposeQueued() // cluster mode: the round's changes, then their replies (later, on an event loop)
+	if len(c.proposals.replies) > 0 {
+		c.proposeQueued() // cluster mode: the round's changes, then their replies (later, on an event loop)
+	}
 	// The round's commands (those proposed included, counted once
 	// answered) are counted before a client can read their replies.
 	c.tally.Flush(c.counters)

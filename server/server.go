@@ -122,7 +122,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	}
 	lockerCfg := cfg.Locker
 	recent := new(eventring.Ring)
-	lockerCfg.Events = eventring.Sink{Ring: recent, Next: hub}
+	lockerCfg.Events = &eventring.Sink{Ring: recent, Next: hub}
 	if lockStats != nil {
 		lockerCfg.Events = &statsSink{next: lockerCfg.Events, stats: lockStats}
 	}

@@ -122,9 +122,9 @@ type Sink struct {
 	Next locker.EventSink
 }
 
-func (s Sink) Active() bool { return s.Ring.On() || s.Next.Active() }
+func (s *Sink) Active() bool { return s.Ring.On() || s.Next.Active() }
 
-func (s Sink) Publish(ev locker.Event) {
+func (s *Sink) Publish(ev locker.Event) {
 	if s.Ring.On() {
 		s.Ring.Add(ev)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/leasehold/leasehold/scripts/internal/hist"
@@ -38,9 +39,13 @@ func reportMain(args []string) error {
 	lib := fs.String("cluster-lib", "leasehold, 3 nodes, library cycle", "the label of the rows of the leasehold cluster running a Redis lock library's cycle")
 	etcdLabel := fs.String("etcd", "etcd, 3 nodes", "the label of etcd's rows")
 	single := fs.String("single", "leasehold, 1 node", "the label of the single node's rows")
-	goal := fs.Float64("goal", 10, "the cluster/etcd ratio aimed at")
+	goal := fs.String("goal", "1=7,16=25", "the cluster/etcd ratios aimed at, by -P: P=ratio,... (issue 25's)")
 	failGoalMs := fs.Float64("failover-goal-ms", 3000, "the leasehold failover p99 aimed at, ms")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	goals, err := parseGoals(*goal)
+	if err != nil {
 		return err
 	}
 	f, err := os.Open(*in)
@@ -54,7 +59,7 @@ func reportMain(args []string) error {
 	}
 	r := reporter{w: os.Stdout, lines: lines}
 	r.meta()
-	r.cycles([]string{*cluster, *alt, *lib}, *etcdLabel, *single, *goal)
+	r.cycles([]string{*cluster, *alt, *lib}, *etcdLabel, *single, goals)
 	r.failovers(*cluster, *failGoalMs)
 	return nil
 }
@@ -114,7 +119,7 @@ func median(v []float64) float64 {
 
 // cycles prints the cycle rows, then the ratios of each of clusters (those
 // that ran) to etcd and to the single node.
-func (r reporter) cycles(clusters []string, etcdLabel, single string, goal float64) {
+func (r reporter) cycles(clusters []string, etcdLabel, single string, goals map[int]float64) {
 	type key struct {
 		p     int
 		label string
@@ -170,11 +175,14 @@ func (r reporter) cycles(clusters []string, etcdLabel, single string, goal float
 		for _, cluster := range clusters {
 			c, e, s := cps[key{p, cluster}], cps[key{p, etcdLabel}], cps[key{p, single}]
 			if c > 0 && e > 0 {
-				met := "yes"
-				if c/e < goal {
-					met = "NO"
+				goal, met := "", ""
+				if g, ok := goals[p]; ok {
+					goal, met = fmt.Sprintf("≥ %g×", g), "yes"
+					if c/e < g {
+						met = "NO"
+					}
 				}
-				fmt.Fprintf(r.w, "| %s / %s | %d | %.1f× | ≥ %g× | %s |\n", cluster, etcdLabel, p, c/e, goal, met)
+				fmt.Fprintf(r.w, "| %s / %s | %d | %.1f× | %s | %s |\n", cluster, etcdLabel, p, c/e, goal, met)
 			}
 			if c > 0 && s > 0 {
 				fmt.Fprintf(r.w, "| %s / %s | %d | %.2f× | | |\n", cluster, single, p, c/s)
@@ -237,4 +245,22 @@ func fmtMs(v float64) string {
 		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%.3g", v)
+}
+
+// parseGoals reads -goal: P=ratio pairs, comma-separated.
+func parseGoals(v string) (map[int]float64, error) {
+	goals := map[int]float64{}
+	for _, pair := range strings.Split(v, ",") {
+		if pair = strings.TrimSpace(pair); pair == "" {
+			continue
+		}
+		ps, rs, ok := strings.Cut(pair, "=")
+		p, perr := strconv.Atoi(ps)
+		r, rerr := strconv.ParseFloat(rs, 64)
+		if !ok || perr != nil || rerr != nil || p < 1 || r <= 0 {
+			return nil, fmt.Errorf("-goal: %q is not P=ratio", pair)
+		}
+		goals[p] = r
+	}
+	return goals, nil
 }

@@ -28,21 +28,33 @@ func TestReport(t *testing.T) {
 	var out bytes.Buffer
 	r := reporter{w: &out, lines: lines}
 	r.meta()
-	r.cycles([]string{"lh3", "lh3wal"}, "etcd", "lh1", 10)
+	r.cycles([]string{"lh3", "lh3wal"}, "etcd", "lh1", map[int]float64{1: 7, 16: 12})
 	r.failovers("lh3", 3000)
 	for _, want := range []string{
 		"- date: today\n",
 		// medians over the three rounds
 		"| -P 1 (50 conns) | lh3 | 2000 | 2 | 7 |",
-		"| lh3 / etcd | 1 | 4.0× | ≥ 10× | NO |",
+		"| lh3 / etcd | 1 | 4.0× | ≥ 7× | NO |",
 		"| lh3 / lh1 | 1 | 0.25× | | |",
-		"| lh3 / etcd | 16 | 11.0× | ≥ 10× | yes |",
-		"| lh3wal / etcd | 16 | 15.0× | ≥ 10× | yes |",
+		"| lh3 / etcd | 16 | 11.0× | ≥ 12× | NO |",
+		"| lh3wal / etcd | 16 | 15.0× | ≥ 12× | yes |",
 		"| lh3 | 3 | 2000 | 3500 | 1000, 3500, 2000 | 1900 | p99 ≤ 3000 ms | NO |",
 		"| etcd | 1 | 1200 | 1200 | 1200 |  |  |  |",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestParseGoals(t *testing.T) {
+	goals, err := parseGoals("1=7, 16=25")
+	if err != nil || len(goals) != 2 || goals[1] != 7 || goals[16] != 25 {
+		t.Errorf("parseGoals = %v, %v", goals, err)
+	}
+	for _, bad := range []string{"7", "1=", "x=7", "0=7", "1=-2"} {
+		if _, err := parseGoals(bad); err == nil {
+			t.Errorf("parseGoals(%q) took it", bad)
 		}
 	}
 }
