@@ -30,9 +30,9 @@ func handleAcquire(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	cmds := c.scratch.one()
-	cmds[0] = lockfsm.Command{Op: lockfsm.OpAcquire, Key: req.Key, TTL: req.TTL, Owner: c.scopedOwner(req.Owner), Shared: req.Shared,
-		Priority: req.Priority, Wait: req.Wait}
+	cmds, cmd := c.scratch.cleared()
+	cmd.Op, cmd.Key, cmd.TTL, cmd.Owner, cmd.Shared = lockfsm.OpAcquire, req.Key, req.TTL, c.scopedOwner(req.Owner), req.Shared
+	cmd.Priority, cmd.Wait = req.Priority, req.Wait
 	return c.acquire(cmds, 1, req.Ephemeral, lockfsm.OpWait, replyAcquire)
 }
 
@@ -109,8 +109,8 @@ func handleRelease(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	cmds := c.scratch.one()
-	cmds[0] = lockfsm.Command{Op: lockfsm.OpRelease, Key: req.Key, Token: req.Token, Scope: c.ownerScope()}
+	cmds, cmd := c.scratch.cleared()
+	cmd.Op, cmd.Key, cmd.Token, cmd.Scope = lockfsm.OpRelease, req.Key, req.Token, c.ownerScope()
 	return c.srv.applier.apply(c, cmds, lockReply{write: replyReleased})
 }
 
@@ -133,8 +133,8 @@ func handleExtend(c *conn, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	cmds := c.scratch.one()
-	cmds[0] = lockfsm.Command{Op: lockfsm.OpExtend, Key: req.Key, Token: req.Token, TTL: req.TTL, Scope: c.ownerScope()}
+	cmds, cmd := c.scratch.cleared()
+	cmd.Op, cmd.Key, cmd.Token, cmd.TTL, cmd.Scope = lockfsm.OpExtend, req.Key, req.Token, req.TTL, c.ownerScope()
 	return c.srv.applier.apply(c, cmds, lockReply{write: replyGranted})
 }
 

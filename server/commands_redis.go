@@ -24,8 +24,8 @@ func handleSet(c *conn, args [][]byte) error {
 		// and gone at once, as in Redis.
 		ttl = max(untilUnixMillis(req.AtMillis), time.Millisecond)
 	}
-	cmds := c.scratch.one()
-	cmds[0] = lockfsm.Command{Op: lockfsm.OpAcquireNew, Key: req.Key, TTL: ttl, Owner: c.scopedOwner(req.Value)}
+	cmds, cmd := c.scratch.cleared()
+	cmd.Op, cmd.Key, cmd.TTL, cmd.Owner = lockfsm.OpAcquireNew, req.Key, ttl, c.scopedOwner(req.Value)
 	return c.srv.applier.apply(c, cmds, lockReply{write: replySet})
 }
 

@@ -47,8 +47,9 @@ func handleEval(c *conn, args [][]byte) error {
 	var cmds []lockfsm.Command
 	switch s.Kind {
 	case protocol.ScriptRelease, protocol.ScriptReleaseOrMissing:
-		cmds = c.scratch.one()
-		cmds[0] = lockfsm.Command{Op: lockfsm.OpReleaseOwned, Key: key, Owner: owner}
+		var cmd *lockfsm.Command
+		cmds, cmd = c.scratch.cleared()
+		cmd.Op, cmd.Key, cmd.Owner = lockfsm.OpReleaseOwned, key, owner
 	case protocol.ScriptExtend, protocol.ScriptExtendAddOrReplace:
 		cmds = c.scratch.one()
 		if call.TTL <= 0 && !call.Add {
