@@ -715,6 +715,9 @@ func TestClusterClientUnblock(t *testing.T) {
 			st, err := leader.client().Do(c, "STATUS", "job").Slice()
 			return err == nil && fmt.Sprint(statusField(st, "waiters")) == "1"
 		})
+		// The leader queues the wait before the follower's connection
+		// parks on the answer: CLIENT UNBLOCK finds it once it has.
+		waitBlocked(t, follower.client(), 1)
 		n, err := follower.client().Do(c, append([]any{"CLIENT", "UNBLOCK", id}, tc.reason...)...).Int64()
 		if err != nil || n != 1 {
 			t.Fatalf("CLIENT UNBLOCK %d %v: %d, %v; want 1", id, tc.reason, n, err)

@@ -50,6 +50,9 @@ func TestClientUnblockEndsAWait(t *testing.T) {
 			id := clientID(t, waiter)
 			waiter.send(tc.wait + "\r\nPING\r\n") // the PING runs once the wait ends
 			waitForWaiters(t, ts, "held", 1)
+			// The lock's queue lists the waiter a moment before its
+			// connection parks, which is what CLIENT UNBLOCK finds.
+			waitBlocked(t, ts.client(), 1)
 
 			other := ts.dial()
 			other.send(fmt.Sprintf("CLIENT UNBLOCK %d%s\r\n", id, tc.reason))

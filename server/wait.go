@@ -123,18 +123,22 @@ func (c *conn) progressFunc(b *blockState, orphaned func(token uint64)) (notify 
 
 // park makes c wait: on the event loop until its timer or a Notify, on
 // the goroutine transport right here.
+//
+// CLIENT UNBLOCK finds the wait once INFO's blocked_clients counts it (the
+// table lists the waiter a little earlier, as the lock's queue holds it).
 func (c *conn) park(b *blockState, progress chan uint64) {
 	c.parkedAt = c.srv.monotonic()
 	b.since = c.parkedAt
-	c.srv.stats.blocked.Add(1)
 	c.blocked = b
 	if c.loop != nil {
 		c.parked.Store(b)
+		c.srv.stats.blocked.Add(1)
 		c.loop.armWaitTimer(c, b) // the loop replies later
 		return
 	}
 	b.unblock = make(chan bool, 1)
 	c.parked.Store(b)
+	c.srv.stats.blocked.Add(1)
 	c.waitInline(b, progress)
 }
 

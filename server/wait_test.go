@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -23,6 +24,14 @@ func waitForWaiters(t *testing.T, ts *testServer, key string, n int) {
 		}
 		ts.Table().ExpireDue() // a harmless call that yields to the server
 	}
+}
+
+// waitBlocked waits until INFO's blocked_clients is n on the server rdb
+// talks to.
+func waitBlocked(t *testing.T, rdb doer, n int) {
+	t.Helper()
+	want := strconv.Itoa(n)
+	waitFor(t, "blocked_clients "+want, func() bool { return infoField(t, rdb, "clients", "blocked_clients") == want })
 }
 
 func token(t *testing.T, rc *rawConn) int64 {
