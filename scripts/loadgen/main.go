@@ -23,7 +23,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"runtime/pprof"
 	"strings"
@@ -138,20 +137,6 @@ func emit(v any, errs uint64) error {
 }
 
 type cpuTimes struct{ user, sys float64 }
-
-// freeportMain prints a loopback TCP port that was free a moment ago.
-func freeportMain(args []string) error {
-	if len(args) > 0 {
-		return errors.New("freeport takes no arguments")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	defer l.Close()
-	fmt.Println(l.Addr().(*net.TCPAddr).Port)
-	return nil
-}
 
 // fieldMain prints fields of the JSON object on stdin, one a line, so the
 // bench script needs no jq: "latency.p99_ms" walks into nested objects.
