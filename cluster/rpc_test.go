@@ -331,14 +331,16 @@ func TestJoinByAddressOfFollower(t *testing.T) {
 	if i := slices.IndexFunc(servers, func(s Server) bool { return s.ID == "n3" }); i < 0 || !servers[i].Voter || servers[i].Addr != n3.cfg.RaftAddr {
 		t.Fatalf("servers after the join: %+v", servers)
 	}
-	acked = append(acked, apply(t, leader, "after", 5)...)
+	// Through whichever node leads now: under load the first leader may
+	// have stepped down meanwhile (its 400 ms lease ran out).
+	acked = append(acked, apply(t, waitLeader(t, ms), "after", 5)...)
 	if got := waitSameHistory(t, ms, len(acked)); !slices.Equal(got, acked) {
 		t.Fatalf("history = %q, want %q", got, acked)
 	}
 
 	// Membership changes from a follower go to the leader.
 	voters := func() int {
-		servers, err := leader.node.Load().Servers()
+		servers, err := waitLeader(t, ms).node.Load().Servers()
 		if err != nil {
 			t.Fatal(err)
 		}
