@@ -280,24 +280,29 @@ func startCluster(t testing.TB, size int, opts ...func(*Config)) (*faultNet, []*
 	waitLeader(t, ms)
 	for i := 2; i <= size; i++ {
 		m := newMember(t, net, log, fmt.Sprintf("n%d", i), false, opts...)
-		// Joining is the tests' setup, not what they test: a leader that
-		// steps down meanwhile (a loaded machine delays a heartbeat past
-		// the 400 ms lease) is waited out, and the join asked again of the
-		// next one. Join is idempotent for a member already added.
-		deadline := time.Now().Add(settle)
-		for {
-			err := waitLeader(t, ms).node.Load().Join(m.id(), m.cfg.RaftAddr)
-			if err == nil {
-				break
-			}
-			if !errors.Is(err, ErrNotLeader) || time.Now().After(deadline) {
-				t.Fatalf("join %s: %v", m.id(), err)
-			}
-			t.Logf("join %s: %v; again, through the next leader", m.id(), err)
+		if err := joinThroughLeader(t, ms, m.id(), m.cfg.RaftAddr); err != nil {
+			t.Fatalf("join %s: %v", m.id(), err)
 		}
 		ms = append(ms, m)
 	}
 	return net, ms
+}
+
+// joinThroughLeader asks whichever of ms leads to join id at addr, and
+// returns how the join ended. A leader that steps down meanwhile (a loaded
+// machine delays a heartbeat past the 400 ms lease) is waited out, and the
+// join asked again of the next one, within settle: the tests test how a
+// join ends, not the lease. Join is idempotent for a member already added.
+func joinThroughLeader(t testing.TB, ms []*member, id, addr string) error {
+	t.Helper()
+	deadline := time.Now().Add(settle)
+	for {
+		err := waitLeader(t, ms).node.Load().Join(id, addr)
+		if !errors.Is(err, ErrNotLeader) || time.Now().After(deadline) {
+			return err
+		}
+		t.Logf("join %s: %v; again, through the next leader", id, err)
+	}
 }
 
 // waitLeader waits until exactly one running member of ms is leader and
