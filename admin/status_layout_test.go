@@ -98,36 +98,37 @@ func waitQueued(t *testing.T, ls *lockserver.Server, key string, n int) {
 // the server sampled the activity before the page opens.
 func historyHolds(t *testing.T, base string, keys ...string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		code, body := get(t, base+"/api/history")
+	var code int
+	var body string
+	defer func() {
+		if t.Failed() {
+			t.Logf("the last /api/history: %d %.2000s", code, body)
+		}
+	}()
+	testutil.Eventually(t, 10*time.Second, "/api/history with the activity", func() bool {
+		code, body = get(t, base+"/api/history")
 		var h struct {
 			Samples []struct{ Grants, Expiries float64 }
 			Events  []struct{ Key string }
 		}
-		if code == 200 && json.Unmarshal([]byte(body), &h) == nil {
-			var grants, expiries float64
-			for _, s := range h.Samples {
-				grants += s.Grants
-				expiries += s.Expiries
-			}
-			seen := map[string]bool{}
-			for _, ev := range h.Events {
-				seen[ev.Key] = true
-			}
-			all := grants > 0 && expiries > 0
-			for _, k := range keys {
-				all = all && seen[k]
-			}
-			if all {
-				return
-			}
+		if code != 200 || json.Unmarshal([]byte(body), &h) != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/api/history without the activity after 10 s: %d %.2000s", code, body)
+		var grants, expiries float64
+		for _, s := range h.Samples {
+			grants += s.Grants
+			expiries += s.Expiries
 		}
-		time.Sleep(50 * time.Millisecond) // polling a condition, bounded above
-	}
+		seen := map[string]bool{}
+		for _, ev := range h.Events {
+			seen[ev.Key] = true
+		}
+		all := grants > 0 && expiries > 0
+		for _, k := range keys {
+			all = all && seen[k]
+		}
+		return all
+	})
 }
 
 // layoutJS lists what is wrong with the page's layout at its width: an

@@ -532,21 +532,19 @@ func TestStatusPageHistory(t *testing.T) {
 	}
 	// The grants' sample comes with the sampler's next tick.
 	var h history
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	defer func() {
+		if t.Failed() {
+			t.Logf("the last /api/history: %+v", h)
+		}
+	}()
+	testutil.Eventually(t, 10*time.Second, "a sample with the grants", func() bool {
 		h = read("")
 		var grants float64
 		for _, s := range h.Samples {
 			grants += s.Grants
 		}
-		if grants > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no sample with the grants after 10 s: %+v", h)
-		}
-		time.Sleep(50 * time.Millisecond) // polling a condition, bounded above
-	}
+		return grants > 0
+	})
 	if h.Interval != 1000 || h.Span != 300 || len(h.Samples) > 300 {
 		t.Errorf("interval %d ms, span %d s, %d samples", h.Interval, h.Span, len(h.Samples))
 	}
