@@ -402,56 +402,49 @@ func TestClusterWait(t *testing.T) {
 		token uint64
 		err   error
 	}
-	first, second := make(chan grant, 1), make(chan grant, 1)
 	// Clients that wait as long as the wait, and do not retry: a retry
 	// after a read timeout would be answered by the lock, released by then.
 	patient := func(o *redis.Options) { o.ReadTimeout, o.MaxRetries = 30*time.Second, -1 }
-	go func() {
-		tok, err := followers[0].run.Client(patient).Do(c, "ACQUIRE", "job", 60000, "WAIT", 20000).Uint64()
-		first <- grant{tok, err}
-	}()
-	waitFor(t, "the first waiter queued", func() bool {
-		st, err := leader.client().Do(c, "STATUS", "job").Slice()
-		return err == nil && fmt.Sprint(statusField(st, "waiters")) == "1"
-	})
-	go func() {
-		tok, err := followers[1].run.Client(patient).Do(c, "ACQUIRE", "job", 60000, "WAIT", 20000).Uint64()
-		second <- grant{tok, err}
-	}()
-	waitFor(t, "the second waiter queued", func() bool {
-		st, err := leader.client().Do(c, "STATUS", "job").Slice()
-		return err == nil && fmt.Sprint(statusField(st, "waiters")) == "2"
-	})
-	if err := leader.client().Do(c, "RELEASE", "job", token).Err(); err != nil {
-		t.Fatal(err)
+	// queue starts a 20 s wait through node, the queue's waiters-th.
+	queue := func(node *clusterNode, waiters int) chan grant {
+		ch := make(chan grant, 1)
+		go func() {
+			tok, err := node.run.Client(patient).Do(c, "ACQUIRE", "job", 60000, "WAIT", 20000).Uint64()
+			ch <- grant{tok, err}
+		}()
+		waitFor(t, fmt.Sprintf("waiter %d queued", waiters), func() bool {
+			st, err := leader.client().Do(c, "STATUS", "job").Slice()
+			return err == nil && fmt.Sprint(statusField(st, "waiters")) == strconv.Itoa(waiters)
+		})
+		return ch
 	}
-	// Handed over at the release, not found at the wait's deadline (20 s).
-	var g grant
-	select {
-	case g = <-first:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the first waiter was not handed the lock at its release")
+	// handedAtRelease releases held and returns what waiter got: at the
+	// release, not at the wait's deadline (20 s), with a token above held.
+	handedAtRelease := func(held uint64, waiter chan grant, which string) grant {
+		t.Helper()
+		if err := leader.client().Do(c, "RELEASE", "job", held).Err(); err != nil {
+			t.Fatal(err)
+		}
+		var g grant
+		select {
+		case g = <-waiter:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the %s waiter was not handed the lock at its release", which)
+		}
+		if g.err != nil || g.token <= held {
+			t.Fatalf("the %s waiter got %d, %v; want a token above %d", which, g.token, g.err, held)
+		}
+		return g
 	}
-	if g.err != nil || g.token <= token {
-		t.Fatalf("the first waiter got %d, %v; want a token above %d", g.token, g.err, token)
-	}
+	first := queue(followers[0], 1)
+	second := queue(followers[1], 2)
+	g := handedAtRelease(token, first, "first")
 	select {
 	case g2 := <-second:
 		t.Fatalf("the second waiter got %d, %v while the first holds the lock", g2.token, g2.err)
 	default:
 	}
-	if err := leader.client().Do(c, "RELEASE", "job", g.token).Err(); err != nil {
-		t.Fatal(err)
-	}
-	var g2 grant
-	select {
-	case g2 = <-second:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the second waiter was not handed the lock at its release")
-	}
-	if g2.err != nil || g2.token <= g.token {
-		t.Fatalf("the second waiter got %d, %v; want a token above %d", g2.token, g2.err, g.token)
-	}
+	handedAtRelease(g.token, second, "second")
 }
 
 // statusField is a STATUS reply's field.
