@@ -208,7 +208,7 @@ func (c *conn) writeReplies(cmds []lockfsm.Command, replies []pendingReply, res 
 		if err != nil && p.n > 0 { // a reply of no command (queueError's) is its own
 			ferr = err
 			if p.reply.wait != nil {
-				c.abandonQueuedWait(p.reply.wait) // it may be queued, to be granted to nobody
+				c.abandonReplicated(p.reply.wait) // it may be queued, to be granted to nobody
 			}
 		} else {
 			ferr = p.reply.write(c, p.reply, cmds[at:at+p.n], res[at:at+p.n])

@@ -176,9 +176,11 @@ func (c *conn) proposeCancel(b *blockState) {
 	c.cancelClusterWait(b.replicated.waiter)
 }
 
-// abandonQueuedWait takes back a WAIT whose OpWait's outcome is unknown: it
-// may be queued, to be granted to nobody.
-func (c *conn) abandonQueuedWait(b *blockState) {
+// abandonReplicated takes back a WAIT nobody will hear the end of: one
+// whose connection closed, or whose OpWait's outcome is unknown (it may be
+// queued, to be granted to nobody). Its hand-off report stops, and its
+// cancel is proposed without waiting.
+func (c *conn) abandonReplicated(b *blockState) {
 	b.replicated.forget()
 	c.cancelReplicatedLater(b)
 }

@@ -213,8 +213,7 @@ func (c *conn) timeoutWait() waitOutcome {
 func (c *conn) abandonWait() {
 	b := c.unpark()
 	if b.replicated != nil {
-		b.replicated.forget()
-		c.cancelReplicatedLater(b)
+		c.abandonReplicated(b)
 		return
 	}
 	if b.multi != nil {
