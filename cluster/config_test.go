@@ -60,7 +60,7 @@ func TestBootstrapOnlyOnce(t *testing.T) {
 	t.Parallel()
 	_, ms := startCluster(t, 1)
 	m := ms[0]
-	acked := apply(t, m, "a", 5)
+	acked := apply(t, ms, "a", 5)
 	m.stop(t)
 	if m.node.Load() != nil {
 		t.Fatal("node still set after stop")
@@ -90,7 +90,7 @@ func TestLogStoreKindIsKept(t *testing.T) {
 			t.Parallel() // each case has a node and a data directory of its own
 			_, ms := startCluster(t, 1, func(c *Config) { c.LogStore = tc.created })
 			m := ms[0]
-			apply(t, m, "a", 3)
+			apply(t, ms, "a", 3)
 			m.stop(t)
 			c := m.cfg
 			c.LogStore = tc.reopened

@@ -335,19 +335,62 @@ func waitLeader(t testing.TB, ms []*member) *member {
 	return leader
 }
 
-// apply applies count commands prefix-0, prefix-1, ... through m, which
-// must be the leader, and returns them.
-func apply(t *testing.T, m *member, prefix string, count int) []string {
+// apply applies count commands prefix-0, prefix-1, ... each through
+// whichever member of ms leads when it is sent, and returns them. Under
+// load a leader steps down now and then (its 400 ms lease runs out while
+// it is starved), and the tests are about what the cluster keeps, not about
+// who leads it: a command raft certainly did not take (ErrNotApplied) is
+// sent again to the next leader; one whose outcome is unknown
+// (ErrOutcomeUnknown: written to the old leader's log, perhaps committed)
+// is looked for in the next leader's history once a barrier has applied all
+// that leader holds, and sent again only if it is not there, so that it is
+// in the history exactly once either way.
+func apply(t *testing.T, ms []*member, prefix string, count int) []string {
 	t.Helper()
 	var cmds []string
 	for i := range count {
 		cmd := fmt.Sprintf("%s-%d", prefix, i)
-		if _, err := m.node.Load().Apply([]byte(cmd), time.Second); err != nil {
-			t.Fatalf("apply %s on %s: %v", cmd, m.id(), err)
+		deadline := time.Now().Add(settle)
+		for !applyOnce(t, ms, cmd, deadline) {
+			// applyOnce fails the test once deadline has passed.
 		}
 		cmds = append(cmds, cmd)
 	}
 	return cmds
+}
+
+// applyOnce tries cmd through the current leader and reports whether it is
+// now applied; it fails the test on an error of neither kind, or once
+// deadline has passed.
+func applyOnce(t *testing.T, ms []*member, cmd string, deadline time.Time) bool {
+	t.Helper()
+	if time.Now().After(deadline) {
+		t.Fatalf("apply %s: not applied within %v", cmd, settle)
+	}
+	leader := waitLeader(t, ms)
+	_, err := leader.node.Load().Apply([]byte(cmd), time.Second)
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, ErrNotApplied):
+		t.Logf("apply %s on %s: %v; again through the next leader", cmd, leader.id(), err)
+		return false
+	case !errors.Is(err, ErrOutcomeUnknown):
+		t.Fatalf("apply %s on %s: %v", cmd, leader.id(), err)
+	}
+	t.Logf("apply %s on %s: %v; looking for it at the next leader", cmd, leader.id(), err)
+	// The leader's barrier commits every entry its log holds; an entry
+	// it does not hold can no longer commit (Raft's leader completeness).
+	for time.Now().Before(deadline) {
+		next := waitLeader(t, ms)
+		if err := next.node.Load().Barrier(time.Second); err != nil {
+			t.Logf("barrier on %s: %v", next.id(), err)
+			continue
+		}
+		return slices.Contains(next.fsm.History(), cmd)
+	}
+	t.Fatalf("apply %s: outcome still unknown after %v", cmd, settle)
+	return false
 }
 
 // waitSameHistory waits until every running member's FSM holds the same

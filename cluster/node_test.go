@@ -143,16 +143,16 @@ func TestKilledLeaderLosesNothingAndCatchesUp(t *testing.T) {
 
 func testKilledLeaderLosesNothing(t *testing.T, store string) {
 	_, ms := startCluster(t, 3, func(c *Config) { c.LogStore = store })
-	old := waitLeader(t, ms)
-	acked := apply(t, old, "before", 20)
+	acked := apply(t, ms, "before", 20)
 	waitSameHistory(t, ms, len(acked))
+	old := waitLeader(t, ms)
 
 	old.kill(t)
 	leader := waitLeader(t, ms)
 	if leader == old {
 		t.Fatal("the killed node is still leader")
 	}
-	acked = append(acked, apply(t, leader, "after", 20)...)
+	acked = append(acked, apply(t, ms, "after", 20)...)
 	if got := waitSameHistory(t, ms, len(acked)); !slices.Equal(got, acked) {
 		t.Fatalf("survivors' history = %q, want %q", got, acked)
 	}
@@ -170,8 +170,8 @@ func testKilledLeaderLosesNothing(t *testing.T, store string) {
 func TestCloseOfLeaderTransfersLeadership(t *testing.T) {
 	t.Parallel()
 	_, ms := startCluster(t, 3)
+	acked := apply(t, ms, "c", 10)
 	old := waitLeader(t, ms)
-	acked := apply(t, old, "c", 10)
 	term := old.node.Load().raft.CurrentTerm()
 
 	n := old.node.Load()
@@ -187,7 +187,7 @@ func TestCloseOfLeaderTransfersLeadership(t *testing.T) {
 	if got := leader.node.Load().raft.CurrentTerm(); got != term+1 {
 		t.Errorf("term after transfer = %d, want %d", got, term+1)
 	}
-	acked = append(acked, apply(t, leader, "d", 10)...)
+	acked = append(acked, apply(t, ms, "d", 10)...)
 	if got := waitSameHistory(t, ms, len(acked)); !slices.Equal(got, acked) {
 		t.Fatalf("history = %q, want %q", got, acked)
 	}
@@ -200,9 +200,9 @@ func TestSnapshotInstallOnRestartedNode(t *testing.T) {
 	// serves the entries of its tail segment below its first index still,
 	// so the leader would send the node those entries, not its snapshot.
 	_, ms := startCluster(t, 3, func(c *Config) { c.TrailingLogs, c.LogStore = 5, LogStoreBolt })
-	leader := waitLeader(t, ms)
-	acked := apply(t, leader, "a", 100)
+	acked := apply(t, ms, "a", 100)
 	waitSameHistory(t, ms, len(acked))
+	leader := waitLeader(t, ms)
 	// Every node snapshots and compacts its log: the restarted one must
 	// come back from its own snapshot.
 	for _, m := range ms {
@@ -222,7 +222,8 @@ func TestSnapshotInstallOnRestartedNode(t *testing.T) {
 
 	// While it is down the leader moves on and compacts past everything the
 	// node has: it can only be caught up by an InstallSnapshot.
-	acked = append(acked, apply(t, leader, "b", 50)...)
+	acked = append(acked, apply(t, ms, "b", 50)...)
+	leader = waitLeader(t, ms)
 	if err := leader.node.Load().Snapshot(); err != nil {
 		t.Fatalf("snapshot on the leader: %v", err)
 	}
@@ -265,7 +266,7 @@ func TestJoinWaitsForCatchUp(t *testing.T) {
 	catchUp := func(c *Config) { c.CatchUpTimeout = 2 * time.Second }
 	net, ms := startCluster(t, 1, catchUp)
 	leader := ms[0]
-	apply(t, leader, "a", 10)
+	apply(t, ms, "a", 10)
 
 	m := newMember(t, net, testutil.NewTestLog(t), "n2", false, catchUp)
 	net.isolate(m.cfg.RaftAddr)

@@ -215,8 +215,8 @@ func TestForwardOutcomeUnknownWhenLeaderDies(t *testing.T) {
 func TestReadIndex(t *testing.T) {
 	t.Parallel()
 	fnet, ms := startCluster(t, 3)
+	acked := apply(t, ms, "w", 10)
 	leader := waitLeader(t, ms)
-	acked := apply(t, leader, "w", 10)
 	for _, m := range ms {
 		idx, err := m.node.Load().ReadIndex(5 * time.Second)
 		if err != nil {
@@ -251,8 +251,8 @@ func TestReadIndex(t *testing.T) {
 			rest = append(rest, m)
 		}
 	}
-	newLeader := waitLeader(t, rest)
-	acked = append(acked, apply(t, newLeader, "after", 1)...)
+	// Through the new leader the others elect.
+	acked = append(acked, apply(t, rest, "after", 1)...)
 	if idx, err := leader.node.Load().ReadIndex(time.Second); err == nil {
 		t.Fatalf("the deposed leader gave read index %d", idx)
 	} else {
@@ -313,8 +313,8 @@ func TestJoinByAddressOfFollower(t *testing.T) {
 	t.Parallel()
 	f := tlstest.New(t, t.TempDir())
 	fnet, ms := startCluster(t, 2, withTLS(t, f))
+	acked := apply(t, ms, "before", 5)
 	leader := waitLeader(t, ms)
-	acked := apply(t, leader, "before", 5)
 	via := followerOf(ms, leader)
 
 	n3 := newMember(t, fnet, testutil.NewTestLog(t), "n3", false, withTLS(t, f), func(c *Config) { c.Join = []string{via.cfg.RaftAddr} })
@@ -333,7 +333,7 @@ func TestJoinByAddressOfFollower(t *testing.T) {
 	}
 	// Through whichever node leads now: under load the first leader may
 	// have stepped down meanwhile (its 400 ms lease ran out).
-	acked = append(acked, apply(t, waitLeader(t, ms), "after", 5)...)
+	acked = append(acked, apply(t, ms, "after", 5)...)
 	if got := waitSameHistory(t, ms, len(acked)); !slices.Equal(got, acked) {
 		t.Fatalf("history = %q, want %q", got, acked)
 	}
@@ -382,7 +382,7 @@ func TestStaticPeers(t *testing.T) {
 		}))
 	}
 	leader := waitLeader(t, ms)
-	acked := apply(t, leader, "static", 5)
+	acked := apply(t, ms, "static", 5)
 	if got := waitSameHistory(t, ms, len(acked)); !slices.Equal(got, acked) {
 		t.Fatalf("history = %q, want %q", got, acked)
 	}

@@ -42,7 +42,6 @@ func TestTLSClusterReplicatesAndFailsOver(t *testing.T) {
 	t.Parallel()
 	f := tlstest.New(t, t.TempDir())
 	_, ms := startCluster(t, 3, withTLS(t, f))
-	old := waitLeader(t, ms)
 
 	// The Raft port speaks TLS and presents the node's own certificate.
 	for _, m := range ms {
@@ -56,14 +55,15 @@ func TestTLSClusterReplicatesAndFailsOver(t *testing.T) {
 		c.Close()
 	}
 
-	acked := apply(t, old, "before", 20)
+	acked := apply(t, ms, "before", 20)
 	waitSameHistory(t, ms, len(acked))
+	old := waitLeader(t, ms)
 	old.kill(t)
 	leader := waitLeader(t, ms)
 	if leader == old {
 		t.Fatal("the killed node is still leader")
 	}
-	acked = append(acked, apply(t, leader, "after", 20)...)
+	acked = append(acked, apply(t, ms, "after", 20)...)
 	old.start(t)
 	if got := waitSameHistory(t, ms, len(acked)); !slices.Equal(got, acked) {
 		t.Fatalf("history after failover and restart = %q, want %q", got, acked)
@@ -123,7 +123,7 @@ func TestTLSRefusesStrangers(t *testing.T) {
 			if got := leader.node.Load().Term(); got != term || !leader.node.Load().IsLeader() {
 				t.Fatalf("after the stranger's AppendEntries: term %d (was %d), leader %v", got, term, leader.node.Load().IsLeader())
 			}
-			apply(t, leader, strings.ReplaceAll(tc.name, " ", "-"), 1)
+			apply(t, ms, strings.ReplaceAll(tc.name, " ", "-"), 1)
 		})
 	}
 }
@@ -148,7 +148,7 @@ func TestTLSNodeFromAnotherCACannotJoin(t *testing.T) {
 	f, other := tlstest.New(t, t.TempDir()), tlstest.New(t, t.TempDir())
 	fnet, ms := startCluster(t, 3, withTLS(t, f), func(c *Config) { c.CatchUpTimeout = 3 * time.Second })
 	leader := waitLeader(t, ms)
-	acked := apply(t, leader, "before", 5)
+	acked := apply(t, ms, "before", 5)
 
 	rogue := newMember(t, fnet, testutil.NewTestLog(t), "n4", false, withTLS(t, other))
 	err := joinThroughLeader(t, ms, rogue.id(), rogue.cfg.RaftAddr)
@@ -168,7 +168,7 @@ func TestTLSNodeFromAnotherCACannotJoin(t *testing.T) {
 	if err := leader.node.Load().RemoveServer(rogue.id()); err != nil {
 		t.Fatal(err)
 	}
-	acked = append(acked, apply(t, waitLeader(t, ms), "after", 5)...)
+	acked = append(acked, apply(t, ms, "after", 5)...)
 	if got := waitSameHistory(t, ms, len(acked)); !slices.Equal(got, acked) {
 		t.Fatalf("history = %q, want %q", got, acked)
 	}
