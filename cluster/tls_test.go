@@ -147,12 +147,11 @@ func TestTLSNodeFromAnotherCACannotJoin(t *testing.T) {
 	t.Parallel()
 	f, other := tlstest.New(t, t.TempDir()), tlstest.New(t, t.TempDir())
 	fnet, ms := startCluster(t, 3, withTLS(t, f), func(c *Config) { c.CatchUpTimeout = 3 * time.Second })
-	leader := waitLeader(t, ms)
 	acked := apply(t, ms, "before", 5)
 
 	rogue := newMember(t, fnet, testutil.NewTestLog(t), "n4", false, withTLS(t, other))
 	err := joinThroughLeader(t, ms, rogue.id(), rogue.cfg.RaftAddr)
-	leader = waitLeader(t, ms)
+	leader := waitLeader(t, ms)
 	if !errors.Is(err, ErrCatchUpTimeout) {
 		t.Fatalf("Join of a node from another CA: %v, want ErrCatchUpTimeout", err)
 	}
