@@ -124,10 +124,7 @@ func replyQueuedWait(c *conn, r lockReply, _ []lockfsm.Command, res []lockfsm.Re
 		rw.cw.reply(c, grantedTokens(res[0]))
 		return nil
 	case rw.handed:
-		if rw.early == nil {
-			c.srv.stats.waitTimeouts.Add(1)
-		}
-		rw.cw.reply(c, rw.early)
+		rw.cw.reply(c, c.handedOverOutcome(rw.early).tokens)
 		return nil
 	}
 	rw.parked = true
@@ -157,7 +154,7 @@ func (c *conn) cancelReplicated(b *blockState) waitOutcome {
 	select {
 	case tokens := <-rw.handoff: // nil on a loop: never ready
 		if tokens != nil {
-			return waitOutcome{granted: true, token: tokens[0], tokens: tokens}
+			return c.handedOverOutcome(tokens)
 		}
 	default:
 	}
