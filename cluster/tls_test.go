@@ -83,6 +83,11 @@ func TestTLSRefusesStrangers(t *testing.T) {
 	nodes := []string{"n1", "n2", "n3"}
 	_, ms := startCluster(t, 3, withTLS(t, f), func(c *Config) {
 		c.AllowedPeer = func(cn string) bool { return slices.Contains(nodes, cn) }
+		// Each stranger's visit checks that the leader still leads in its
+		// term: leases of 1 s, not 400 ms, so that a loaded machine does
+		// not make it step down meanwhile (CI did, in every case after
+		// the first, its term unchanged).
+		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = time.Second, time.Second, time.Second
 	})
 	leader := waitLeader(t, ms)
 	term := leader.node.Load().Term()
